@@ -1,0 +1,91 @@
+"""`gpuplan bench`: every benchmark scenario through every planner, beside the published figures.
+
+Benchmarks live apart from the tests: this module measures (median runtime of repeated in-process
+runs); the tests only assert properties of the plans.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .io import load_scenario
+from .plan import check, metrics
+from .planners import solve
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+
+# The benchmark set, in the order the tables show it.
+BENCHMARKS = ("mixed-control", "training-heavy", "batch-inference-heavy", "quantization-burst",
+              "realtime-peak", "scale-64", "uniform-priority")
+CONTENDED = ("mixed-control", "training-heavy", "batch-inference-heavy", "quantization-burst",
+             "realtime-peak")
+
+# SPEC section 6: the published figures (utilization as fractions, value gain over fifo).
+PUBLISHED: dict[str, dict[str, Any]] = {
+    "mixed-control": {"fifo_utilization": 0.516},
+    "training-heavy": {"fifo_utilization": 0.536, "allocator_utilization": 0.870,
+                       "value_gain": 1.05},
+    "scale-64": {"fifo_utilization": 0.449, "fifo_completed": 27,
+                 "allocator_utilization": 0.449, "value_gain": 0.159},
+    "uniform-priority": {"fifo_utilization": 0.768, "allocator_utilization": 0.875,
+                         "value_gain": 0.231},
+}
+
+
+def benchmark_paths(paths: Sequence[str | Path] | None = None) -> list[Path]:
+    if paths:
+        return [Path(p) for p in paths]
+    return [SCENARIO_DIR / f"{name}.json" for name in BENCHMARKS
+            if (SCENARIO_DIR / f"{name}.json").exists()]
+
+
+def run_bench(paths: Sequence[str | Path] | None, planners: Sequence[str], *, repeat: int = 20,
+              time_limit: float = 10.0) -> list[dict[str, Any]]:
+    """One row per scenario and planner: every SPEC metric, median runtime, value gain vs fifo."""
+    rows = []
+    for path in benchmark_paths(paths):
+        scenario = load_scenario(path)
+        fifo_value = metrics(scenario, solve(scenario, "fifo"))["value"]
+        for planner in planners:
+            options = {"time_limit": time_limit} if planner == "full" else {}
+            runs = 1 if planner == "full" else max(1, repeat)
+            times, plan = [], None
+            for _ in range(runs):
+                plan = solve(scenario, planner, **options)
+                times.append(plan.stats["runtime_ms"])
+            row = {"scenario": scenario.name, "gpus": scenario.cluster.gpus,
+                   "jobs": len(scenario.jobs), **metrics(scenario, plan)}
+            row["runtime_ms"] = statistics.median(times)
+            row["legal"] = not check(scenario, plan)
+            row["value_gain"] = row["value"] / fifo_value - 1 if fifo_value > 0 else None
+            published = PUBLISHED.get(scenario.name, {})
+            row["published_utilization"] = published.get(f"{planner}_utilization")
+            row["published_value_gain"] = published.get("value_gain") if planner == "allocator" \
+                else None
+            rows.append(row)
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """A fixed-width table a person can read in a terminal."""
+    columns = [
+        ("scenario", "{}", 22), ("planner", "{}", 9), ("gpus", "{}", 4), ("util", "{:.1%}", 6),
+        ("pub", "{:.1%}", 6), ("alloc", "{:.1%}", 6), ("value", "{:.1f}", 8),
+        ("gain", "{:+.1%}", 7), ("pub", "{:+.1%}", 7), ("done", "{}", 7), ("rt cov", "{:.1%}", 6),
+        ("objective", "{:.1f}", 10), ("ms", "{:.2f}", 8), ("legal", "{}", 5),
+    ]
+    keys = ["scenario", "planner", "gpus", "utilization", "published_utilization",
+            "allocated_fraction", "value", "value_gain", "published_value_gain", "completed",
+            "rt_coverage", "objective", "runtime_ms", "legal"]
+    lines = ["  ".join(f"{title:>{width}}" for title, _, width in columns)]
+    for row in rows:
+        row = {**row, "completed": f"{row['completed_jobs']}/{row['batch_jobs']}"}
+        cells = []
+        for (_, fmt, width), key in zip(columns, keys, strict=True):
+            value = row.get(key)
+            cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
+        lines.append("  ".join(cells))
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""The `gpuplan` command line (also `python -m core`): SPEC section 4.
+
+Bad input exits 2 with one line `error: ...` on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .model import ScenarioError
+from .planners import PLANNER_NAMES
+
+EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ScenarioError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuplan",
+        description="Plan who runs where on a GPU cluster (see the README for the model).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = sub.add_parser("plan", help="plan a scenario and print its metrics as JSON")
+    plan.add_argument("scenario", help="scenario JSON file")
+    plan.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    plan.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S",
+                      help="seconds for the full planner's MIP (default 10)")
+    plan.add_argument("--gap", type=_non_negative_float, default=1e-4,
+                      help="relative MIP gap at which the full planner stops (default 1e-4)")
+    plan.add_argument("--out", metavar="DIR",
+                      help="write grid.csv, assignments.csv, realtime.csv and metrics.json")
+    plan.set_defaults(run=_run_plan)
+
+    check = sub.add_parser("check", help="check a grid CSV against a scenario's constraints")
+    check.add_argument("scenario")
+    check.add_argument("grid_csv")
+    check.set_defaults(run=_run_check)
+
+    bench = sub.add_parser("bench", help="run the benchmark scenarios through the planners")
+    bench.add_argument("--planners", nargs="+", choices=PLANNER_NAMES,
+                       default=["fifo", "backfill", "allocator"])
+    bench.add_argument("--scenarios", nargs="+", metavar="FILE",
+                       help="scenario files (default: data/scenarios/*.json benchmarks)")
+    bench.add_argument("--repeat", type=int, default=20,
+                       help="runs per planner for the median runtime (default 20; full: 1)")
+    bench.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    bench.add_argument("--json", action="store_true", help="print rows as JSON")
+    bench.set_defaults(run=_run_bench)
+
+    forecast = sub.add_parser("forecast", help="fit the weekly demand profile to a history")
+    forecast.add_argument("history_csv")
+    forecast.add_argument("--column", help="column to forecast (default: the first numeric)")
+    forecast.add_argument("--horizon", type=int, default=168, metavar="H",
+                          help="hours to forecast (default 168)")
+    forecast.add_argument("--level", type=float, default=0.9, metavar="L",
+                          help="central interval level (default 0.9)")
+    forecast.add_argument("--out", metavar="CSV", help="write the forecast here, not stdout")
+    forecast.set_defaults(run=_run_forecast)
+
+    simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
+    simulate.add_argument("scenario")
+    simulate.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
+    simulate.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    simulate.add_argument("--replan-minutes", type=int, default=60, metavar="M")
+    simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
+    simulate.add_argument("--out", metavar="DIR")
+    simulate.set_defaults(run=_run_simulate)
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _planner_options(args: argparse.Namespace) -> dict:
+    if args.planner == "full":
+        return {"time_limit": args.time_limit, "mip_gap": getattr(args, "gap", 1e-4)}
+    return {}
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from .io import load_scenario, metrics_to_json, write_exports
+    from .plan import check, metrics
+    from .planners import solve
+
+    scenario = load_scenario(args.scenario)
+    plan = solve(scenario, args.planner, **_planner_options(args))
+    violations = check(scenario, plan)
+    if violations:  # a planner bug, not bad input: say so loudly
+        print(f"internal error: the {args.planner} plan breaks {len(violations)} constraint(s); "
+              f"first: {violations[0]}", file=sys.stderr)
+        return EXIT_ILLEGAL
+    if args.out:
+        write_exports(scenario, plan, args.out)
+    sys.stdout.write(metrics_to_json(metrics(scenario, plan)))
+    return EXIT_OK
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from .io import load_scenario, plan_from_grid_csv, read_text
+    from .plan import check
+
+    scenario = load_scenario(args.scenario)
+    plan = plan_from_grid_csv(scenario, read_text(args.grid_csv), Path(args.grid_csv).name)
+    violations = check(scenario, plan)
+    if not violations:
+        print(f"legal: {Path(args.grid_csv).name} obeys all five constraints "
+              f"({int((plan.grid >= 0).sum())} held cells)")
+        return EXIT_OK
+    print(f"illegal: {len(violations)} violation(s)")
+    for v in violations:
+        print(f"  {v}")
+    return EXIT_ILLEGAL
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from .bench import format_table, run_bench
+
+    rows = run_bench(args.scenarios, args.planners, repeat=args.repeat,
+                     time_limit=args.time_limit)
+    if args.json:
+        from .io import _json_safe
+
+        print(json.dumps(_json_safe(rows), indent=2))
+    else:
+        print(format_table(rows))
+    return EXIT_OK
+
+
+def _run_forecast(args: argparse.Namespace) -> int:
+    from .forecast.demand import forecast_file
+
+    if args.horizon < 1:
+        raise ScenarioError(f"--horizon must be at least 1 hour, got {args.horizon}")
+    if not 0 < args.level < 1:
+        raise ScenarioError(f"--level must be between 0 and 1, got {args.level}")
+    table, warnings = forecast_file(args.history_csv, column=args.column, horizon=args.horizon,
+                                    level=args.level)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    text = table.to_csv(index=False, float_format="%.4f", date_format="%Y-%m-%dT%H:%M:%S")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from .io import load_scenario, metrics_to_json
+    from .rolling import simulate, write_simulation
+
+    scenario = load_scenario(args.scenario)
+    result = simulate(scenario, days=args.days, planner=args.planner,
+                      replan_minutes=args.replan_minutes,
+                      planner_options=_planner_options(args))
+    if args.out:
+        write_simulation(result, args.out)
+    sys.stdout.write(metrics_to_json(result.metrics))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

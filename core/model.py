@@ -1,0 +1,394 @@
+"""The scheduling model of SPEC section 1: a cluster, a policy and the jobs that compete for it.
+
+Every object here is a frozen dataclass that validates itself on construction, so code past the
+edge (planners, checker, metrics) trusts what it is given. Messages name the job and the field;
+the file and row are added by `core.io`, which knows them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+# Limits checked before anything proportional to the grid is allocated (SPEC section 3).
+MAX_GPUS = 65_536
+MAX_STEPS = 10_080
+MAX_CELLS = 10_000_000
+MAX_JOBS = 100_000
+
+BATCH_TYPES = ("training", "batch_inference", "quantization")
+REALTIME_TYPE = "realtime"
+JOB_TYPES = (*BATCH_TYPES, REALTIME_TYPE)
+JobType = Literal["training", "batch_inference", "quantization", "realtime"]
+
+
+class ScenarioError(ValueError):
+    """Input that breaks a rule of the model; the message names file, row or job, and field."""
+
+    def __init__(self, message: str, problems: Sequence[str] | None = None):
+        self.problems = list(problems) if problems else [message]
+        super().__init__(message)
+
+    def with_prefix(self, prefix: str) -> ScenarioError:
+        """The same error with a location (usually the file name) in front of every problem."""
+        problems = [f"{prefix}: {p}" for p in self.problems]
+        return ScenarioError(_join(problems), problems)
+
+
+def _join(problems: Sequence[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    shown = "; ".join(problems[:5])
+    more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+    return f"{len(problems)} problems: {shown}{more}"
+
+
+def is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def powers_of_two_between(low: int, high: int) -> list[int]:
+    """The powers of two g with low <= g <= high, smallest first."""
+    sizes, g = [], 1
+    while g <= high:
+        if g >= low:
+            sizes.append(g)
+        g *= 2
+    return sizes
+
+
+def _check_number(owner: str, name: str, value: object, *, integer: bool = False,
+                  minimum: float | None = None, strictly_positive: bool = False) -> None:
+    """Raise a ScenarioError unless value is a finite (integer) number in range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(f"{owner}: {name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ScenarioError(f"{owner}: {name} must be finite, got {value!r}")
+    if integer and value != int(value):
+        raise ScenarioError(f"{owner}: {name} must be a whole number, got {value!r}")
+    if strictly_positive and value <= 0:
+        raise ScenarioError(f"{owner}: {name} must be > 0, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ScenarioError(f"{owner}: {name} must be >= {minimum:g}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """G identical GPUs planned over T steps of step_minutes each."""
+
+    gpus: int
+    step_minutes: int = 60
+    horizon_steps: int = 24
+    start: datetime | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("cluster", "gpus", self.gpus, integer=True, minimum=1)
+        _check_number("cluster", "step_minutes", self.step_minutes, integer=True, minimum=1)
+        _check_number("cluster", "horizon_steps", self.horizon_steps, integer=True, minimum=1)
+        if self.gpus > MAX_GPUS:
+            raise ScenarioError(f"cluster: gpus {self.gpus} exceeds the limit of {MAX_GPUS:,}")
+        if self.horizon_steps > MAX_STEPS:
+            raise ScenarioError(
+                f"cluster: horizon_steps {self.horizon_steps} exceeds the limit of {MAX_STEPS:,}"
+            )
+        if self.gpus * self.horizon_steps > MAX_CELLS:
+            raise ScenarioError(
+                f"cluster: gpus x horizon_steps = {self.gpus * self.horizon_steps:,} grid cells "
+                f"exceeds the limit of {MAX_CELLS:,}"
+            )
+        if self.step_minutes > 7 * 24 * 60:
+            raise ScenarioError(f"cluster: step_minutes {self.step_minutes} exceeds one week")
+        object.__setattr__(self, "gpus", int(self.gpus))
+        object.__setattr__(self, "step_minutes", int(self.step_minutes))
+        object.__setattr__(self, "horizon_steps", int(self.horizon_steps))
+
+    @property
+    def step_hours(self) -> float:
+        return self.step_minutes / 60.0
+
+    @property
+    def cells(self) -> int:
+        return self.gpus * self.horizon_steps
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the objective trades batch value against real-time shortfall."""
+
+    penalty_weight: float = 8.0
+    decay: float = 0.97
+    reward_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_number("policy", "penalty_weight", self.penalty_weight, minimum=0)
+        _check_number("policy", "decay", self.decay, strictly_positive=True)
+        _check_number("policy", "reward_weight", self.reward_weight, strictly_positive=True)
+        if self.decay > 1:
+            raise ScenarioError(f"policy: decay must be in (0, 1], got {self.decay!r}")
+
+    def half_life_hours(self, step_minutes: int) -> float:
+        """Hours after which a GPU-step of batch work is worth half as much (inf for decay 1)."""
+        if self.decay >= 1.0:
+            return math.inf
+        return math.log(0.5) / math.log(self.decay) * step_minutes / 60.0
+
+
+@dataclass(frozen=True)
+class Running:
+    """A batch job already on the cluster: it holds [gpu_start, gpu_start+gpus) from step 0."""
+
+    gpu_start: int
+    gpus: int
+    remaining_steps: int
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """Training, batch inference or quantization: one aligned block held until the work is done."""
+
+    id: str
+    type: JobType
+    priority: float
+    gpus_min: int
+    gpus_max: int
+    gpu_hours: float
+    arrival_step: int = 0
+    running: Running | None = None
+    gpu_hours_actual: float | None = None  # true work, known only to the rolling simulation
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+        owner = f"job '{self.id}'"
+        if self.type not in BATCH_TYPES:
+            raise ScenarioError(f"{owner}: type {self.type!r} is not a batch type {BATCH_TYPES}")
+        _check_number(owner, "priority", self.priority, strictly_positive=True)
+        _check_number(owner, "arrival_step", self.arrival_step, integer=True, minimum=0)
+        _check_number(owner, "gpus_min", self.gpus_min, integer=True, minimum=1)
+        _check_number(owner, "gpus_max", self.gpus_max, integer=True, minimum=1)
+        _check_number(owner, "gpu_hours", self.gpu_hours, strictly_positive=True)
+        for name in ("gpus_min", "gpus_max"):
+            if not is_power_of_two(int(getattr(self, name))):
+                raise ScenarioError(
+                    f"{owner}: {name} {getattr(self, name)} is not a power of two"
+                )
+        if self.gpus_min > self.gpus_max:
+            raise ScenarioError(
+                f"{owner}: gpus_min {self.gpus_min} is larger than gpus_max {self.gpus_max}"
+            )
+        if self.gpu_hours_actual is not None:
+            _check_number(owner, "gpu_hours_actual", self.gpu_hours_actual,
+                          strictly_positive=True)
+        if self.running is not None:
+            r = self.running
+            for name in ("gpu_start", "gpus", "remaining_steps"):
+                _check_number(owner, f"running.{name}", getattr(r, name), integer=True,
+                              minimum=0 if name == "gpu_start" else 1)
+            if not is_power_of_two(r.gpus):
+                raise ScenarioError(f"{owner}: running.gpus {r.gpus} is not a power of two")
+            if r.gpu_start % r.gpus:
+                raise ScenarioError(
+                    f"{owner}: running.gpu_start {r.gpu_start} is not aligned to its block of "
+                    f"{r.gpus} (gpu_start must be a multiple of gpus)"
+                )
+        object.__setattr__(self, "gpus_min", int(self.gpus_min))
+        object.__setattr__(self, "gpus_max", int(self.gpus_max))
+        object.__setattr__(self, "arrival_step", int(self.arrival_step))
+
+    @property
+    def is_realtime(self) -> bool:
+        return False
+
+    def sizes(self) -> list[int]:
+        """Allowed block sizes, smallest first."""
+        if self.running is not None:
+            return [self.running.gpus]
+        return powers_of_two_between(self.gpus_min, self.gpus_max)
+
+
+@dataclass(frozen=True)
+class RealtimeJob:
+    """Inference serving: an elastic set of GPUs re-chosen every step, driven by demand."""
+
+    id: str
+    priority: float
+    gpus_min: int
+    gpus_max: int
+    swap_cap: int
+    demand: tuple[float, ...]
+    previous_gpus: tuple[int, ...] | None = None
+    history: tuple[float, ...] | None = None  # hourly values before step 0, seeds forecasts
+    type: JobType = field(default=REALTIME_TYPE)
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+        owner = f"job '{self.id}'"
+        if self.type != REALTIME_TYPE:
+            raise ScenarioError(f"{owner}: type {self.type!r} is not 'realtime'")
+        _check_number(owner, "priority", self.priority, strictly_positive=True)
+        _check_number(owner, "gpus_min", self.gpus_min, integer=True, minimum=0)
+        _check_number(owner, "gpus_max", self.gpus_max, integer=True, minimum=0)
+        _check_number(owner, "swap_cap", self.swap_cap, integer=True, minimum=0)
+        if self.gpus_min > self.gpus_max:
+            raise ScenarioError(
+                f"{owner}: gpus_min {self.gpus_min} is larger than gpus_max {self.gpus_max}"
+            )
+        object.__setattr__(self, "demand", tuple(float(d) for d in _numbers(owner, "demand",
+                                                                             self.demand)))
+        if self.history is not None:
+            object.__setattr__(self, "history",
+                               tuple(float(h) for h in _numbers(owner, "history", self.history,
+                                                                allow_nan=True)))
+        if self.previous_gpus is not None:
+            gpus = tuple(self.previous_gpus)
+            for i, g in enumerate(gpus):
+                _check_number(owner, f"previous_gpus[{i}]", g, integer=True, minimum=0)
+            if len(set(gpus)) != len(gpus):
+                raise ScenarioError(f"{owner}: previous_gpus lists a GPU twice")
+            object.__setattr__(self, "previous_gpus", tuple(sorted(int(g) for g in gpus)))
+        for name in ("gpus_min", "gpus_max", "swap_cap"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
+    @property
+    def is_realtime(self) -> bool:
+        return True
+
+
+Job = BatchJob | RealtimeJob
+
+
+def _check_id(job_id: object) -> None:
+    if not isinstance(job_id, str) or not job_id.strip():
+        raise ScenarioError(f"job id must be a non-empty string, got {job_id!r}")
+    if len(job_id) > 200 or any(ord(c) < 32 for c in job_id):
+        raise ScenarioError(f"job id {job_id[:40]!r}: must be at most 200 printable characters")
+
+
+def _numbers(owner: str, name: str, values: object, *, allow_nan: bool = False) -> list[float]:
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise ScenarioError(f"{owner}: {name} must be a list of numbers")
+    out = []
+    for i, v in enumerate(values):
+        if allow_nan and (v is None or (isinstance(v, float) and math.isnan(v))):
+            out.append(math.nan)
+            continue
+        _check_number(owner, f"{name}[{i}]", v, minimum=0)
+        out.append(v)
+    return out
+
+
+def duration_steps(job: BatchJob, gpus: int, step_minutes: int) -> int:
+    """Steps a batch job needs on a block of `gpus` (linear scaling; running jobs as given)."""
+    if job.running is not None and gpus == job.running.gpus:
+        return job.running.remaining_steps
+    return max(1, math.ceil(job.gpu_hours * 60.0 / (gpus * step_minutes) - 1e-9))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A cluster, a policy and the jobs: the input every planner and the checker share."""
+
+    name: str
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    policy: Policy = field(default_factory=Policy)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        problems = list(_scenario_problems(self))
+        if problems:
+            raise ScenarioError(_join(problems), problems)
+        object.__setattr__(self, "_index", {job.id: i for i, job in enumerate(self.jobs)})
+
+    @property
+    def batch_jobs(self) -> list[BatchJob]:
+        return [j for j in self.jobs if isinstance(j, BatchJob)]
+
+    @property
+    def realtime_jobs(self) -> list[RealtimeJob]:
+        return [j for j in self.jobs if isinstance(j, RealtimeJob)]
+
+    def job_index(self, job_id: str) -> int:
+        """Position of a job in `jobs`: the number the grid stores for it."""
+        return self._index[job_id]  # type: ignore[attr-defined]
+
+    def has_job(self, job_id: str) -> bool:
+        return job_id in self._index  # type: ignore[attr-defined]
+
+    def duration(self, job: BatchJob, gpus: int) -> int:
+        return duration_steps(job, gpus, self.cluster.step_minutes)
+
+    def replace(self, **changes: object) -> Scenario:
+        """A copy with some fields changed, validated again."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def _scenario_problems(s: Scenario):
+    """Cross-field rules: unique ids, sizes within the cluster, demand length, pinned work fits."""
+    if not isinstance(s.name, str) or not s.name.strip():
+        yield "scenario: name must be a non-empty string"
+    if len(s.jobs) > MAX_JOBS:
+        yield f"scenario: {len(s.jobs):,} jobs exceeds the limit of {MAX_JOBS:,}"
+        return
+    G, T = s.cluster.gpus, s.cluster.horizon_steps
+    seen: set[str] = set()
+    for job in s.jobs:
+        if job.id in seen:
+            yield f"job '{job.id}': id is used by more than one job"
+        seen.add(job.id)
+        owner = f"job '{job.id}'"
+        if job.gpus_max > G:
+            yield f"{owner}: gpus_max {job.gpus_max} is larger than the cluster's {G} GPUs"
+        if isinstance(job, RealtimeJob):
+            if len(job.demand) != T:
+                yield (f"{owner}: demand has {len(job.demand)} values, expected one per step "
+                       f"({T})")
+            for g in job.previous_gpus or ():
+                if g >= G:
+                    yield f"{owner}: previous_gpus lists GPU {g}, the cluster has GPUs 0..{G - 1}"
+                    break
+        elif job.running is not None:
+            r = job.running
+            if r.gpu_start + r.gpus > G:
+                yield (f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
+                       f"outside the cluster's {G} GPUs")
+    yield from _pinned_problems(s)
+
+
+def _pinned_problems(s: Scenario):
+    """Running blocks and previous real-time sets must not overlap, and must leave room."""
+    G = s.cluster.gpus
+    holder: dict[int, str] = {}
+    for job in s.jobs:
+        if isinstance(job, BatchJob) and job.running is not None:
+            gpus = range(job.running.gpu_start, job.running.gpu_start + job.running.gpus)
+        elif isinstance(job, RealtimeJob) and job.previous_gpus:
+            gpus = job.previous_gpus
+        else:
+            continue
+        for g in gpus:
+            if g in holder and g < G:
+                what = "running block" if isinstance(job, BatchJob) else "previous_gpus"
+                yield (f"job '{job.id}': {what} overlaps job '{holder[g]}' on GPU {g}")
+                break
+            holder[g] = job.id
+    free_at_start = G - len([g for g in holder if g < G])
+    needed = 0
+    for job in s.realtime_jobs:
+        held = len(job.previous_gpus) if job.previous_gpus is not None else 0
+        if job.previous_gpus is not None:
+            if held - job.swap_cap > job.gpus_max:
+                yield (f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
+                       f"{job.swap_cap} it cannot get down to gpus_max {job.gpus_max} at step 0")
+            if held + job.swap_cap < job.gpus_min:
+                yield (f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
+                       f"{job.swap_cap} it cannot reach gpus_min {job.gpus_min} at step 0")
+        needed += max(0, job.gpus_min - held)
+    if needed > free_at_start:
+        yield (f"scenario: real-time gpus_min needs {needed} more GPUs at step 0 than the "
+               f"{free_at_start} left free by running jobs and previous_gpus")

@@ -1,0 +1,115 @@
+"""The published baselines: FIFO with a peak reservation for real-time serving, and backfill.
+
+Real-time jobs reserve `clip(ceil(max demand), gpus_min, gpus_max)` GPUs for the whole horizon on
+the highest-numbered free GPUs; batch jobs go in arrival order (then file order) to their earliest
+feasible start on the lowest-indexed free aligned block, the size that starts earliest winning
+(ties to the larger). `fifo` never starts a job before the previous placed job's start; `backfill`
+lets a later job use an earlier gap that is still free (conservative backfilling). No priority.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model import BatchJob, RealtimeJob, Scenario
+from ..plan import IDLE, Plan, pin_running
+from .blocks import earliest_block
+
+
+def plan_fifo(scenario: Scenario) -> Plan:
+    return _plan_queue(scenario, in_order=True, name="fifo")
+
+
+def plan_backfill(scenario: Scenario) -> Plan:
+    return _plan_queue(scenario, in_order=False, name="backfill")
+
+
+def _plan_queue(scenario: Scenario, *, in_order: bool, name: str) -> Plan:
+    plan = Plan.empty(scenario, name)
+    grid = plan.grid
+    pin_running(scenario, grid)
+    reserve_realtime_peaks(scenario, grid)
+    queue = sorted(
+        (
+            (job.arrival_step, i, job)
+            for i, job in enumerate(scenario.jobs)
+            if isinstance(job, BatchJob) and job.running is None
+        ),
+        key=lambda item: item[:2],
+    )
+    previous_start = 0
+    for arrival, i, job in queue:
+        earliest = max(arrival, previous_start) if in_order else arrival
+        found = earliest_block(grid == IDLE, job.sizes(), lambda g, job=job:
+                               scenario.duration(job, g), earliest)
+        if found is None:
+            continue
+        start, gpu_start, gpus = found
+        grid[gpu_start:gpu_start + gpus, start:start + scenario.duration(job, gpus)] = i
+        previous_start = start
+    return plan
+
+
+def peak_reservation(job: RealtimeJob) -> int:
+    peak = max(job.demand, default=0.0)
+    return int(min(max(math.ceil(peak - 1e-9), job.gpus_min), job.gpus_max))
+
+
+def reserve_realtime_peaks(scenario: Scenario, grid: np.ndarray) -> None:
+    """Give each real-time job a fixed reserved set, reached from previous_gpus within swap_cap.
+
+    The reserved set keeps the job's previous GPUs first, then takes the highest-numbered GPUs
+    that are free at step 0 (and so for the whole horizon: running blocks only shrink) and not
+    spoken for by another real-time job. GPUs still needed by later jobs' gpus_min are left.
+    """
+    G = grid.shape[0]
+    rt = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
+    spoken_for = np.zeros(G, dtype=bool)  # previous sets of all, reserved sets of placed jobs
+    for _, job in rt:
+        spoken_for[list(job.previous_gpus or ())] = True
+    still_needed = [max(0, job.gpus_min - len(job.previous_gpus or ())) for _, job in rt]
+
+    for k, (i, job) in enumerate(rt):
+        previous = np.zeros(G, dtype=bool)
+        previous[list(job.previous_gpus or ())] = True
+        target = peak_reservation(job)
+        kept = np.nonzero(previous)[0][::-1][:target]  # highest previous GPUs first
+        candidates = np.nonzero((grid[:, 0] == IDLE) & ~spoken_for)[0][::-1]
+        room = max(0, len(candidates) - sum(still_needed[k + 1:]))
+        extra = candidates[: min(room, max(0, target - len(kept)))]
+        reserved = np.zeros(G, dtype=bool)
+        reserved[kept] = True
+        reserved[extra] = True
+        spoken_for |= reserved
+        _walk_to(grid, i, job, previous if job.previous_gpus is not None else None, reserved)
+
+
+def _walk_to(grid: np.ndarray, index: int, job: RealtimeJob, previous: np.ndarray | None,
+             target: np.ndarray) -> None:
+    """Hold `target` at every step, moving there from `previous` at most swap_cap GPUs a step."""
+    if previous is None:
+        grid[target, :] = index
+        return
+    current = previous.copy()
+    for t in range(grid.shape[1]):
+        gains = list(np.nonzero(target & ~current)[0][::-1])
+        releases = list(np.nonzero(current & ~target)[0])
+        size = int(current.sum())
+        budget = job.swap_cap
+        # Forced moves first: get into [gpus_min, gpus_max], then move toward the target.
+        while budget and releases and size > job.gpus_max:
+            current[releases.pop(0)] = False
+            size, budget = size - 1, budget - 1
+        while budget and gains and (size < job.gpus_max):
+            current[gains.pop(0)] = True
+            size, budget = size + 1, budget - 1
+        while budget and releases and size > job.gpus_min:
+            current[releases.pop(0)] = False
+            size, budget = size - 1, budget - 1
+        while budget >= 2 and gains and releases:  # same size, other GPUs: trade one for one
+            current[releases.pop(0)] = False
+            current[gains.pop(0)] = True
+            budget -= 2
+        grid[current, t] = index
