@@ -432,16 +432,15 @@ def _cell_number(owner: str, field: str, text: str, required: bool = True) -> An
             raise ScenarioError(f"{owner}: {field} is empty")
         return None
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ScenarioError(f"{owner}: {field} must be a number, got {text!r}") from None
-        if math.isnan(value):
-            raise ScenarioError(f"{owner}: {field} must be a number, got NaN")
-        if value.is_integer() and "e" not in text.lower() and "." not in text:
-            value = int(value)
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScenarioError(f"{owner}: {field} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ScenarioError(f"{owner}: {field} must be a finite number, got {text!r}")
     return value
 
 
