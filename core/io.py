@@ -276,7 +276,8 @@ def _optional_value(job: Job, column: str) -> Any:
         if column == "gpu_hours_actual" and job.gpu_hours_actual is not None:
             return _num(job.gpu_hours_actual)
     elif column == "previous_gpus" and job.previous_gpus is not None:
-        return " ".join(str(g) for g in job.previous_gpus)
+        # "[]" says "held nothing before step 0", which limits step 0; blank says "unknown".
+        return " ".join(str(g) for g in job.previous_gpus) or "[]"
     return ""
 
 
@@ -328,12 +329,15 @@ def _job_from_row(row: dict[str, str], where: str, demand_by_job, history_by_job
             if job_id not in demand_by_job:
                 raise ScenarioError(f"{owner}: has no rows in the demand file")
             previous = row.get("previous_gpus", "").strip()
+            empty_set = previous.replace(" ", "") == "[]"
+            previous = previous.strip("[]").replace(",", " ")
             return RealtimeJob(
                 id=job_id, priority=number("priority"), gpus_min=number("gpus_min"),
                 gpus_max=number("gpus_max"), swap_cap=number("swap_cap"),
                 demand=demand_by_job[job_id][1],
                 previous_gpus=tuple(_cell_number(owner, "previous_gpus", g)
-                                    for g in previous.split()) if previous else None,
+                                    for g in previous.split())
+                if previous or empty_set else None,
                 history=history_by_job.get(job_id),
             )
         running = None

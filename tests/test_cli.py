@@ -1,0 +1,98 @@
+"""The command line as a user runs it: exports, check's exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.io import load_scenario
+from core.plan import metrics
+from core.planners import solve
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "data" / "scenarios" / "example.json"
+
+
+def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def fifo_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fifo")
+    result = gpuplan("plan", EXAMPLE, "--planner", "fifo", "--out", out)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
+    assert sorted(p.name for p in fifo_out.iterdir()) == [
+        "assignments.csv", "grid.csv", "metrics.json", "realtime.csv"]
+    printed = json.loads((fifo_out / "metrics.json").read_text())
+    scenario = load_scenario(EXAMPLE)
+    expected = metrics(scenario, solve(scenario, "fifo"))
+    for key in ("utilization", "allocated_fraction", "value", "objective", "completed_jobs",
+                "rt_coverage"):
+        assert printed[key] == pytest.approx(expected[key])
+    assert printed["planner"] == "fifo"
+    header = (fifo_out / "grid.csv").read_text().splitlines()[0]
+    assert header.startswith("step,gpu,job_id")
+    rt = list(csv.DictReader((fifo_out / "realtime.csv").open()))
+    assert len(rt) == 24 and {"demand", "allocated", "shortfall"} <= set(rt[0])
+
+
+def test_check_accepts_the_exported_grid(fifo_out):
+    result = gpuplan("check", EXAMPLE, fifo_out / "grid.csv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("legal")
+
+
+def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
+    rows = list(csv.DictReader((fifo_out / "grid.csv").open()))
+    taken = {(r["step"], r["gpu"]) for r in rows}
+    # one cell of dpo-13b's block moves to a (step, GPU) that nobody holds
+    cell = next(r for r in rows if r["job_id"] == "dpo-13b")
+    cell["step"], cell["gpu"] = next((str(t), str(g)) for t in range(24) for g in range(8)
+                                     if (str(t), str(g)) not in taken)
+    moved = tmp_path / "moved.csv"
+    with moved.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = gpuplan("check", EXAMPLE, moved)
+    assert result.returncode == 1
+    assert "illegal" in result.stdout and "job 'dpo-13b'" in result.stdout
+    assert "constraint 3 (power-of-two blocks)" in result.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (("plan", "missing.json"), ["missing.json", "no such file"]),
+    (("plan", "{bad}"), ["bad.json", "not valid JSON"]),
+    (("check", "{example}", "{bad_grid}"), ["grid.csv", "row 2", "job_id 'ghost'"]),
+    (("check", "{example}", "{example}"), ["example.json", "missing column"]),
+])
+def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"cluster": ')
+    bad_grid = tmp_path / "grid.csv"
+    bad_grid.write_text("step,gpu,job_id\n0,0,ghost\n")
+    filled = [a.format(bad=bad, example=EXAMPLE, bad_grid=bad_grid) for a in args]
+    result = gpuplan(*filled, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for word in words:
+        assert word in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_module_and_console_script_agree():
+    result = gpuplan("plan", EXAMPLE, "--planner", "backfill")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["planner"] == "backfill"
