@@ -1,0 +1,505 @@
+"""Full mode: SPEC section 1 as a mixed-integer program in Pyomo, solved by HiGHS.
+
+The allocator's grid is the MIP start; HiGHS tries to improve it within a time limit and proves a
+bound on the objective J. The plan returned is never worse than the warm start: when the solver
+is missing, fails, times out without improving, or returns a grid that `check` rejects, the warm
+start comes back with a status that says so. Nothing here raises into the caller.
+
+Formulation (why this one). The literal statement, a binary per GPU x job x step, must rebuild
+contiguity, alignment and "one block, held without interruption" from big-M style linking rows;
+its LP relaxation spreads a job thinly over many GPUs and steps and the bound is useless.
+Instead a batch job's decision is *where and when it runs*:
+
+- `place[p]` (binary), one per legal placement p = (job, size g, aligned block [b, b+g),
+  start s >= arrival). A placement covers exactly its block for steps s .. s+duration(g)-1, cut
+  at the horizon, so constraints 2 (sizes), 3 (aligned power-of-two blocks) and 5 (no
+  preemption, not before arrival) hold by construction, and its reward
+  p_j * g * sum_t decay^t is a constant coefficient. `sum_p place[p] <= 1` per job (runs once).
+- `hold[r, gpu, t]` (binary) for real-time job r: it holds that GPU at that step. The count
+  sum_gpu hold is kept in [gpus_min, gpus_max] (constraint 2). `swap[r, gpu, t]` (continuous in
+  [0, 1]) is at least |hold[t] - hold[t-1]| (at t = 0 against previous_gpus when given), and
+  sum_gpu swap <= swap_cap (constraint 4). `short[r, t] >= demand - count` carries the penalty.
+- Constraint 1 through block occupancy: `busy[g, k, t]` (continuous) equals the number of
+  placements of size g on aligned block k that are active at step t. A cell (gpu, t) lies in
+  exactly one aligned block of each size, so "one job per cell" is
+  sum_g busy[g, gpu // g, t] + sum_r hold[r, gpu, t] <= 1. This is the per-cell conflict row of
+  the placement model with the block sums substituted, so its LP relaxation is the same (each
+  cell row is a clique of mutually exclusive placements), but a placement appears in
+  duration rows instead of size x duration, which keeps building cheap on 64-GPU clusters.
+
+Running jobs are pinned: their cells are removed from the model and their reward is a constant.
+The MIP's objective is J exactly, so HiGHS's dual bound is a bound on J.
+
+HiGHS is reached through Pyomo's APPSI interface (`pyomo.contrib.appsi.solvers.Highs`), which
+passes variable values as a MIP start (`config.warmstart`) and exposes the underlying
+`highspy.Highs`; progress comes from highspy's own callbacks on that object (improving
+solutions, and the MIP interrupt check for the bound), throttled. HiGHS keeps one global thread
+scheduler per process: the `threads` option is never set (so every solve agrees with the
+scheduler) and solves are serialised by a process-wide lock, so a long-running app can solve
+any number of times.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..model import BatchJob, RealtimeJob, Scenario
+from ..plan import IDLE, Plan, check, objective, pin_running
+
+ProgressHook = Callable[[dict[str, float]], None]
+
+# Above this many placement-step incidences the model is not built (the warm start is returned).
+MAX_MODEL_TERMS = 3_000_000
+PROGRESS_EVERY_S = 0.25
+_SOLVE_LOCK = threading.Lock()
+
+
+def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-4,
+              progress: ProgressHook | None = None, warm_start: Plan | None = None) -> Plan:
+    """The better of the warm start (by default the allocator's plan) and HiGHS's MIP solution.
+
+    `progress`, when given, receives {"elapsed_s", "incumbent", "bound", "gap"} while HiGHS
+    solves. The plan's stats carry status, bound, gap, build_ms, solve_ms, allocator_objective
+    and objective_source ("mip" or "allocator").
+    """
+    warm, warm_note = _warm_start(scenario, warm_start)
+    warm_legal = not check(scenario, warm)
+    warm_objective = objective(scenario, warm) if warm_legal else -math.inf
+    base = {"allocator_objective": warm_objective, "build_ms": 0.0, "solve_ms": 0.0}
+    if warm_note:
+        base["warm_start_note"] = warm_note
+
+    try:
+        import pyomo.environ  # noqa: F401
+        from pyomo.contrib.appsi.solvers import Highs
+
+        if Highs().available() != Highs.Availability.FullLicense:
+            raise ImportError("highspy is not available")
+    except Exception as exc:  # ImportError, or a broken installation
+        return _fallback(warm, base, "unavailable", f"Pyomo/HiGHS unavailable: {exc}")
+
+    try:
+        started = time.perf_counter()
+        model = _FullModel(scenario)
+        if model.terms > MAX_MODEL_TERMS:
+            return _fallback(warm, base, "too_large",
+                             f"model would have {model.terms:,} placement terms "
+                             f"(limit {MAX_MODEL_TERMS:,})")
+        model.build()
+        if warm_legal:
+            model.set_start(warm.grid)
+        base["build_ms"] = (time.perf_counter() - started) * 1000.0
+        base["variables"] = model.n_variables
+        base["constraints"] = model.n_constraints
+        with _SOLVE_LOCK:
+            outcome = model.solve(time_limit, mip_gap, progress, warm_legal, base)
+    except Exception as exc:  # a solver or modelling failure never reaches the UI
+        return _fallback(warm, base, "solver_failed", f"{type(exc).__name__}: {exc}")
+    return _choose(scenario, warm, warm_objective, base, outcome)
+
+
+def _warm_start(scenario: Scenario, given: Plan | None) -> tuple[Plan, str]:
+    """The plan to start from: the one given, else the allocator's (backfill if it fails)."""
+    if given is not None:
+        return Plan(given.grid.copy(), "full", {}), ""
+    try:
+        from .allocator import plan_allocator
+
+        return Plan(plan_allocator(scenario).grid.copy(), "full", {}), ""
+    except Exception as exc:  # the allocator missing or failing must not stop full mode
+        from .fifo import plan_backfill
+
+        note = f"allocator unavailable ({type(exc).__name__}: {exc}); warm start is backfill"
+        return Plan(plan_backfill(scenario).grid.copy(), "full", {}), note
+
+
+def _fallback(warm: Plan, base: dict[str, Any], status: str, message: str) -> Plan:
+    stats = dict(base)
+    stats.update(status=status, message=message, bound=math.inf, gap=math.inf,
+                 objective_source="allocator")
+    return Plan(warm.grid, "full", stats)
+
+
+def _relative_gap(value: float, bound: float) -> float:
+    """(bound - value) / |value|, 0 when they agree, inf when the bound is unknown."""
+    if not math.isfinite(bound) or not math.isfinite(value):
+        return math.inf
+    diff = bound - value
+    if diff <= 1e-9 * max(1.0, abs(value)):
+        return 0.0
+    return diff / abs(value) if abs(value) > 1e-12 else math.inf
+
+
+def _choose(scenario: Scenario, warm: Plan, warm_objective: float, base: dict[str, Any],
+            outcome: dict[str, Any]) -> Plan:
+    """Keep the MIP grid only if it is legal and strictly better than the warm start."""
+    stats = dict(base)
+    stats["solver_status"] = outcome["solver_status"]
+    stats["mip_nodes"] = outcome["mip_nodes"]
+    bound = outcome["bound"]
+    grid = outcome["grid"]
+    chosen, source, status = warm, "allocator", None
+    if grid is not None:
+        candidate = Plan(grid, "full", {})
+        violations = check(scenario, candidate)
+        if violations:
+            status = "check_failed"
+            stats["message"] = f"MIP solution rejected by check: {violations[0]}"
+        else:
+            mip_objective = objective(scenario, candidate)
+            if mip_objective > warm_objective + 1e-9 * max(1.0, abs(warm_objective)):
+                chosen, source = candidate, "mip"
+    if not math.isfinite(warm_objective) and source != "mip":
+        status = status or "no_legal_plan"
+        stats.setdefault("message", "neither the warm start nor the MIP gave a legal plan")
+    value = objective(scenario, chosen)
+    if math.isfinite(bound):
+        bound = max(bound, value)  # the solver's tolerance may leave it a hair below
+    if status is None:
+        if outcome["optimal"]:
+            status = "optimal"
+        elif outcome["time_limit"]:
+            status = "time_limit_improved" if source == "mip" else "time_limit_warm_start"
+        elif outcome["infeasible"]:
+            status = "infeasible"
+            stats["message"] = "the scenario admits no legal plan"
+        else:
+            status = "solver_failed"
+            stats["message"] = f"HiGHS stopped with status {outcome['solver_status']}"
+    stats.update(status=status, bound=float(bound), gap=_relative_gap(value, bound),
+                 objective_source=source)
+    return Plan(chosen.grid, "full", stats)
+
+
+class _FullModel:
+    """The placement model of the module docstring: index data first, Pyomo objects on build."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        c = scenario.cluster
+        self.G, self.T = c.gpus, c.horizon_steps
+        policy = scenario.policy
+        self.discount = policy.decay ** np.arange(self.T, dtype=float)
+        self.reward_weight = policy.reward_weight
+        self.penalty = policy.reward_weight * policy.penalty_weight
+
+        pinned = np.full((self.G, self.T), IDLE, dtype=np.int32)
+        pin_running(scenario, pinned)
+        self.pinned = pinned
+        self.free = pinned == IDLE
+        self.constant = 0.0
+        for i, job in enumerate(scenario.jobs):
+            if isinstance(job, BatchJob) and job.running is not None:
+                cells_per_step = (pinned == i).sum(axis=0)
+                self.constant += self.reward_weight * job.priority * float(
+                    cells_per_step @ self.discount)
+
+        # Placements: (job index, size, block, start, end); end exclusive, cut at T.
+        self.placements: list[tuple[int, int, int, int, int]] = []
+        self.rewards: list[float] = []
+        self.terms = 0
+        cumulative = np.concatenate([[0.0], np.cumsum(self.discount)])
+        for i, job in enumerate(scenario.jobs):
+            if not isinstance(job, BatchJob) or job.running is not None:
+                continue
+            for size in job.sizes():
+                if size > self.G:
+                    continue
+                end_offset = scenario.duration(job, size)
+                blocks = self.free[: (self.G // size) * size].reshape(-1, size, self.T).all(1)
+                busy_before = np.concatenate(
+                    [np.zeros((blocks.shape[0], 1), dtype=np.int64),
+                     np.cumsum(~blocks, axis=1)], axis=1)
+                for start in range(job.arrival_step, self.T):
+                    end = min(start + end_offset, self.T)
+                    ok = busy_before[:, end] - busy_before[:, start] == 0
+                    reward = self.reward_weight * job.priority * size * float(
+                        cumulative[end] - cumulative[start])
+                    for block in np.nonzero(ok)[0]:
+                        self.placements.append((i, size, int(block), start, end))
+                        self.rewards.append(reward)
+                        self.terms += end - start
+        self.realtime = [(i, job) for i, job in enumerate(scenario.jobs)
+                         if isinstance(job, RealtimeJob)]
+        self.terms += len(self.realtime) * int(self.free.sum()) * 3
+        self.model: Any = None
+        self.infeasible = False  # a constraint without variables that cannot hold
+        self.n_variables = 0
+        self.n_constraints = 0
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self) -> None:
+        import pyomo.environ as pyo
+
+        self.pyo = pyo
+        m = self.model = pyo.ConcreteModel(name=self.scenario.name)
+        m.place = pyo.Var(range(len(self.placements)), domain=pyo.Binary)
+        self.hold_cells = [(k, g, t) for k in range(len(self.realtime))
+                           for g in range(self.G) for t in range(self.T) if self.free[g, t]]
+        m.hold = pyo.Var(self.hold_cells, domain=pyo.Binary)
+        m.short = pyo.Var([(k, t) for k in range(len(self.realtime)) for t in range(self.T)],
+                          domain=pyo.NonNegativeReals)
+        m.rows = pyo.ConstraintList()
+        self._run_at_most_once()
+        self._one_job_per_gpu_step()
+        self._realtime_range_and_shortfall()
+        self._swap_cap()
+        self._objective()
+        self.n_variables = sum(len(v)
+                               for v in m.component_objects(pyo.Var))
+        self.n_constraints = len(m.rows)
+
+    def _run_at_most_once(self) -> None:
+        """Constraint 5: a batch job has at most one placement (it runs once or waits)."""
+        by_job: dict[int, list[int]] = {}
+        for p, (i, *_rest) in enumerate(self.placements):
+            by_job.setdefault(i, []).append(p)
+        m = self.model
+        for indices in by_job.values():
+            if len(indices) > 1:
+                m.rows.add(self.pyo.quicksum(m.place[p] for p in indices) <= 1)
+
+    def _one_job_per_gpu_step(self) -> None:
+        """Constraint 1: per cell, block occupancy of every size plus real-time holds <= 1."""
+        pyo, m = self.pyo, self.model
+        active: dict[tuple[int, int, int], list[int]] = {}
+        for p, (_i, size, block, start, end) in enumerate(self.placements):
+            for t in range(start, end):
+                active.setdefault((size, block, t), []).append(p)
+        m.busy = pyo.Var(list(active), domain=pyo.NonNegativeReals, bounds=(0, 1))
+        for key, indices in active.items():
+            m.rows.add(m.busy[key] == pyo.quicksum(m.place[p] for p in indices))
+        sizes = sorted({key[0] for key in active})
+        n_rt = len(self.realtime)
+        for g in range(self.G):
+            for t in range(self.T):
+                if not self.free[g, t]:
+                    continue
+                terms = [m.busy[s, g // s, t] for s in sizes if (s, g // s, t) in active]
+                terms += [m.hold[k, g, t] for k in range(n_rt)]
+                if len(terms) > 1:
+                    m.rows.add(pyo.quicksum(terms) <= 1)
+
+    def _realtime_range_and_shortfall(self) -> None:
+        """Constraint 2 for real-time jobs, and short[t] >= demand[t] - count[t]."""
+        pyo, m = self.pyo, self.model
+        for k, (_i, job) in enumerate(self.realtime):
+            for t in range(self.T):
+                held = [m.hold[k, g, t] for g in range(self.G) if self.free[g, t]]
+                if not held:  # every GPU is pinned: the job holds none
+                    self.infeasible |= job.gpus_min > 0
+                    m.short[k, t].fix(job.demand[t])
+                    continue
+                count = pyo.quicksum(held)
+                m.rows.add(pyo.inequality(job.gpus_min, count, job.gpus_max))
+                if job.demand[t] > 0:
+                    m.rows.add(m.short[k, t] + count >= job.demand[t])
+                else:
+                    m.short[k, t].fix(0.0)
+
+    def _swap_cap(self) -> None:
+        """Constraint 4: GPUs gained plus released per step (from previous_gpus at 0) <= cap."""
+        pyo, m = self.pyo, self.model
+        swap_cells = []
+        for k, (_i, job) in enumerate(self.realtime):
+            if job.swap_cap >= min(self.G, 2 * job.gpus_max):
+                continue  # the cap can never bind
+            first = 0 if job.previous_gpus is not None else 1
+            swap_cells += [(k, g, t) for g in range(self.G) for t in range(first, self.T)]
+        m.swap = pyo.Var(swap_cells, bounds=(0, 1))
+        by_step: dict[tuple[int, int], list] = {}
+        for k, g, t in swap_cells:
+            now = self._held(k, g, t)
+            before = self._held(k, g, t - 1)
+            if isinstance(now, float) and isinstance(before, float):
+                m.swap[k, g, t].fix(abs(now - before))
+            else:
+                m.rows.add(m.swap[k, g, t] >= now - before)
+                m.rows.add(m.swap[k, g, t] >= before - now)
+            by_step.setdefault((k, t), []).append(m.swap[k, g, t])
+        for (k, _t), swaps in by_step.items():
+            m.rows.add(pyo.quicksum(swaps) <= self.realtime[k][1].swap_cap)
+
+    def _held(self, k: int, g: int, t: int) -> Any:
+        """hold[k, g, t] as a variable, or a constant where the cell is pinned or before 0."""
+        if t < 0:
+            return 1.0 if g in (self.realtime[k][1].previous_gpus or ()) else 0.0
+        return self.model.hold[k, g, t] if self.free[g, t] else 0.0
+
+    def _objective(self) -> None:
+        """J: discounted batch reward minus weighted real-time shortfall, pinned work constant."""
+        pyo, m = self.pyo, self.model
+        reward = pyo.quicksum(r * m.place[p] for p, r in enumerate(self.rewards))
+        penalty = pyo.quicksum(self.penalty * job.priority * m.short[k, t]
+                               for k, (_i, job) in enumerate(self.realtime)
+                               for t in range(self.T) if job.demand[t] > 0)
+        m.J = pyo.Objective(expr=self.constant + reward - penalty, sense=pyo.maximize)
+
+    # -- warm start and decoding -----------------------------------------------------------
+
+    def set_start(self, grid: np.ndarray) -> None:
+        """Give every variable its value in a legal grid: HiGHS's MIP start."""
+        m = self.model
+        lookup = {(i, size, block, start): p
+                  for p, (i, size, block, start, _end) in enumerate(self.placements)}
+        for p in range(len(self.placements)):
+            m.place[p].set_value(0)
+        for i, job in enumerate(self.scenario.jobs):
+            if not isinstance(job, BatchJob) or job.running is not None:
+                continue
+            gpus, steps = np.nonzero(grid == i)
+            if len(steps) == 0:
+                continue
+            start = int(steps.min())
+            low = int(gpus.min())
+            size = int(gpus.max()) - low + 1
+            p = lookup.get((i, size, low // size, start))
+            if p is not None:
+                m.place[p].set_value(1)
+        occupancy = {key: 0 for key in m.busy}
+        for p, (_i, size, block, start, end) in enumerate(self.placements):
+            if m.place[p].value:
+                for t in range(start, end):
+                    occupancy[size, block, t] += 1
+        for key, value in occupancy.items():
+            m.busy[key].set_value(value)
+        for k, g, t in self.hold_cells:
+            m.hold[k, g, t].set_value(int(grid[g, t] == self.realtime[k][0]))
+        for k, (i, job) in enumerate(self.realtime):
+            counts = (grid == i).sum(axis=0)
+            for t in range(self.T):
+                if not m.short[k, t].fixed:
+                    m.short[k, t].set_value(max(0.0, job.demand[t] - float(counts[t])))
+        for key in m.swap:
+            if not m.swap[key].fixed:
+                k, g, t = key
+                now = float(self.pyo.value(self._held(k, g, t)))
+                before = float(self.pyo.value(self._held(k, g, t - 1)))
+                m.swap[key].set_value(abs(now - before))
+
+    def decode(self) -> np.ndarray:
+        """The grid of the solution loaded into the Pyomo variables."""
+        m = self.model
+        grid = self.pinned.copy()
+        for p, (i, size, block, start, end) in enumerate(self.placements):
+            value = m.place[p].value
+            if value is not None and value > 0.5:
+                grid[block * size:(block + 1) * size, start:end] = i
+        for k, g, t in self.hold_cells:
+            value = m.hold[k, g, t].value
+            if value is not None and value > 0.5:
+                grid[g, t] = self.realtime[k][0]
+        return grid
+
+    # -- solving ---------------------------------------------------------------------------
+
+    def solve(self, time_limit: float, mip_gap: float, progress: ProgressHook | None,
+              warm_legal: bool, base: dict[str, Any]) -> dict[str, Any]:
+        """Run HiGHS once; the grid of its best solution (or None), its bound and status."""
+        from pyomo.contrib.appsi.base import TerminationCondition
+        from pyomo.contrib.appsi.solvers import Highs
+
+        free_variables = sum(1 for v in self.model.component_data_objects(self.pyo.Var)
+                             if not v.fixed)
+        if free_variables == 0 or self.infeasible:
+            # Nothing to decide (or nothing legal): the pinned grid is the only candidate.
+            value = self.constant - sum(
+                self.penalty * job.priority * job.demand[t]
+                for _i, job in self.realtime for t in range(self.T) if not self.free[:, t].any())
+            return {"grid": self.decode(), "bound": value if not self.infeasible else math.inf,
+                    "optimal": not self.infeasible, "time_limit": False,
+                    "infeasible": self.infeasible,
+                    "solver_status": "infeasible" if self.infeasible else "nothing to decide",
+                    "mip_nodes": 0}
+        build_started = time.perf_counter()
+        solver = Highs()
+        solver.config.time_limit = max(0.0, float(time_limit))
+        solver.config.mip_gap = max(0.0, float(mip_gap))
+        solver.config.warmstart = warm_legal
+        solver.config.load_solution = False
+        solver.config.stream_solver = False
+        solver.highs_options = {"mip_abs_gap": 1e-7}
+        solver.set_instance(self.model)
+        for name in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                     "check_for_new_or_removed_params", "check_for_new_objective",
+                     "update_constraints", "update_vars", "update_params",
+                     "update_named_expressions", "update_objective"):
+            setattr(solver.update_config, name, False)
+        base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
+
+        highs = solver._solver_model  # the underlying highspy.Highs: callbacks live there
+        reporter = _ProgressReporter(progress) if progress is not None else None
+        if reporter is not None:
+            highs.cbMipImprovingSolution.subscribe(reporter.on_event)
+            highs.cbMipInterrupt.subscribe(reporter.on_event)
+        solve_started = time.perf_counter()
+        try:
+            results = solver.solve(self.model)
+        finally:
+            base["solve_ms"] = (time.perf_counter() - solve_started) * 1000.0
+            if reporter is not None:
+                highs.cbMipImprovingSolution.unsubscribe(reporter.on_event)
+                highs.cbMipInterrupt.unsubscribe(reporter.on_event)
+
+        info = highs.getInfo()
+        model_status = highs.getModelStatus()
+        grid = None
+        if results.best_feasible_objective is not None:
+            results.solution_loader.load_vars()
+            grid = self.decode()
+        bound = results.best_objective_bound
+        if bound is None or not math.isfinite(bound):
+            bound = math.inf
+        condition = results.termination_condition
+        if reporter is not None:
+            reporter.final(info.objective_function_value if grid is not None else math.nan,
+                           bound)
+        return {
+            "grid": grid,
+            "bound": float(bound),
+            "optimal": condition == TerminationCondition.optimal,
+            "time_limit": condition == TerminationCondition.maxTimeLimit,
+            "infeasible": condition == TerminationCondition.infeasible,
+            "solver_status": highs.modelStatusToString(model_status)
+            if hasattr(highs, "modelStatusToString") else str(model_status),
+            "mip_nodes": int(max(0, info.mip_node_count)),
+        }
+
+
+class _ProgressReporter:
+    """Forwards HiGHS's incumbent and bound to the caller's hook, at most every 0.25 s."""
+
+    def __init__(self, hook: ProgressHook):
+        self.hook: ProgressHook | None = hook
+        self.started = time.perf_counter()
+        self.last = -math.inf
+
+    def on_event(self, event: Any) -> None:
+        now = time.perf_counter()
+        improving = "ImprovingSolution" in str(event.callback_type)
+        if not improving and now - self.last < PROGRESS_EVERY_S:
+            return
+        out = event.data_out
+        self._send(now, out.mip_primal_bound, out.mip_dual_bound)
+
+    def final(self, incumbent: float, bound: float) -> None:
+        self._send(time.perf_counter(), incumbent, bound)
+
+    def _send(self, now: float, incumbent: float, bound: float) -> None:
+        if self.hook is None:
+            return
+        self.last = now
+        incumbent = float(incumbent) if abs(incumbent) < 1e30 else math.nan
+        bound = float(bound) if abs(bound) < 1e30 else math.inf
+        try:
+            self.hook({"elapsed_s": now - self.started, "incumbent": incumbent,
+                       "bound": bound, "gap": _relative_gap(incumbent, bound)})
+        except Exception:  # a broken display must not stop the solve
+            self.hook = None

@@ -1,0 +1,349 @@
+"""The full planner: exact on tiny instances (against brute force), legal and never worse."""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+from core.io import load_scenario
+from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
+from core.plan import IDLE, Plan, check, objective, pin_running
+from core.planners import full as full_module
+from core.planners import solve
+from core.planners.fifo import plan_backfill
+from core.planners.full import plan_full
+from tests.strategies import scenarios, tiny_scenarios
+
+STATS_KEYS = ("status", "bound", "gap", "build_ms", "solve_ms", "allocator_objective",
+              "objective_source")
+
+
+def brute_force_optimum(scenario: Scenario) -> tuple[float, np.ndarray | None]:
+    """Best J over every legal plan: all batch placement combinations, real-time sets by DP.
+
+    Batch jobs are enumerated outright (every size, aligned block and start, or not placed);
+    for each combination the single real-time job's best sequence of GPU sets is found by
+    dynamic programming over all subsets of GPUs, step by step, under range and swap cap.
+    """
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    policy = scenario.policy
+    discount = policy.decay ** np.arange(T)
+    base = np.full((G, T), IDLE, dtype=np.int32)
+    pin_running(scenario, base)
+    realtime = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    assert len(realtime) <= 1, "the brute force handles at most one real-time job"
+
+    options: list[list[tuple[int, int, int, int] | None]] = []
+    batch_indices = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running is not None:
+            continue
+        choices: list[tuple[int, int, int, int] | None] = [None]
+        for size in job.sizes():
+            for low in range(0, G - size + 1, size):
+                for start in range(job.arrival_step, T):
+                    end = min(T, start + scenario.duration(job, size))
+                    choices.append((low, size, start, end))
+        options.append(choices)
+        batch_indices.append(i)
+
+    best = (-math.inf, None)
+
+    def realtime_value(grid: np.ndarray) -> tuple[float, np.ndarray | None]:
+        if not realtime:
+            return 0.0, grid
+        i, job = realtime[0]
+        states = np.arange(1 << G)
+        members = (states[:, None] >> np.arange(G)[None, :]) & 1  # (S, G)
+        count = members.sum(axis=1)
+        changes = np.array([[bin(a ^ b).count("1") for b in states] for a in states])
+        value = np.zeros(len(states))
+        if job.previous_gpus is not None:
+            prev_mask = sum(1 << g for g in job.previous_gpus)
+            value = np.where(states == prev_mask, 0.0, -math.inf)
+        back = []
+        for t in range(T):
+            free = grid[:, t] == IDLE
+            allowed = (members[:, ~free].sum(axis=1) == 0) & (count >= job.gpus_min) & (
+                count <= job.gpus_max)
+            step_value = -policy.reward_weight * policy.penalty_weight * job.priority * \
+                np.maximum(0.0, job.demand[t] - count)
+            if t == 0 and job.previous_gpus is None:
+                reach = np.zeros((len(states), len(states)))  # step 0 is free
+            else:
+                reach = np.where(changes <= job.swap_cap, 0.0, -math.inf)
+            total = value[:, None] + reach  # from x to y
+            came_from = total.argmax(axis=0)
+            value = np.where(allowed, total.max(axis=0) + step_value, -math.inf)
+            back.append(came_from)
+        last = int(value.argmax())
+        if value[last] == -math.inf:
+            return -math.inf, None
+        out = grid.copy()
+        state = last
+        for t in range(T - 1, -1, -1):
+            out[members[state].astype(bool), t] = i
+            state = int(back[t][state])
+        return float(value[last]), out
+
+    def search(k: int, grid: np.ndarray, reward: float) -> None:
+        nonlocal best
+        if k == len(options):
+            rt_value, full_grid = realtime_value(grid)
+            if reward + rt_value > best[0]:
+                best = (reward + rt_value, full_grid)
+            return
+        i = batch_indices[k]
+        job = scenario.jobs[i]
+        for choice in options[k]:
+            if choice is None:
+                search(k + 1, grid, reward)
+                continue
+            low, size, start, end = choice
+            cells = grid[low:low + size, start:end]
+            if (cells != IDLE).any():
+                continue
+            placed = grid.copy()
+            placed[low:low + size, start:end] = i
+            gain = policy.reward_weight * job.priority * size * discount[start:end].sum()
+            search(k + 1, placed, reward + gain)
+
+    pinned_reward = sum(
+        policy.reward_weight * job.priority * float((base == i).sum(axis=0) @ discount)
+        for i, job in enumerate(scenario.jobs)
+        if isinstance(job, BatchJob) and job.running is not None
+    )
+    search(0, base, pinned_reward)
+    return best
+
+
+def _allocator_objective(scenario: Scenario) -> float:
+    """J of the allocator's plan (the default warm start); backfill's until it exists."""
+    try:
+        from core.planners.allocator import plan_allocator
+    except ImportError:
+        return objective(scenario, plan_backfill(scenario))
+    return objective(scenario, plan_allocator(scenario))
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def tiny_contended(seed: int) -> Scenario:
+    """A small random scenario with more work than GPU-steps: 2-4 GPUs, 3-5 steps, 2-4 jobs."""
+    rng = random.Random(seed)
+    G, T = rng.choice([2, 3, 4, 4]), rng.choice([3, 4, 5])
+    step_minutes = rng.choice([30, 60])
+    sizes = [g for g in (1, 2, 4) if g <= G]
+    jobs: list = []
+    taken: set[int] = set()
+    for k in range(rng.randint(2, 3 if G == 4 and T == 5 else 4)):
+        low = rng.choice(sizes)
+        high = rng.choice([g for g in sizes if g >= low])
+        running = None
+        if k == 0 and rng.random() < 0.4:
+            size = rng.choice(sizes[:2])
+            start = rng.randrange(0, G - size + 1, size)
+            running = Running(start, size, rng.randint(1, T + 1))
+            taken.update(range(start, start + size))
+        jobs.append(BatchJob(f"b{k}", "training", rng.choice([1, 2, 3, 5]), low, high,
+                             gpu_hours=rng.choice([0.5, 1, 2, 3, 4]) * low * step_minutes / 60,
+                             arrival_step=rng.randint(0, T - 1), running=running))
+    if rng.random() < 0.7:
+        free = [g for g in range(G) if g not in taken]
+        gpus_max, swap_cap = rng.randint(1, G), rng.randint(0, 2)
+        previous = None
+        if rng.random() < 0.6:
+            previous = tuple(rng.sample(free, min(len(free), rng.randint(0, gpus_max))))
+        reachable = len(free) if previous is None else len(previous) + swap_cap
+        jobs.append(RealtimeJob("rt", rng.choice([1, 2, 4]), min(rng.randint(0, 1), reachable),
+                                gpus_max, swap_cap,
+                                tuple(rng.choice([0, 0.5, 1, 2, 3]) for _ in range(T)),
+                                previous_gpus=previous))
+    rng.shuffle(jobs)
+    policy = Policy(penalty_weight=rng.choice([0, 1, 5, 8]), decay=rng.choice([1.0, 0.97, 0.8]))
+    return Scenario(f"tiny-{seed}", Cluster(G, step_minutes, T), tuple(jobs), policy)
+
+
+def _assert_full_matches_brute_force(scenario: Scenario) -> None:
+    optimum, grid = brute_force_optimum(scenario)
+    assert grid is not None
+    brute = Plan(grid, "brute")
+    assert check(scenario, brute) == []
+    assert _close(objective(scenario, brute), optimum)
+
+    plan = plan_full(scenario, time_limit=30.0, mip_gap=0.0)  # warm start: the allocator
+    assert check(scenario, plan) == []
+    assert objective(scenario, plan) >= _allocator_objective(scenario) - 1e-9
+    assert plan.stats["status"] == "optimal", plan.stats
+    assert _close(objective(scenario, plan), optimum), (objective(scenario, plan), optimum)
+    assert plan.stats["bound"] >= optimum - 1e-6 * max(1.0, abs(optimum))
+
+
+@pytest.mark.parametrize("seed", range(36))
+def test_full_finds_the_brute_force_optimum(seed):
+    _assert_full_matches_brute_force(tiny_contended(seed))
+
+
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(tiny_scenarios())
+def test_full_finds_the_brute_force_optimum_on_edge_cases(scenario):
+    assume(scenario.batch_jobs or scenario.realtime_jobs)
+    assume(brute_force_optimum(scenario)[1] is not None)  # some admit no legal plan at all
+    _assert_full_matches_brute_force(scenario)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(scenarios(max_gpus=12, max_steps=8, max_jobs=5))
+def test_full_plans_are_legal_and_never_worse_than_the_warm_start(scenario):
+    warm = plan_backfill(scenario)
+    assume(check(scenario, warm) == [])
+    plan = plan_full(scenario, time_limit=3.0, warm_start=warm)
+    assert check(scenario, plan) == []
+    assert all(key in plan.stats for key in STATS_KEYS)
+    value = objective(scenario, plan)
+    assert value >= objective(scenario, warm) - 1e-9
+    assert plan.stats["bound"] >= value - 1e-9
+    assert plan.stats["gap"] >= 0.0
+    if plan.stats["objective_source"] == "allocator":
+        assert plan.same_grid(warm)
+
+
+def test_default_warm_start_is_the_allocator():
+    allocator = pytest.importorskip("core.planners.allocator")
+    scenario = load_scenario("data/scenarios/example.json")
+    warm = allocator.plan_allocator(scenario)
+    plan = plan_full(scenario, time_limit=5.0)
+    assert check(scenario, plan) == []
+    assert "warm_start_note" not in plan.stats
+    assert _close(plan.stats["allocator_objective"], objective(scenario, warm))
+    assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
+
+
+def test_example_through_solve_reports_every_stat():
+    scenario = load_scenario("data/scenarios/example.json")
+    plan = solve(scenario, "full", time_limit=5.0, mip_gap=0.0)
+    assert plan.planner == "full"
+    assert check(scenario, plan) == []
+    stats = plan.stats
+    assert all(key in stats for key in STATS_KEYS)
+    assert stats["status"] == "optimal"
+    assert stats["gap"] == 0.0
+    assert _close(stats["bound"], objective(scenario, plan))
+    assert stats["objective_source"] in ("mip", "allocator")
+    assert stats["build_ms"] > 0 and stats["solve_ms"] > 0
+
+
+def _contended() -> Scenario:
+    """Eight GPUs, a running job, a swap-capped real-time job and more batch work than fits."""
+    jobs = [
+        BatchJob("run", "training", 3, 4, 4, 20, running=Running(0, 4, 3)),
+        RealtimeJob("chat", 8, 1, 4, 1, tuple([1, 2, 3, 3, 2, 1, 1, 2, 3, 4, 2, 1]),
+                    previous_gpus=(6, 7)),
+        *(BatchJob(f"b{k}", "training", 1 + k % 4, 1, 4, 6 + 3 * k, arrival_step=k % 5)
+          for k in range(8)),
+    ]
+    return Scenario("contended", Cluster(8, 60, 12), tuple(jobs), Policy())
+
+
+def test_repeated_solves_in_one_process_agree():
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    first = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
+    second = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
+    third = plan_full(load_scenario("data/scenarios/example.json"), time_limit=5.0)
+    for plan, s in ((first, scenario), (second, scenario)):
+        assert check(s, plan) == []
+        assert plan.stats["status"] == "optimal"
+    assert _close(objective(scenario, first), objective(scenario, second))
+    assert check(load_scenario("data/scenarios/example.json"), third) == []
+    assert third.stats["status"] not in ("solver_failed", "unavailable")
+
+
+def test_progress_hook_sees_incumbent_and_bound():
+    scenario = _contended()
+    events: list[dict] = []
+    plan = plan_full(scenario, time_limit=20.0, mip_gap=0.0,
+                     warm_start=plan_backfill(scenario), progress=events.append)
+    assert events, "the hook was never called"
+    assert all(set(e) == {"elapsed_s", "incumbent", "bound", "gap"} for e in events)
+    final = events[-1]
+    assert _close(final["incumbent"], objective(scenario, plan))
+    assert _close(final["bound"], plan.stats["bound"])
+    elapsed = [e["elapsed_s"] for e in events]
+    assert elapsed == sorted(elapsed)
+
+
+def test_a_failing_progress_hook_does_not_stop_the_solve():
+    scenario = _contended()
+
+    def broken(_event):
+        raise RuntimeError("display went away")
+
+    plan = plan_full(scenario, time_limit=20.0, warm_start=plan_backfill(scenario),
+                     progress=broken)
+    assert plan.stats["status"] == "optimal"
+    assert check(scenario, plan) == []
+
+
+def test_missing_solver_returns_the_warm_start(monkeypatch):
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    monkeypatch.setitem(sys.modules, "pyomo.contrib.appsi.solvers", None)
+    plan = plan_full(scenario, warm_start=warm)
+    assert plan.stats["status"] == "unavailable"
+    assert plan.stats["objective_source"] == "allocator"
+    assert plan.stats["bound"] == math.inf
+    assert plan.same_grid(warm)
+
+
+def test_solver_failure_returns_the_warm_start(monkeypatch):
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("HiGHS crashed")
+
+    monkeypatch.setattr(full_module._FullModel, "solve", explode)
+    plan = plan_full(scenario, warm_start=warm)
+    assert plan.stats["status"] == "solver_failed"
+    assert "HiGHS crashed" in plan.stats["message"]
+    assert plan.same_grid(warm)
+
+
+def test_an_illegal_mip_grid_is_rejected_by_check(monkeypatch):
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+
+    def corrupt(self):
+        grid = self.pinned.copy()
+        grid[:, :] = 2  # one batch job everywhere: breaks blocks and preemption
+        return grid
+
+    monkeypatch.setattr(full_module._FullModel, "decode", corrupt)
+    plan = plan_full(scenario, time_limit=5.0, warm_start=warm)
+    assert plan.stats["status"] == "check_failed"
+    assert plan.stats["objective_source"] == "allocator"
+    assert plan.same_grid(warm)
+    assert check(scenario, plan) == []
+
+
+def test_zero_time_limit_keeps_the_warm_start_when_nothing_better_is_found():
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    plan = plan_full(scenario, time_limit=0.0, warm_start=warm)
+    assert check(scenario, plan) == []
+    assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
+    if plan.stats["objective_source"] == "allocator":
+        assert plan.same_grid(warm)
+        assert plan.stats["status"] in ("time_limit_warm_start", "optimal")
+    else:
+        assert plan.stats["status"] in ("time_limit_improved", "optimal")
