@@ -50,16 +50,17 @@ def load_history(source: str | Path | bytes, column: str | None = None,
                  name: str = "history.csv") -> tuple[pd.Series, list[str]]:
     """An hourly float series (DatetimeIndex, gaps kept as NaN) and warnings about what was fixed.
 
-    `source` is a path (a `Path`, or a `str` without a line break), the file's bytes, or its
-    text. The first column holds timestamps; the value column is `column`, or by default the
-    first column whose cells are all numbers. Sub-hourly rows are averaged into hours, unsorted
-    rows sorted, duplicated timestamps keep their last value; each fix is reported. Anything
-    that cannot be repaired raises a `ScenarioError` naming the file, row and column.
+    `source` is a path (a `Path`, or a non-blank `str` without a line break), the file's
+    bytes, or its text. The first column holds timestamps; the value column is `column`, or by
+    default the first column whose cells are all numbers. Sub-hourly rows are averaged into
+    hours, unsorted rows sorted, duplicated timestamps keep their last value; each fix is
+    reported. Anything that cannot be repaired raises a `ScenarioError` naming the file, row
+    and column.
     """
     if isinstance(source, bytes):
         text = decode_upload(source, name)
-    elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                      and "\r" not in source):
+    elif isinstance(source, Path) or (isinstance(source, str) and source.strip()
+                                      and "\n" not in source and "\r" not in source):
         path = Path(source)
         name = path.name
         text = read_text(path)

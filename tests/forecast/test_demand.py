@@ -1,0 +1,319 @@
+"""Demand forecaster: real-trace backtest, known sample shape, risk, GPU paths, bad histories."""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.forecast.demand import (
+    SEASONAL_NAIVE,
+    coverage_risk,
+    demand_quantile,
+    forecast_file,
+    forecast_series,
+    gpu_path,
+    gpu_path_from_forecast,
+    gpus_needed,
+    load_history,
+)
+from core.model import ScenarioError
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
+GENERATOR = ROOT / "scripts" / "make_sample_history.py"
+TRACE = ROOT.parent / "shared" / "traces" / "philly_active_nodes_hourly.csv"
+WEEK = 168
+
+
+@pytest.fixture(scope="module")
+def sample() -> pd.Series:
+    history, warnings = load_history(SAMPLE)
+    assert warnings == []
+    return history
+
+
+@pytest.fixture(scope="module")
+def generator() -> dict:
+    return runpy.run_path(str(GENERATOR))
+
+
+def weekly_backtest(history: pd.Series, train_weeks: int = 3) -> dict:
+    """Train on `train_weeks`, forecast the next week, for every week of the history."""
+    values = history.to_numpy()
+    model_errors, naive_errors, inside = [], [], []
+    models = []
+    for origin in range(train_weeks * WEEK, len(values) - WEEK + 1, WEEK):
+        train = history.iloc[origin - train_weeks * WEEK:origin]
+        actual = values[origin:origin + WEEK]
+        forecast = forecast_series(train, WEEK, level=0.9)
+        models.append(forecast.attrs["model"])
+        last_week = train.interpolate(limit_direction="both").to_numpy()[-WEEK:]
+        seen = np.isfinite(actual)
+        model_errors.append(np.abs(forecast["mean"].to_numpy() - actual)[seen])
+        naive_errors.append(np.abs(last_week - actual)[seen])
+        inside.append(((actual >= forecast["lower"].to_numpy())
+                       & (actual <= forecast["upper"].to_numpy()))[seen])
+    return {"mae": float(np.concatenate(model_errors).mean()),
+            "naive_mae": float(np.concatenate(naive_errors).mean()),
+            "coverage": float(np.concatenate(inside).mean()),
+            "weeks": len(models), "models": models}
+
+
+# ---------------------------------------------------------------------------------------------
+# The real trace
+
+
+@pytest.mark.skipif(not TRACE.exists(),
+                    reason=f"real trace not found at {TRACE} (the shared folder is absent)")
+def test_real_trace_beats_seasonal_naive_with_a_calibrated_interval():
+    history, warnings = load_history(TRACE)
+    assert any("no value" in w for w in warnings)  # the trace has gaps, and they are reported
+    result = weekly_backtest(history)
+    print(f"philly: {result}")
+    assert result["weeks"] == 7
+    assert result["mae"] <= 0.9 * result["naive_mae"], result
+    assert 0.85 <= result["coverage"] <= 0.95, result
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated sample
+
+
+def test_sample_file_is_what_the_generator_writes(generator):
+    expected = generator["sample_history"]()
+    written = pd.read_csv(SAMPLE)
+    assert list(written.columns) == ["timestamp", "requests"]
+    assert np.allclose(written["requests"].to_numpy(), expected["requests"].to_numpy())
+
+
+def test_fitted_profile_recovers_the_known_weekly_shape(sample, generator):
+    shape = generator["weekly_shape"]()
+    forecast = forecast_series(sample, WEEK)
+    assert forecast.attrs["model"] == "weekly_profile"
+    assert forecast.index[0].day_of_week == 0 and forecast.index[0].hour == 0  # Monday 00:00
+    fitted = forecast["mean"].to_numpy()
+    fitted = fitted * shape.mean() / fitted.mean()  # the level wanders; the shape must not
+    assert np.corrcoef(fitted, shape)[0, 1] > 0.98
+    assert np.abs(fitted - shape).mean() / shape.mean() < 0.08
+    weekday_peak = fitted[:120].reshape(5, 24).mean(axis=0).argmax()
+    assert 12 <= weekday_peak <= 16  # the shape peaks at 14:00
+    weekend = fitted[120:].mean() / fitted[:120].mean()
+    assert 0.5 < weekend < 0.75  # weekend dip of 0.6
+
+
+def test_sample_backtest_beats_seasonal_naive_and_covers_about_90_percent(sample):
+    result = weekly_backtest(sample)
+    assert result["mae"] <= 0.9 * result["naive_mae"], result
+    assert 0.85 <= result["coverage"] <= 0.97, result
+
+
+def test_forecast_frame_shape_and_order(sample):
+    forecast = forecast_series(sample.iloc[:4 * WEEK], 30, level=0.8)
+    assert list(forecast.columns) == ["mean", "lower", "upper", "std"]
+    assert len(forecast) == 30
+    assert forecast.index[0] == sample.index[4 * WEEK - 1] + pd.Timedelta(hours=1)
+    assert (forecast.index.to_series().diff().dropna() == pd.Timedelta(hours=1)).all()
+    assert (forecast["lower"] <= forecast["mean"]).all()
+    assert (forecast["mean"] <= forecast["upper"]).all()
+    assert (forecast["std"] > 0).all() and (forecast["lower"] >= 0).all()
+    assert SEASONAL_NAIVE in forecast.attrs["backtest_mae"]
+
+
+def test_wider_level_gives_wider_interval(sample):
+    narrow = forecast_series(sample.iloc[:3 * WEEK], 24, level=0.5)
+    wide = forecast_series(sample.iloc[:3 * WEEK], 24, level=0.95)
+    assert np.allclose(narrow["mean"], wide["mean"])
+    assert ((wide["upper"] - wide["lower"]) > (narrow["upper"] - narrow["lower"])).all()
+
+
+def test_short_history_uses_a_daily_only_model_and_says_so(sample):
+    text = sample.iloc[:10 * 24].to_csv()
+    history, warnings = load_history(text)
+    assert any("less than two weeks" in w for w in warnings)
+    forecast = forecast_series(history, 24)
+    assert forecast.attrs["model"] in {"seasonal_naive_day", "daily_profile", "level"}
+    assert set(forecast.attrs["backtest_mae"]) <= {"seasonal_naive_day", "daily_profile",
+                                                    "level"}
+
+
+def test_messy_history_is_repaired_and_reported(sample):
+    """Sub-hourly, unsorted, duplicated, with gaps: resampled and reported, never a crash."""
+    hourly = sample.iloc[:3 * WEEK]
+    quarter = hourly.resample("15min").ffill()
+    table = quarter.reset_index()
+    table.columns = ["time", "requests"]
+    table = pd.concat([table, table.iloc[100:103]])  # duplicated rows
+    table = table.drop(table.index[500:700]).sample(frac=1.0, random_state=1)  # gap, unsorted
+    history, warnings = load_history(table.to_csv(index=False).encode())
+    text = " | ".join(warnings)
+    for expected in ("not in time order", "duplicated", "averaged into hours", "no value"):
+        assert expected in text
+    assert history.index.freq == "h"
+    assert history.isna().sum() > 0
+    forecast = forecast_series(history, 48)
+    assert np.isfinite(forecast.to_numpy()).all()
+
+
+def test_picks_the_named_or_first_numeric_column():
+    rows = ["timestamp,region,requests,latency"]
+    rows += [f"2026-01-{1 + h // 24:02d} {h % 24:02d}:00,eu,{100 + h},{h % 7}" for h in range(72)]
+    text = "\n".join(rows)
+    default, _ = load_history(text)
+    assert default.name == "requests" and default.iloc[0] == 100
+    chosen, _ = load_history(text, column="latency")
+    assert chosen.iloc[8] == 1
+    with pytest.raises(ScenarioError, match="no column 'cpu'"):
+        load_history(text, column="cpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad histories
+
+HOURS = [f"2026-01-{1 + h // 24:02d} {h % 24:02d}:00" for h in range(48)]
+BAD_HISTORIES = [
+    # (file text, words the message must contain)
+    ("", ["empty"]),  # empty file
+    ("timestamp,requests\n", ["no data rows"]),  # header only
+    ("timestamp,requests\n2026-01-01 00:00,5\n", ["only one data row"]),  # one row
+    ("\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
+        "2026-01-01 05:00,5", "2026-01-01 05:00,lots"), ["'requests'", "row 7", "lots"]),
+    ("\n".join(["step,requests", *[f"{i},{i}" for i in range(48)]]), ["no timestamps"]),
+    ("\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
+        "2026-01-01 03:00", "yesterday"), ["row 5", "'yesterday' is not a timestamp"]),
+    ("\n".join(["timestamp,requests", *[f"{h},{-i}" for i, h in enumerate(HOURS)]]),
+     ["negative"]),  # demand below zero
+    ("\n".join(["timestamp,requests", *[f"{h},inf" for h in HOURS]]), ["not finite"]),
+    ("\n".join(["timestamp", *HOURS]), ["numeric column"]),  # no value column
+    ("\n".join(["timestamp,requests", *[f"2026-01-{1 + d:02d},{d}" for d in range(28)]]),
+     ["apart", "hourly"]),  # daily rows
+    ("\n".join(["timestamp,requests", *[f"{h}," for h in HOURS[:30]], f"{HOURS[30]},4"]),
+     ["only 1 hours have a value"]),  # nearly all blank
+    ('timestamp,requests\n"2026-01-01 00:00,5\n', ["cannot be read as CSV"]),  # broken quote
+]
+
+
+@pytest.mark.parametrize(("text", "words"), BAD_HISTORIES)
+def test_bad_history_gives_a_clear_error(text, words):
+    with pytest.raises(ScenarioError) as caught:
+        load_history(text + "\n" if text else text, name="traffic.csv")
+    message = str(caught.value)
+    assert message.startswith("traffic.csv: ")
+    for word in words:
+        assert word in message, message
+
+
+def test_bad_bytes_and_missing_file():
+    with pytest.raises(ScenarioError, match="not UTF-8"):
+        load_history(b"timestamp,requests\n\xff\xfe,1\n", name="traffic.csv")
+    with pytest.raises(ScenarioError, match="no such file"):
+        load_history(ROOT / "data" / "histories" / "absent.csv")
+
+
+def test_forecast_series_rejects_bad_arguments(sample):
+    with pytest.raises(ScenarioError, match="horizon"):
+        forecast_series(sample, 0)
+    with pytest.raises(ScenarioError, match="level"):
+        forecast_series(sample, 24, level=1.0)
+    with pytest.raises(ScenarioError, match="at least 24"):
+        forecast_series(sample.iloc[:10], 24)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line (SPEC section 4)
+
+
+def test_cli_forecast_writes_the_table(tmp_path):
+    out = tmp_path / "forecast.csv"
+    result = subprocess.run([sys.executable, "-m", "core", "forecast", str(SAMPLE), "--horizon",
+                             "36", "--level", "0.8", "--out", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    table = pd.read_csv(out)
+    assert list(table.columns) == ["timestamp", "mean", "lower", "upper"]
+    assert len(table) == 36 and table["timestamp"].iloc[0] == "2026-07-27T00:00:00"
+    direct, _ = forecast_file(SAMPLE, horizon=36, level=0.8)
+    assert np.allclose(table["mean"], direct["mean"], atol=1e-3)
+
+
+def test_cli_forecast_bad_history_exits_2(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("timestamp,requests\n2026-01-01 00:00,5\n")
+    result = subprocess.run([sys.executable, "-m", "core", "forecast", str(bad)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: bad.csv: ") and "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage risk and GPU paths
+
+
+@pytest.fixture(scope="module")
+def day_forecast(sample) -> pd.DataFrame:
+    return forecast_series(sample.iloc[:5 * WEEK], 24)
+
+
+def test_coverage_risk_is_monotone_in_the_allocation(day_forecast):
+    capacity = 300.0
+    previous = np.ones(24)
+    for gpus in range(0, 20):
+        risk = coverage_risk(day_forecast, np.full(24, gpus), capacity)
+        assert ((risk >= 0) & (risk <= 1)).all()
+        assert (risk <= previous + 1e-12).all()
+        previous = risk
+    assert previous.max() < 0.01  # 19 GPUs serve well above the peak
+    assert coverage_risk(day_forecast, 0, capacity).min() > 0.99
+
+
+def test_coverage_risk_matches_the_interval(day_forecast):
+    """Holding exactly the upper bound of a 90% interval leaves a 5% risk of shortfall."""
+    capacity = 100.0
+    risk = coverage_risk(day_forecast, day_forecast["upper"].to_numpy() / capacity, capacity)
+    assert np.allclose(risk, 0.05, atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 40, allow_nan=False), min_size=1, max_size=48),
+       st.integers(0, 6), st.integers(0, 16), st.integers(0, 5), st.one_of(st.none(),
+                                                                          st.integers(0, 25)))
+def test_gpu_path_respects_range_and_swap_cap(target, gpus_min, extra, swap_cap, previous):
+    gpus_max = gpus_min + extra
+    path = gpu_path(target, gpus_min, gpus_max, swap_cap, previous)
+    assert path.dtype.kind == "i" and len(path) == len(target)
+    steps = np.diff(path) if previous is None else np.diff(np.concatenate([[previous], path]))
+    assert (np.abs(steps) <= swap_cap).all()
+    if previous is None or gpus_min <= previous <= gpus_max:
+        assert ((path >= gpus_min) & (path <= gpus_max)).all()
+    need = np.clip(np.ceil(np.round(target, 9)), gpus_min, gpus_max)
+    if previous is None:
+        assert (path >= need).all()  # with step 0 free, every reachable target is covered
+        # and no constant path above the target does better on surplus
+        assert path.sum() <= max(need.max(), 0) * len(path)
+
+
+def test_gpu_path_covers_peaks_by_ramping_early():
+    path = gpu_path([1, 1, 1, 7, 1, 1], gpus_min=1, gpus_max=8, swap_cap=2, previous=1)
+    assert path.tolist() == [1, 3, 5, 7, 5, 3]
+    frozen = gpu_path([1, 4, 2], gpus_min=0, gpus_max=8, swap_cap=0)
+    assert frozen.tolist() == [4, 4, 4]
+    held = gpu_path([1, 4, 2], gpus_min=0, gpus_max=8, swap_cap=0, previous=3)
+    assert held.tolist() == [3, 3, 3]
+
+
+def test_gpu_path_from_a_forecast(day_forecast):
+    capacity = 400.0
+    target = gpus_needed(demand_quantile(day_forecast, 0.9), capacity)
+    path = gpu_path_from_forecast(day_forecast, capacity, 0.9, 1, 12, 2, previous=4)
+    assert (np.abs(np.diff(np.concatenate([[4], path]))) <= 2).all()
+    assert (path >= np.minimum(target, 12)).mean() > 0.8
+    risk = coverage_risk(day_forecast, path, capacity)
+    covered = path >= target
+    assert (risk[covered] <= 0.1 + 1e-9).all()
