@@ -1,0 +1,364 @@
+"""The fast allocator of SPEC section 2: real-time demand as a curve, batch work by value.
+
+Three phases, each legal by construction (the five constraints are its rules, not a check after):
+
+1. **Real-time, per step.** Each serving job follows a target curve: the GPUs that cover its
+   demand where a shortfall (priced at `penalty_weight * priority` per unit) costs more than the
+   best batch work could earn on that GPU, clipped to its range, and raised ahead of every peak
+   so that ramping `swap_cap` GPUs a step still reaches it in time. Gains take the
+   highest-numbered free GPUs, releases give back the lowest, and spare swap budget trades a low
+   GPU for a higher free one, so serving stays packed at the top and the low GPUs stay in whole
+   aligned blocks for batch work.
+2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
+   in order of priority (value per GPU-step), each to the size and earliest start (not before its
+   arrival) that earn it the most decayed value, on an aligned block chosen buddy-style: a block
+   whose parent block is already partly used wins over one that would split a whole free parent,
+   so a later job that needs 8 GPUs still finds 8. A job cut by the horizon still earns its cells.
+3. **Cheap local search.** A few orderings and size rules are tried on the same real-time layout
+   and the plan with the best objective is kept (ties: more GPU-steps delivered).
+
+Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
+of aligned-free-block masks per size and step; no per-cell Python objects on the hot path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import BatchJob, RealtimeJob, Scenario
+from ..plan import Plan, pin_running
+
+# Above this many (batch jobs x GPUs x steps) only the first ordering is tried, to keep the hot
+# path within its published time on large clusters.
+_SEARCH_LIMIT = 2_000_000
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One batch job as the allocator sees it."""
+
+    index: int  # position in scenario.jobs: the number the grid stores
+    priority: float
+    arrival: int
+    sizes: tuple[int, ...]
+    durations: tuple[int, ...]
+    work: float
+
+
+def plan_allocator(scenario: Scenario) -> Plan:
+    """Plan with the fast allocator; the result always passes `core.plan.check`."""
+    plan = Plan.empty(scenario, "allocator")
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    running = _running_masks(scenario, T)
+    realtime = _place_realtime(scenario, running)
+
+    all_gpus = (1 << G) - 1
+    taken = list(running)
+    for sets in realtime.values():
+        for t in range(T):
+            taken[t] |= sets[t]
+    free = [all_gpus & ~m for m in taken]
+
+    candidates = _candidates(scenario)
+    discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T))))
+    packer = _Packer(G, T, discount.tolist())
+    best: tuple[float, float] | None = None
+    best_placements: list[tuple[int, int, int, int, int]] = []
+    variants = _VARIANTS
+    if len(candidates) * G * T > _SEARCH_LIMIT:
+        variants = _VARIANTS[:1]
+    for order_key, size_rule in variants:
+        order = sorted(candidates, key=order_key)
+        placements, reward, cells = packer.pack(free, order, size_rule)
+        if best is None or (reward, cells) > best:
+            best, best_placements = (reward, cells), placements
+
+    grid = plan.grid
+    pin_running(scenario, grid)
+    for index, sets in realtime.items():
+        grid[_bitsets_to_bool(sets, G).T] = index
+    for index, gpu_start, gpus, start, end in best_placements:
+        grid[gpu_start:gpu_start + gpus, start:end] = index
+    plan.stats["batch_placed"] = len(best_placements)
+    return plan
+
+
+# --------------------------------------------------------------------------- real-time phase
+
+
+def _running_masks(scenario: Scenario, steps: int) -> list[int]:
+    """Per step, the bitset of GPUs held by inherited running batch blocks."""
+    masks = [0] * steps
+    for job in scenario.batch_jobs:
+        if job.running is not None:
+            r = job.running
+            block = ((1 << r.gpus) - 1) << r.gpu_start
+            for t in range(min(r.remaining_steps, steps)):
+                masks[t] |= block
+    return masks
+
+
+def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
+    """GPUs the job should hold at each step, before capacity: priced demand, ramped for peaks.
+
+    The k-th GPU at step t covers `min(1, demand - (k-1))` units of demand; it is wanted unless
+    the shortfall it avoids (`penalty_weight * priority` per unit) is worth less than what any
+    queued batch job would earn on it (the lowest batch priority: conservative, since a released
+    GPU earns nothing unless batch work can actually use it). Targets are then raised so that a
+    peak is reached from below by ramping at most `swap_cap` GPUs a step (a count that changes
+    by k costs at least k swaps).
+    """
+    policy = scenario.policy
+    queued = [j.priority for j in scenario.batch_jobs if j.running is None]
+    batch_floor = min(queued, default=0.0)
+    unit_worth = policy.penalty_weight * job.priority
+    wanted = []
+    for d in job.demand:
+        n = math.floor(d + 1e-9)
+        fraction = d - n
+        if fraction > 1e-9 and unit_worth * fraction >= batch_floor:
+            n += 1
+        if unit_worth < batch_floor:  # even a whole GPU of shortfall is cheaper than batch work
+            n = 0
+        wanted.append(min(max(n, job.gpus_min), job.gpus_max))
+    cap = job.swap_cap
+    for t in range(len(wanted) - 2, -1, -1):
+        wanted[t] = max(wanted[t], wanted[t + 1] - cap)
+    return wanted
+
+
+def _place_realtime(scenario: Scenario, running: list[int]) -> dict[int, list[int]]:
+    """Per real-time job (by grid index), its GPU bitset at every step."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    all_gpus = (1 << G) - 1
+    jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    if not jobs:
+        return {}
+    jobs.sort(key=lambda item: -item[1].priority)  # stable: file order among equals
+    targets = {i: realtime_targets(scenario, j) for i, j in jobs}
+    current = {i: _mask(j.previous_gpus or ()) for i, j in jobs}
+    sets: dict[int, list[int]] = {i: [0] * T for i, _ in jobs}
+
+    for t in range(T):
+        budget, want = {}, {}
+        for i, job in jobs:
+            count = current[i].bit_count()
+            if t == 0 and job.previous_gpus is None:
+                budget[i] = G + G  # step 0 is free
+            else:
+                budget[i] = job.swap_cap
+            low = max(job.gpus_min, count - budget[i])
+            high = min(job.gpus_max, count + budget[i])
+            want[i] = min(max(targets[i][t], low), high)
+        # Releases first (lowest GPUs go), so their GPUs can serve another job at this step.
+        for i, _ in jobs:
+            extra = current[i].bit_count() - want[i]
+            if extra > 0:
+                current[i] = _drop_lowest(current[i], extra)
+                budget[i] -= extra
+        held = running[t]
+        for i, _ in jobs:
+            held |= current[i]
+        free = all_gpus & ~held
+        # Gains: first what gpus_min forces, then toward the target, by priority.
+        for forced in (True, False):
+            for i, job in jobs:
+                goal = job.gpus_min if forced else want[i]
+                need = min(goal - current[i].bit_count(), budget[i], free.bit_count())
+                if need > 0:
+                    gained = _highest(free, need)
+                    current[i] |= gained
+                    free &= ~gained
+                    budget[i] -= need
+        # Spare budget: trade the lowest held GPU for a higher free one (packs serving at the top).
+        for i, _ in jobs:
+            while budget[i] >= 2 and free and current[i]:
+                top = free.bit_length() - 1
+                low_bit = current[i] & -current[i]
+                if top <= low_bit.bit_length() - 1:
+                    break
+                current[i] = (current[i] & ~low_bit) | (1 << top)
+                free = (free & ~(1 << top)) | low_bit
+                budget[i] -= 2
+        for i, _ in jobs:
+            sets[i][t] = current[i]
+    return sets
+
+
+def _mask(gpus: Sequence[int]) -> int:
+    mask = 0
+    for g in gpus:
+        mask |= 1 << g
+    return mask
+
+
+def _drop_lowest(mask: int, count: int) -> int:
+    for _ in range(count):
+        mask &= mask - 1
+    return mask
+
+
+def _highest(mask: int, count: int) -> int:
+    """The `count` highest set bits of mask, as a mask."""
+    out = 0
+    for _ in range(count):
+        top = 1 << (mask.bit_length() - 1)
+        out |= top
+        mask ^= top
+    return out
+
+
+def _bitsets_to_bool(sets: Sequence[int], gpus: int) -> np.ndarray:
+    """(steps x gpus) bool array from one bitset per step."""
+    width = (gpus + 7) // 8
+    raw = b"".join(s.to_bytes(width, "little") for s in sets)
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+    return bits.reshape(len(sets), width * 8)[:, :gpus].astype(bool)
+
+
+# --------------------------------------------------------------------------- batch phase
+
+
+def _candidates(scenario: Scenario) -> list[_Candidate]:
+    T = scenario.cluster.horizon_steps
+    out = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
+            continue
+        sizes = tuple(job.sizes())
+        out.append(_Candidate(i, float(job.priority), job.arrival_step, sizes,
+                              tuple(scenario.duration(job, g) for g in sizes),
+                              float(job.gpu_hours)))
+    return out
+
+
+# Orderings (all by priority first: value per GPU-step) and size rules tried by the local search.
+_VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
+    (lambda c: (-c.priority, c.arrival, -c.work, c.index), "value"),
+    (lambda c: (-c.priority, -c.work, c.index), "value"),
+    (lambda c: (-c.priority, -c.sizes[-1], -c.work, c.index), "early"),
+    (lambda c: (-c.priority, c.work, c.index), "value"),
+)
+
+
+class _Packer:
+    """Places batch blocks on per-step free bitsets, with per-size aligned-block caches."""
+
+    def __init__(self, gpus: int, steps: int, discount: list[float]):
+        self.gpus, self.steps, self.discount = gpus, steps, discount
+        self.align: dict[int, int] = {}
+        g = 1
+        while g <= gpus:
+            self.align[g] = sum(1 << b for b in range(0, gpus - g + 1, g))
+            g *= 2
+
+    def pack(self, free: list[int], order: Sequence[_Candidate], size_rule: str
+             ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
+        """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
+        the decayed reward and the GPU-steps delivered."""
+        T, discount = self.steps, self.discount
+        free = list(free)
+        cache: dict[int, list[int | None]] = {g: [None] * T for g in self.align}
+        placements = []
+        reward = cells = 0.0
+        for job in order:
+            best = None  # (score, start, size, end, block mask)
+            for g, d in zip(job.sizes, job.durations, strict=True):
+                found = self._earliest(free, cache[g], g, d, job.arrival)
+                if found is None:
+                    continue
+                start, blocks = found
+                end = min(start + d, T)
+                if size_rule == "early":
+                    score = (-start, g)
+                else:
+                    score = (job.priority * g * (discount[end] - discount[start]), g)
+                if best is None or score > best[0]:
+                    best = (score, start, g, end, blocks)
+            if best is None:
+                continue
+            _, start, g, end, blocks = best
+            window = free[start]
+            for t in range(start + 1, end):
+                window &= free[t]
+            b = self._pick_block(blocks, window, g)
+            block = ((1 << g) - 1) << b
+            for t in range(start, end):
+                free[t] &= ~block
+            for masks in cache.values():
+                masks[start:end] = [None] * (end - start)
+            placements.append((job.index, b, g, start, end))
+            reward += job.priority * g * (discount[end] - discount[start])
+            cells += g * (end - start)
+        return placements, reward, cells
+
+    def _blocks(self, cache: list[int | None], free: list[int], g: int, t: int) -> int:
+        """Bits at the first GPU of every aligned block of g that is free at step t."""
+        m = cache[t]
+        if m is None:
+            m = free[t]
+            k = 1
+            while k < g:
+                m &= m >> k
+                k <<= 1
+            m &= self.align[g]
+            cache[t] = m
+        return m
+
+    def _earliest(self, free: list[int], cache: list[int | None], g: int, d: int,
+                  arrival: int) -> tuple[int, int] | None:
+        """Earliest start >= arrival with an aligned block of g free for d steps (cut at T)."""
+        T = self.steps
+        s = arrival
+        while s < T:
+            blocks = self._blocks(cache, free, g, s)
+            if not blocks:
+                s += 1
+                continue
+            end = min(s + d, T)
+            t = s + 1
+            while t < end:
+                here = self._blocks(cache, free, g, t)
+                if not here:
+                    break
+                blocks &= here
+                if not blocks:
+                    break
+                t += 1
+            if blocks and t >= end:
+                return s, blocks
+            # No block survives to step t; if nothing of size g is free at t, skip past it.
+            s = t + 1 if t < end and not self._blocks(cache, free, g, t) else s + 1
+        return None
+
+    def _pick_block(self, blocks: int, window: int, g: int) -> int:
+        """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest."""
+        candidates = blocks
+        h = g * 2
+        while candidates & (candidates - 1) and h <= self.gpus:
+            parents = window
+            k = 1
+            while k < h:
+                parents &= parents >> k
+                k <<= 1
+            parents &= self.align[h]
+            if not parents:
+                break
+            spread = parents
+            k = 1
+            while k < h:
+                spread |= spread << k
+                k <<= 1
+            keep = candidates & ~spread
+            if keep:
+                candidates = keep
+                break
+            h *= 2
+        return (candidates & -candidates).bit_length() - 1
+
+
+__all__ = ["plan_allocator", "realtime_targets"]
