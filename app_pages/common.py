@@ -1,0 +1,414 @@
+"""Session state and shared widgets for the pages; the only UI module besides the pages.
+
+Everything a browser session sees lives in `st.session_state` (never module globals), so two
+sessions never share a scenario. The active scenario is always a valid `Scenario`: loads, uploads
+and editor edits replace it only when they validate, otherwise they leave an error and change
+nothing. `editor_tables` / `scenario_from_editor` turn a scenario into the editor's typed tables
+and back; they are pure (no streamlit) so tests call them directly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.io import (
+    JOBS_COLUMNS,
+    decode_upload,
+    job_from_dict,
+    load_scenario,
+    scenario_from_json,
+    scenario_from_tables,
+)
+from core.model import JOB_TYPES, REALTIME_TYPE, RealtimeJob, Scenario, ScenarioError
+from core.planners import PLANNER_LABELS
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO_DIR = ROOT / "data" / "scenarios"
+DEFAULT_SCENARIOS = ("mixed-control", "example")
+
+# Session-state keys that are not widgets.
+K_SCENARIO, K_SOURCE, K_VERSION = "scenario", "scenario_source", "scenario_version"
+K_PLANS = "plans"
+K_UPLOAD_ERROR, K_UPLOADED_IDS = "upload_error", "uploaded_ids"
+# Widget keys derived from the scenario: dropped when a new scenario arrives so they re-read it.
+SCENARIO_CONTROL_PREFIX = "ctl_scn_"
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in scenarios
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """Scenario files under data/scenarios, the default first, then by name."""
+    paths = {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.json"))}
+    first = [n for n in DEFAULT_SCENARIOS if n in paths][:1]
+    return {n: paths[n] for n in first + [n for n in paths if n not in first]}
+
+
+def default_scenario_name() -> str:
+    return next(iter(builtin_scenarios()), "example")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _load_cached(path: str, mtime: float) -> Scenario:
+    """Pure and keyed by (path, mtime): loading a built-in file is safe to share."""
+    return load_scenario(path)
+
+
+def load_builtin(name: str) -> Scenario:
+    path = builtin_scenarios()[name]
+    return _load_cached(str(path), path.stat().st_mtime)
+
+
+# ---------------------------------------------------------------------------------------------
+# The active scenario
+
+
+def scenario() -> Scenario:
+    """The session's active (always valid) scenario; the default one on first open."""
+    if K_SCENARIO not in st.session_state:
+        name = default_scenario_name()
+        set_scenario(load_builtin(name), f"built-in: {name}")
+    return st.session_state[K_SCENARIO]
+
+
+def scenario_version() -> int:
+    scenario()
+    return int(st.session_state.get(K_VERSION, 0))
+
+
+def scenario_source() -> str:
+    scenario()
+    return str(st.session_state.get(K_SOURCE, ""))
+
+
+def set_scenario(new: Scenario, source: str | None = None, *,
+                 reset_controls: bool = True) -> None:
+    """Make `new` the active scenario; editors re-read it (new version)."""
+    st.session_state[K_SCENARIO] = new
+    if source is not None:
+        st.session_state[K_SOURCE] = source
+    st.session_state[K_VERSION] = int(st.session_state.get(K_VERSION, 0)) + 1
+    if reset_controls:
+        for key in [k for k in st.session_state if str(k).startswith(SCENARIO_CONTROL_PREFIX)]:
+            del st.session_state[key]
+
+
+def load_uploads(files: list[Any]) -> None:
+    """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario."""
+    if not files:
+        return
+    ids = tuple(sorted(str(getattr(f, "file_id", f.name)) for f in files))
+    if st.session_state.get(K_UPLOADED_IDS) == ids:
+        return  # already handled on an earlier rerun: do not undo later edits
+    st.session_state[K_UPLOADED_IDS] = ids
+    try:
+        new, source = scenario_from_uploads([(f.name, f.getvalue()) for f in files], scenario())
+    except ScenarioError as e:
+        st.session_state[K_UPLOAD_ERROR] = e.problems
+        return
+    st.session_state.pop(K_UPLOAD_ERROR, None)
+    set_scenario(new, source)
+
+
+def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tuple[Scenario, str]:
+    """A scenario from uploaded files: one JSON, or a jobs CSV and a demand CSV (any order)."""
+    texts = [(name, decode_upload(data, name)) for name, data in files]
+    if len(texts) == 1 and texts[0][0].lower().endswith(".json"):
+        name, text = texts[0]
+        return scenario_from_json(text, name), f"upload: {name}"
+    csvs = [(n, t) for n, t in texts if n.lower().endswith(".csv")]
+    if len(csvs) != len(texts) or len(csvs) not in (1, 2):
+        names = ", ".join(n for n, _ in texts)
+        raise ScenarioError(f"{names}: upload one scenario .json file, or jobs.csv together with "
+                            f"demand.csv")
+    jobs = [(n, t) for n, t in csvs if _header(t) >= {"id", "type"}]
+    demand = [(n, t) for n, t in csvs if _header(t) >= {"step", "job_id", "demand"}]
+    if len(jobs) != 1 or len(demand) != 1:
+        names = ", ".join(n for n, _ in csvs)
+        raise ScenarioError(
+            f"{names}: need a jobs CSV (header {','.join(JOBS_COLUMNS)}) and a demand CSV "
+            f"(header step,job_id,demand); the horizon, cluster and policy come from the active "
+            f"scenario")
+    (jobs_name, jobs_text), (demand_name, demand_text) = jobs[0], demand[0]
+    new = scenario_from_tables(jobs_text, demand_text, base, jobs_name=jobs_name,
+                               demand_name=demand_name)
+    return new, f"upload: {jobs_name} + {demand_name}"
+
+
+def _header(text: str) -> set[str]:
+    first = text.lstrip("\ufeff").splitlines()[0] if text.strip() else ""
+    return {c.strip() for c in first.split(",")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The editor's tables (pure)
+
+JOB_TABLE_COLUMNS = ("id", "type", "priority", "arrival_step", "gpus_min", "gpus_max",
+                     "gpu_hours", "swap_cap", "running_gpu_start", "running_gpus",
+                     "running_remaining_steps", "previous_gpus")
+_INT_COLUMNS = ("arrival_step", "gpus_min", "gpus_max", "swap_cap", "running_gpu_start",
+                "running_gpus", "running_remaining_steps")
+
+
+def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(jobs, demand): one row per job with typed (nullable) columns; demand as steps x jobs."""
+    rows = []
+    for job in s.jobs:
+        row: dict[str, Any] = {c: None for c in JOB_TABLE_COLUMNS}
+        row.update(id=job.id, type=job.type, priority=float(job.priority),
+                   gpus_min=job.gpus_min, gpus_max=job.gpus_max)
+        if isinstance(job, RealtimeJob):
+            row["swap_cap"] = job.swap_cap
+            if job.previous_gpus is not None:
+                row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus)
+        else:
+            row.update(arrival_step=job.arrival_step, gpu_hours=float(job.gpu_hours))
+            if job.running is not None:
+                row.update(running_gpu_start=job.running.gpu_start,
+                           running_gpus=job.running.gpus,
+                           running_remaining_steps=job.running.remaining_steps)
+        rows.append(row)
+    jobs = pd.DataFrame(rows, columns=list(JOB_TABLE_COLUMNS),
+                        index=pd.RangeIndex(1, len(rows) + 1, name="row"))
+    for c in _INT_COLUMNS:
+        jobs[c] = pd.array(jobs[c].tolist(), dtype="Int64")
+    for c in ("priority", "gpu_hours"):
+        jobs[c] = pd.array(jobs[c].tolist(), dtype="Float64")
+    for c in ("id", "type", "previous_gpus"):
+        jobs[c] = jobs[c].astype("string")
+    demand = pd.DataFrame({j.id: list(j.demand) for j in s.realtime_jobs},
+                          index=pd.RangeIndex(s.cluster.horizon_steps, name="step"))
+    return jobs, demand.astype(float)
+
+
+@dataclass
+class EditResult:
+    """What the editor's tables make: a scenario when valid, otherwise the problems by row."""
+
+    scenario: Scenario | None
+    row_issues: dict[int, list[str]] = field(default_factory=dict)
+    general: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.scenario is not None
+
+
+def _cell(value: Any, integer: bool) -> Any:
+    """A table cell as the model wants it: None when blank, int when whole, else float/str."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    try:
+        if math.isnan(value):
+            return None
+    except TypeError:
+        return value
+    number = float(value)
+    if integer and number.is_integer():
+        return int(number)
+    return number
+
+
+def scenario_from_editor(base: Scenario, jobs: pd.DataFrame,
+                         demand: pd.DataFrame | None) -> EditResult:
+    """Validate the edited tables by building a Scenario; problems are keyed by table row.
+
+    A new real-time job without a demand column starts at gpus_min for every step.
+    """
+    T = base.cluster.horizon_steps
+    old = {j.id: j for j in base.jobs}
+    built, row_of_job, issues = [], {}, {}
+    for row_number, (_, row) in enumerate(jobs.iterrows()):
+        raw = {c: _cell(row.get(c), c in _INT_COLUMNS) for c in JOB_TABLE_COLUMNS}
+        try:
+            job = job_from_dict(_job_dict(raw, demand, old, T), row_number)
+        except ScenarioError as e:
+            issues.setdefault(row_number, []).extend(_strip_owner(p) for p in e.problems)
+            continue
+        except (TypeError, ValueError) as e:
+            issues.setdefault(row_number, []).append(str(e))
+            continue
+        built.append(job)
+        row_of_job.setdefault(job.id, []).append(row_number)
+    if issues:
+        return EditResult(None, issues)
+    try:
+        return EditResult(base.replace(jobs=tuple(built)))
+    except ScenarioError as e:
+        general = []
+        for problem in e.problems:
+            named = re.match(r"job '(.+?)': ", problem)
+            rows = row_of_job.get(named.group(1), []) if named else []
+            if rows:
+                # A duplicate id names the job: every row that carries it gets the message.
+                for r in rows if "more than one job" in problem else rows[-1:]:
+                    issues.setdefault(r, []).append(_strip_owner(problem))
+            else:
+                general.append(problem)
+        return EditResult(None, issues, general)
+
+
+def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: int) -> dict:
+    job_id = raw["id"]
+    out: dict[str, Any] = {"id": job_id, "type": raw["type"], "priority": raw["priority"],
+                           "gpus_min": raw["gpus_min"], "gpus_max": raw["gpus_max"]}
+    if raw["type"] == REALTIME_TYPE:
+        out["swap_cap"] = raw["swap_cap"] if raw["swap_cap"] is not None else 0
+        if demand is not None and job_id in demand.columns:
+            values = [_cell(v, False) for v in demand[job_id].tolist()]
+            out["demand"] = [0.0 if v is None else v for v in values]
+        elif isinstance(old.get(job_id), RealtimeJob):
+            out["demand"] = list(old[job_id].demand)
+        else:
+            out["demand"] = [raw["gpus_min"] or 0] * T
+        if raw["previous_gpus"]:
+            out["previous_gpus"] = [_gpu_number(g) for g in str(raw["previous_gpus"]).split()]
+        previous = old.get(job_id)
+        if isinstance(previous, RealtimeJob) and previous.history is not None:
+            out["history"] = list(previous.history)
+        return {k: v for k, v in out.items() if v is not None}
+    out.update(arrival_step=raw["arrival_step"] if raw["arrival_step"] is not None else 0,
+               gpu_hours=raw["gpu_hours"])
+    running = [raw["running_gpu_start"], raw["running_gpus"], raw["running_remaining_steps"]]
+    if any(v is not None for v in running):
+        out["running"] = {"gpu_start": running[0], "gpus": running[1],
+                          "remaining_steps": running[2]}
+    previous = old.get(job_id)
+    if (previous is not None and not isinstance(previous, RealtimeJob)
+            and previous.gpu_hours_actual is not None):
+        out["gpu_hours_actual"] = previous.gpu_hours_actual
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _gpu_number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        raise ScenarioError(f"previous_gpus: {text!r} is not a GPU number") from None
+
+
+def _strip_owner(problem: str) -> str:
+    """'job 'x': gpus_max 3 ...' -> 'gpus_max 3 ...' (the row already names the job)."""
+    return re.sub(r"^(jobs\[\d+\]|job '.*?')(: running)?: ", lambda m: (
+        "running: " if m.group(2) else ""), problem)
+
+
+def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
+    """One line per problem: the row number (1-based, as the editor shows), job id and issue."""
+    lines = []
+    for r in sorted(result.row_issues):
+        job_id = jobs.iloc[r]["id"] if r < len(jobs) else ""
+        for problem in result.row_issues[r]:
+            lines.append({"row": r + 1, "job": "" if pd.isna(job_id) else str(job_id),
+                          "issue": problem})
+    for problem in result.general:
+        lines.append({"row": None, "job": "", "issue": problem})
+    return pd.DataFrame(lines, columns=["row", "job", "issue"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared widgets
+
+
+def page_header(title: str, explanation: str) -> None:
+    st.title(title)
+    st.caption(explanation)
+
+
+def sidebar_summary() -> None:
+    s = scenario()
+    c = s.cluster
+    with st.sidebar:
+        st.markdown(f"**Active scenario:** `{s.name}`")
+        st.caption(
+            f"{c.gpus} GPUs x {c.horizon_steps} steps of {c.step_minutes} min · "
+            f"{len(s.batch_jobs)} batch + {len(s.realtime_jobs)} real-time jobs · "
+            f"{scenario_source()}"
+        )
+
+
+def colour_legend(entries: list[tuple[str, str]]) -> None:
+    """A row of colour chips (label, colour): one legend shared by side-by-side charts."""
+    from html import escape
+
+    chips = "".join(
+        f'<span style="display:inline-flex;align-items:center;margin:0 14px 4px 0;'
+        f'font-size:0.85rem"><span style="width:14px;height:14px;background:{colour};'
+        f'border:1px solid #adb5bd;border-radius:2px;margin-right:5px;display:inline-block">'
+        f"</span>{escape(label)}</span>"
+        for label, colour in entries
+    )
+    st.markdown(f'<div style="line-height:1.6">{chips}</div>', unsafe_allow_html=True)
+
+
+def remember(key: str) -> None:
+    """on_change callback: keep a widget's value after its page is left (widgets are cleaned)."""
+    st.session_state["keep_" + key] = st.session_state[key]
+
+
+def init_widget(key: str, default: Any) -> None:
+    """Give a widget key its remembered value (or the default) before the widget is drawn."""
+    if key not in st.session_state:
+        st.session_state[key] = st.session_state.get("keep_" + key, default)
+
+
+def planner_label(name: str) -> str:
+    return PLANNER_LABELS.get(name, name)
+
+
+def format_hours(hours: float) -> str:
+    if math.isinf(hours):
+        return "never (no decay)"
+    if hours >= 48:
+        return f"{hours / 24:.1f} days"
+    return f"{hours:.1f} h"
+
+
+JOB_TYPE_OPTIONS = list(JOB_TYPES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan & compare: controls applied to the scenario, and the session's plans
+
+
+def with_controls(s: Scenario, *, decay: float, penalty_weight: float,
+                  swap_caps: dict[str, int]) -> Scenario:
+    """The scenario with the page's policy and per-job swap caps (validated again)."""
+    from dataclasses import replace
+
+    jobs = tuple(replace(j, swap_cap=int(swap_caps[j.id]))
+                 if isinstance(j, RealtimeJob) and j.id in swap_caps else j for j in s.jobs)
+    policy = replace(s.policy, decay=float(decay), penalty_weight=float(penalty_weight))
+    if policy == s.policy and jobs == s.jobs:
+        return s
+    return s.replace(policy=policy, jobs=jobs)
+
+
+def planner_available(name: str) -> bool:
+    """Whether the planner's module is part of this build (others are being written)."""
+    from core.planners import planner_function
+
+    try:
+        planner_function(name)
+    except (ImportError, AttributeError):
+        return False
+    return True
+
+
+def stored_plans(s: Scenario) -> dict[str, Any]:
+    """The session's plans for exactly this scenario (dropped when the scenario changed)."""
+    store = st.session_state.get(K_PLANS)
+    if not store or store["scenario"] != s:
+        store = {"scenario": s, "plans": {}, "errors": {}}
+        st.session_state[K_PLANS] = store
+    return store

@@ -1,0 +1,384 @@
+"""Pure plotly figure builders for the app: data in, `go.Figure` out, never streamlit.
+
+The GPU x time grid is drawn as ONE heatmap with a categorical colour mapping (a stepped
+colourscale over category codes), not one trace per cell, so 64 GPUs x 48 steps stays fast. Each job
+keeps its colour across planners (colour by position in `scenario.jobs`); real-time GPUs held above
+the step's demand get a pale shade of the job's colour, which is exactly where `allocated_fraction`
+and `utilization` part ways.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .model import BatchJob, RealtimeJob, Scenario
+from .plan import IDLE, Plan, holdings
+
+IDLE_COLOUR = "#e9ecef"
+# Distinct, colour-blind-friendlier first (Okabe-Ito, then Tableau), cycled for large workloads.
+JOB_COLOURS = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#7F3C8D",
+    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F",
+    "#11A579", "#3969AC", "#F2B701", "#E73F74", "#80BA5A", "#E68310", "#008695", "#CF1C90",
+)
+REALTIME_COLOURS = ("#C0392B", "#8E44AD", "#16A085", "#D35400", "#2C3E50", "#B03A2E")
+PLANNER_ORDER = ("fifo", "backfill", "allocator", "full")
+METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
+
+
+def job_colours(scenario: Scenario) -> list[str]:
+    """One colour per job, stable for a scenario: real-time jobs in warm/dark tones."""
+    out, batch_k, rt_k = [], 0, 0
+    for job in scenario.jobs:
+        if isinstance(job, RealtimeJob):
+            out.append(REALTIME_COLOURS[rt_k % len(REALTIME_COLOURS)])
+            rt_k += 1
+        else:
+            out.append(JOB_COLOURS[batch_k % len(JOB_COLOURS)])
+            batch_k += 1
+    return out
+
+
+def pale(colour: str, amount: float = 0.6) -> str:
+    """A colour mixed with white (amount 0: unchanged, 1: white)."""
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    mix = [round(c + (255 - c) * amount) for c in (r, g, b)]
+    return "#" + "".join(f"{c:02x}" for c in mix)
+
+
+def step_labels(scenario: Scenario) -> list[str]:
+    """Clock labels for the steps ('Mon 05:00'), or 'step t' when the cluster has no start."""
+    c = scenario.cluster
+    if c.start is None:
+        return [f"step {t}" for t in range(c.horizon_steps)]
+    return [(c.start + timedelta(minutes=c.step_minutes * t)).strftime("%a %H:%M")
+            for t in range(c.horizon_steps)]
+
+
+def _time_axis(scenario: Scenario, max_ticks: int = 12) -> dict[str, Any]:
+    """Ticks with the step number over the clock time; the weekday only where the day changes."""
+    c = scenario.cluster
+    T = c.horizon_steps
+    nice = (1, 2, 3, 4, 6, 8, 12, 24, 48, 96, 168, 336, 672, 1344, 2688, 5376, 10752)
+    every = next((n for n in nice if T / n <= max_ticks), T)
+    ticks = list(range(0, T, every))
+    text = [str(t) for t in ticks]
+    if c.start is not None:
+        text, last_day = [], None
+        for t in ticks:
+            when = c.start + timedelta(minutes=c.step_minutes * t)
+            day = when.date()
+            clock = when.strftime("%a %H:%M") if day != last_day else when.strftime("%H:%M")
+            text.append(f"{t}<br>{clock}")
+            last_day = day
+    title = f"step ({c.step_minutes} min each)"
+    return {"tickvals": ticks, "ticktext": text, "title": title, "range": [-0.5, T - 0.5]}
+
+
+def serving_mask(scenario: Scenario, plan: Plan) -> np.ndarray:
+    """(G, T) True where a real-time GPU is held beyond ceil(demand) at that step (reserved idle).
+
+    Which of a job's GPUs counts as serving is arbitrary; the lowest-numbered ones do.
+    """
+    grid = plan.grid
+    above = np.zeros(grid.shape, dtype=bool)
+    for job in scenario.realtime_jobs:
+        j = scenario.job_index(job.id)
+        held = grid == j
+        rank = np.cumsum(held, axis=0)  # 1-based rank of each held GPU within its step
+        need = np.ceil(np.asarray(job.demand, dtype=float) - 1e-9)
+        above |= held & (rank > need[None, :])
+    return above
+
+
+def grid_legend(scenario: Scenario, plans: Sequence[Plan] = ()) -> list[tuple[str, str]]:
+    """(label, colour) for every job that holds a cell in any of the plans, then the shades.
+
+    The grids share one legend: colours are fixed per job, whichever planner drew the grid.
+    """
+    colours = job_colours(scenario)
+    present: set[int] = set()
+    reserved = False
+    for plan in plans:
+        present |= set(np.unique(plan.grid[plan.grid != IDLE]).tolist())
+        reserved = reserved or bool(serving_mask(scenario, plan).any())
+    entries = [(job.id, colours[j]) for j, job in enumerate(scenario.jobs)
+               if j in present or not plans]
+    if reserved:
+        entries.append(("real-time, reserved above demand", pale(REALTIME_COLOURS[0])))
+    entries.append(("idle", IDLE_COLOUR))
+    return entries
+
+
+def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
+                height: int | None = None, show_legend: bool = True) -> go.Figure:
+    """GPU x time Gantt grid: one heatmap, one colour per job, idle cells visible, rich hover."""
+    grid = plan.grid
+    G, T = grid.shape
+    jobs = scenario.jobs
+    colours = job_colours(scenario)
+    above = serving_mask(scenario, plan)
+    # Category codes: 0 idle, 1..n job k, n+1.. a real-time job's reserved-idle shade.
+    rt_positions = [scenario.job_index(j.id) for j in scenario.realtime_jobs]
+    reserve_code = {j: len(jobs) + 1 + k for k, j in enumerate(rt_positions)}
+    codes = np.where(grid == IDLE, 0, grid + 1).astype(np.int32)
+    for j, code in reserve_code.items():
+        codes[(grid == j) & above] = code
+    palette = [IDLE_COLOUR, *colours, *(pale(colours[j]) for j in rt_positions)]
+    K = len(palette)
+    scale = []
+    for k, colour in enumerate(palette):
+        scale += [[k / K, colour], [(k + 1) / K, colour]]
+
+    labels = step_labels(scenario)
+    describe = []
+    for job in jobs:
+        if isinstance(job, BatchJob):
+            describe.append(f"<b>{job.id}</b><br>{job.type}, priority {job.priority:g}")
+        else:
+            describe.append(f"<b>{job.id}</b><br>realtime, priority {job.priority:g}")
+    demand = {scenario.job_index(j.id): j.demand for j in scenario.realtime_jobs}
+    hover = np.empty((G, T), dtype=object)
+    for g in range(G):
+        for t in range(T):
+            j = int(grid[g, t])
+            where = f"GPU {g} · step {t} · {labels[t]}"
+            if j == IDLE:
+                hover[g, t] = f"idle<br>{where}"
+            elif j in demand:
+                state = "reserved above demand" if above[g, t] else "serving"
+                hover[g, t] = (f"{describe[j]}<br>{state} (demand {demand[j][t]:g})<br>{where}")
+            else:
+                hover[g, t] = f"{describe[j]}<br>{where}"
+
+    fig = go.Figure(go.Heatmap(
+        z=codes, x=list(range(T)), y=list(range(G)), zmin=-0.5, zmax=K - 0.5,
+        colorscale=scale, showscale=False, text=hover, hoverinfo="text",
+        hovertemplate="%{text}<extra></extra>", xgap=1 if T <= 96 else 0,
+        ygap=1 if G <= 128 else 0,
+    ))
+    if show_legend:
+        for name, colour in grid_legend(scenario, [plan]):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                     marker={"symbol": "square", "size": 12, "color": colour,
+                                             "line": {"width": 1, "color": "#adb5bd"}},
+                                     hoverinfo="skip"))
+    px_per_gpu = min(28, max(4, 640 // max(G, 1)))
+    legend_rows = math.ceil((len(jobs) + 2) / 4) if show_legend else 0
+    fig.update_layout(
+        title=title, height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
+        margin={"l": 50, "r": 10, "t": 40 if title else 10, "b": 10},
+        plot_bgcolor="white", showlegend=show_legend,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "font": {"size": 11}},
+    )
+    fig.update_xaxes(**_time_axis(scenario, max_ticks=7), showgrid=False, zeroline=False,
+                     tickangle=0)
+    fig.update_yaxes(title="GPU", autorange="reversed", showgrid=False, zeroline=False,
+                     dtick=1 if G <= 16 else (8 if G <= 128 else None))
+    return fig
+
+
+def _planner_rows(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    known = [p for p in PLANNER_ORDER if p in metrics_by_planner]
+    return known + [p for p in metrics_by_planner if p not in known]
+
+
+def utilization_value_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]],
+                             baseline: str = "fifo") -> go.Figure:
+    """Utilization and priority-weighted value per planner, both as an index (baseline = 100).
+
+    Side-by-side bars make the divergence plain: a plan can hold utilization level while its
+    value climbs (or the reverse). Bar labels carry the absolute numbers.
+    """
+    planners = _planner_rows(metrics_by_planner)
+    base = metrics_by_planner.get(baseline)
+    util = np.array([float(metrics_by_planner[p]["utilization"]) for p in planners])
+    value = np.array([float(metrics_by_planner[p]["value"]) for p in planners])
+    if base is not None and float(base["utilization"]) > 0 and float(base["value"]) > 0:
+        util_index = util / float(base["utilization"]) * 100
+        value_index = value / float(base["value"]) * 100
+        axis_title = f"index ({baseline} = 100)"
+    else:
+        util_index = util / max(util.max(), 1e-12) * 100
+        value_index = value / max(value.max(), 1e-12) * 100
+        axis_title = "index (best planner = 100)"
+    fig = go.Figure()
+    fig.add_trace(go.Bar(
+        name="utilization (GPU-time doing work)", x=planners, y=util_index,
+        marker_color=METRIC_COLOURS["utilization"],
+        text=[f"{u:.1%}" for u in util], textposition="outside",
+        hovertemplate="%{x}: utilization %{text} (index %{y:.0f})<extra></extra>",
+    ))
+    fig.add_trace(go.Bar(
+        name="value (priority-weighted GPU-hours)", x=planners, y=value_index,
+        marker_color=METRIC_COLOURS["value"],
+        text=[f"{v:,.0f}" for v in value], textposition="outside",
+        hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
+    ))
+    top = float(max(util_index.max(initial=0), value_index.max(initial=0)))
+    fig.add_hline(y=100, line_dash="dot", line_color="#6c757d")
+    fig.update_layout(
+        barmode="group", height=360, title="Utilization vs priority-weighted value",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        yaxis={"title": axis_title, "range": [0, top * 1.18 + 1], "gridcolor": "#eee"},
+    )
+    return fig
+
+
+def realtime_figure(scenario: Scenario, plans: Mapping[str, Plan],
+                    job_id: str | None = None) -> go.Figure:
+    """A real-time job's demand (step line) against the GPUs each planner gave it."""
+    rt = scenario.realtime_jobs
+    fig = go.Figure()
+    if not rt:
+        fig.update_layout(height=120, annotations=[{"text": "no real-time jobs", "showarrow":
+                                                    False}])
+        return fig
+    job = next((j for j in rt if j.id == job_id), rt[0])
+    j = scenario.job_index(job.id)
+    steps = list(range(scenario.cluster.horizon_steps))
+    labels = step_labels(scenario)
+    fig.add_trace(go.Scatter(x=steps, y=list(job.demand), name="demand", mode="lines",
+                             line={"shape": "hv", "color": "#212529", "width": 3},
+                             customdata=labels,
+                             hovertemplate="%{customdata}: demand %{y:g}<extra></extra>"))
+    dashes = ("dot", "solid", "dash", "longdash", "dashdot")
+    for k, name in enumerate(_planner_rows(plans)):
+        held = holdings(scenario, plans[name])[j]
+        fig.add_trace(go.Scatter(x=steps, y=held.tolist(), name=f"{name} allocated",
+                                 mode="lines", line={"shape": "hv", "dash": dashes[k % 5]},
+                                 customdata=labels,
+                                 hovertemplate="%{customdata}: " + name
+                                 + " holds %{y} GPUs<extra></extra>"))
+    fig.update_layout(height=300, title=f"Real-time '{job.id}': demand vs GPUs allocated",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+    fig.update_xaxes(**_time_axis(scenario))
+    return fig
+
+
+def forecast_figure(forecast: pd.DataFrame, history: pd.Series | None = None, *,
+                    level: float = 0.9, history_hours: int = 336,
+                    unit: str = "requests/s") -> go.Figure:
+    """Recent history, the forecast mean and its central interval band."""
+    fig = go.Figure()
+    if history is not None and len(history):
+        recent = history.iloc[-history_hours:]
+        fig.add_trace(go.Scatter(x=recent.index, y=recent.to_numpy(), name="history",
+                                 mode="lines", line={"color": "#6c757d", "width": 1}))
+    x = forecast.index
+    fig.add_trace(go.Scatter(x=x, y=forecast["upper"], mode="lines", line={"width": 0},
+                             showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=forecast["lower"], mode="lines", line={"width": 0},
+                             fill="tonexty", fillcolor="rgba(0,114,178,0.2)",
+                             name=f"{level:.0%} interval", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=forecast["mean"], mode="lines", name="forecast mean",
+                             line={"color": "#0072B2", "width": 2}))
+    fig.update_layout(height=340, title="Weekly demand profile: history and forecast",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
+                      yaxis={"title": unit, "gridcolor": "#eee", "rangemode": "tozero"})
+    return fig
+
+
+def gpu_path_figure(x: Sequence[Any], needed_mean: Sequence[float],
+                    needed_upper: Sequence[float] | None, path: Sequence[float],
+                    allocated: Sequence[float] | None = None,
+                    swap_cap: int | None = None) -> go.Figure:
+    """GPUs the forecast needs (mean, upper) against the smoothed path under the swap cap."""
+    fig = go.Figure()
+    if needed_upper is not None:
+        fig.add_trace(go.Scatter(x=list(x), y=list(needed_upper), name="GPUs at upper bound",
+                                 mode="lines", line={"color": "#9aa5b1", "dash": "dot"}))
+    fig.add_trace(go.Scatter(x=list(x), y=list(needed_mean), name="GPUs at forecast mean",
+                             mode="lines", line={"color": "#0072B2"}))
+    cap = f" (swap cap {swap_cap})" if swap_cap is not None else ""
+    fig.add_trace(go.Scatter(x=list(x), y=list(path), name=f"GPU path{cap}", mode="lines",
+                             line={"color": "#D55E00", "shape": "hv", "width": 3}))
+    if allocated is not None:
+        fig.add_trace(go.Scatter(x=list(x), y=list(allocated), name="plan allocation",
+                                 mode="lines", line={"color": "#009E73", "shape": "hv",
+                                                     "dash": "dash"}))
+    fig.update_layout(height=300, title="GPUs needed and the path under the swap cap",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.3},
+                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+    return fig
+
+
+def coverage_risk_figure(risk: np.ndarray | Sequence[float] | Sequence[Sequence[float]],
+                         x: Sequence[Any] | None = None,
+                         rows: Sequence[str] | None = None,
+                         title: str = "Coverage risk: P(demand > GPUs allocated)") -> go.Figure:
+    """A strip (one row per job) coloured by the probability that demand exceeds allocation."""
+    z = np.atleast_2d(np.asarray(risk, dtype=float))
+    cols = list(x) if x is not None else list(range(z.shape[1]))
+    names = list(rows) if rows is not None else [f"row {k}" for k in range(z.shape[0])]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=cols, y=names, zmin=0, zmax=1, xgap=1, ygap=2,
+        colorscale=[[0, "#e8f5e9"], [0.1, "#fff3bf"], [0.5, "#f59f00"], [1, "#c92a2a"]],
+        colorbar={"title": "risk", "tickformat": ".0%", "len": 0.9, "thickness": 12},
+        hovertemplate="%{y} · %{x}<br>P(shortfall) = %{z:.1%}<extra></extra>",
+    ))
+    fig.update_layout(height=120 + 40 * z.shape[0], title=title,
+                      margin={"l": 90, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white")
+    return fig
+
+
+def idle_windows_figure(windows: pd.DataFrame, gpus: int, steps: int,
+                        labels: Sequence[str] | None = None) -> go.Figure:
+    """Idle windows as rectangles on the GPU x time plane (columns gpu_start, gpus,
+    start_step, end_step; end exclusive)."""
+    fig = go.Figure()
+    palette = JOB_COLOURS
+    for k, row in enumerate(windows.itertuples(index=False)):
+        g0, n = int(row.gpu_start), int(row.gpus)
+        s0, s1 = int(row.start_step), int(row.end_step)
+        colour = palette[k % len(palette)]
+        fig.add_trace(go.Scatter(
+            x=[s0 - 0.5, s1 - 0.5, s1 - 0.5, s0 - 0.5, s0 - 0.5],
+            y=[g0 - 0.5, g0 - 0.5, g0 + n - 0.5, g0 + n - 0.5, g0 - 0.5],
+            fill="toself", mode="lines", line={"color": colour}, fillcolor=pale(colour, 0.4),
+            name=f"{n} GPUs x {s1 - s0} steps",
+            hovertemplate=(f"GPUs {g0}..{g0 + n - 1}, steps {s0}..{s1 - 1}"
+                           f"{' (' + labels[s0] + ')' if labels else ''}<extra></extra>"),
+        ))
+    fig.update_layout(height=max(260, min(700, gpus * 10 + 120)), title="Idle windows",
+                      margin={"l": 50, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white",
+                      showlegend=len(windows) <= 12,
+                      xaxis={"title": "step", "range": [-0.5, steps - 0.5], "gridcolor": "#eee"},
+                      yaxis={"title": "GPU", "range": [gpus - 0.5, -0.5], "gridcolor": "#eee"})
+    return fig
+
+
+def benchmark_figure(rows: pd.DataFrame) -> go.Figure:
+    """Utilization per scenario and planner, with the published figures as markers."""
+    fig = go.Figure()
+    for planner in [p for p in PLANNER_ORDER if p in set(rows["planner"])]:
+        part = rows[rows["planner"] == planner]
+        fig.add_trace(go.Bar(x=part["scenario"], y=part["utilization"], name=planner,
+                             hovertemplate="%{x}: %{y:.1%}<extra>" + planner + "</extra>"))
+    if "published_utilization" in rows:
+        pub = rows.dropna(subset=["published_utilization"])
+        if len(pub):
+            fig.add_trace(go.Scatter(
+                x=pub["scenario"], y=pub["published_utilization"], mode="markers",
+                name="published", marker={"symbol": "line-ew-open", "size": 26,
+                                          "line": {"width": 3, "color": "#212529"}},
+                customdata=pub["planner"],
+                hovertemplate="%{x}: published %{customdata} %{y:.1%}<extra></extra>",
+            ))
+    fig.update_layout(barmode="group", height=360, title="Utilization by scenario and planner",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+                      yaxis={"tickformat": ".0%", "gridcolor": "#eee", "range": [0, 1.05]})
+    return fig

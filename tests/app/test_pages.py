@@ -1,0 +1,203 @@
+"""AppTest: every page opens cleanly, and the key flows show what `core` computes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.io import load_scenario, scenario_to_json, scenario_to_tables
+from core.plan import metrics
+from core.planners import solve
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = str(ROOT / "app.py")
+PAGES = ["app_pages/workload.py", "app_pages/plan_compare.py", "app_pages/demand_forecast.py",
+         "app_pages/horizon_risk.py", "app_pages/benchmarks.py"]
+SCENARIOS = ROOT / "data" / "scenarios"
+DEFAULT = SCENARIOS / ("mixed-control.json" if (SCENARIOS / "mixed-control.json").exists()
+                       else "example.json")
+
+
+def open_page(page: str | None = None, timeout: float = 60) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def active(at: AppTest):
+    return at.session_state["scenario"]
+
+
+def errors(at: AppTest) -> str:
+    return "\n".join(e.value for e in at.error)
+
+
+def metric_values(at: AppTest) -> list[tuple[str, str]]:
+    return [(m.label, m.value) for m in at.metric]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_opens_without_exception(page):
+    at = open_page(page, timeout=120)
+    assert not at.exception, at.exception
+    assert at.title[0].value  # a title ...
+    assert at.caption[0].value  # ... and the one-line explanation under it
+
+
+def test_workload_opens_on_the_default_scenario():
+    at = open_page()
+    expected = load_scenario(DEFAULT)
+    assert active(at) == expected
+    shown = dict(metric_values(at))
+    assert shown["GPUs"] == str(expected.cluster.gpus)
+    assert shown["Batch jobs"] == str(len(expected.batch_jobs))
+    editor = at.data_editor(key=f"wl_jobs_{at.session_state['scenario_version']}")
+    assert list(editor.value["id"]) == [j.id for j in expected.jobs]
+
+
+def test_choosing_a_builtin_scenario_replaces_the_workload():
+    at = open_page()
+    at.selectbox(key="wl_builtin").set_value("example").run()
+    assert not at.exception
+    assert active(at) == load_scenario(SCENARIOS / "example.json")
+    assert dict(metric_values(at))["Batch jobs"] == str(len(active(at).batch_jobs))
+
+
+def test_editing_a_job_makes_a_new_valid_scenario():
+    at = open_page()
+    before = active(at)
+    key = f"wl_jobs_{at.session_state['scenario_version']}"
+    row = next(k for k, j in enumerate(before.jobs) if not j.is_realtime and j.running is None)
+    at.session_state[key] = {"edited_rows": {row: {"priority": 9.5, "gpu_hours": 3}},
+                             "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    after = active(at)
+    assert after.jobs[row].priority == 9.5
+    assert after.jobs[row].gpu_hours == 3
+    assert after.jobs[:row] == before.jobs[:row]
+    assert after.jobs[row + 1:] == before.jobs[row + 1:]
+    assert not at.error
+
+
+def test_an_invalid_edit_is_listed_by_row_and_the_last_valid_scenario_stays():
+    at = open_page()
+    before = active(at)
+    key = f"wl_jobs_{at.session_state['scenario_version']}"
+    row = next(k for k, j in enumerate(before.jobs) if not j.is_realtime)
+    at.session_state[key] = {"edited_rows": {row: {"gpus_max": 3}}, "added_rows": [],
+                             "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    assert active(at) == before
+    assert "not** active" in errors(at) or "not active" in errors(at).replace("*", "")
+    issues = at.dataframe[-1].value  # the issues table under the editors
+    assert list(issues["row"]) == [row + 1]
+    assert list(issues["job"]) == [before.jobs[row].id]
+    assert "gpus_max 3 is not a power of two" in issues["issue"].iloc[0]
+
+
+def test_a_broken_upload_shows_the_error_and_changes_nothing():
+    at = open_page()
+    before = active(at)
+    at.file_uploader(key="wl_upload").set_value(
+        ("broken.json", b'{"cluster": {"gpus": 8}, "jobs": [', "application/json")).run()
+    assert not at.exception
+    assert "broken.json" in errors(at) and "not valid JSON" in errors(at)
+    assert active(at) == before
+
+
+def test_uploading_a_scenario_json_and_a_csv_pair():
+    at = open_page()
+    example = load_scenario(SCENARIOS / "example.json")
+    at.file_uploader(key="wl_upload").set_value(
+        ("mine.json", scenario_to_json(example).encode(), "application/json")).run()
+    assert not at.error
+    assert active(at) == example
+
+    jobs_csv, demand_csv = scenario_to_tables(example)
+    edited = jobs_csv.replace("eval-batch,batch_inference,3", "eval-batch,batch_inference,7")
+    at.file_uploader(key="wl_upload").set_value([
+        ("demand.csv", demand_csv.encode(), "text/csv"),
+        ("jobs.csv", edited.encode(), "text/csv"),
+    ]).run()
+    assert not at.exception and not at.error
+    assert active(at).jobs[active(at).job_index("eval-batch")].priority == 7
+
+
+def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
+    at = open_page("app_pages/plan_compare.py")
+    assert not at.exception
+    scenario = active(at)
+    plans = at.session_state["plans"]["plans"]
+    assert {"fifo", "allocator"} <= set(plans)
+    shown = metric_values(at)
+    per_card = len(shown) // len(plans)
+    cards = {name: dict(shown[k * per_card:(k + 1) * per_card]) for k, name in enumerate(plans)}
+    for name in ("fifo", "allocator"):
+        expected = metrics(scenario, solve(scenario, name))
+        assert plans[name].same_grid(solve(scenario, name))
+        card = cards[name]
+        assert card["Utilization"] == f"{expected['utilization']:.1%}"
+        assert card["Value"] == f"{expected['value']:,.1f}"
+        assert card["Objective"] == f"{expected['objective']:,.1f}"
+        assert card["Completed jobs"] == f"{expected['completed_jobs']}/{expected['batch_jobs']}"
+        assert card["Real-time coverage"] == f"{expected['rt_coverage']:.1%}"
+    # Deltas are against fifo.
+    fifo, alloc = (metrics(scenario, plans[n]) for n in ("fifo", "allocator"))
+    deltas = [m.delta for m in at.metric if m.label == "Utilization"]
+    change = (alloc["utilization"] - fifo["utilization"]) * 100
+    assert f"{change:+.1f} pp" in deltas or abs(change) < 1e-9
+    assert len(at.get("plotly_chart")) >= 3  # utilization vs value + one grid per planner
+
+
+def test_policy_controls_change_the_scenario_and_the_plans():
+    at = open_page("app_pages/plan_compare.py")
+    at.slider(key="ctl_scn_penalty").set_value(5.0).run()
+    at.slider(key="ctl_scn_decay").set_value(0.9).run()
+    assert not at.exception
+    policy = active(at).policy
+    assert (policy.penalty_weight, policy.decay) == (5.0, 0.9)
+    assert any("6.6 h" in c.value for c in at.caption)  # half-life of 0.9 per 60-min step
+    scenario = active(at)
+    plans = at.session_state["plans"]
+    assert plans["scenario"] == scenario
+    expected = metrics(scenario, solve(scenario, "allocator"))
+    assert metrics(scenario, plans["plans"]["allocator"])["objective"] == expected["objective"]
+    rt = scenario.realtime_jobs[0]
+    at.number_input(key=f"ctl_scn_swap_{rt.id}").set_value(rt.swap_cap + 1).run()
+    assert active(at).realtime_jobs[0].swap_cap == rt.swap_cap + 1
+    # The policy travels with the scenario to the workload download.
+    at.switch_page("app_pages/workload.py").run()
+    assert "penalty weight 5" in " ".join(c.value for c in at.caption)
+
+
+def test_full_planner_runs_on_request_with_bound_and_gap():
+    at = open_page("app_pages/plan_compare.py")
+    at.number_input(key="plan_time_limit").set_value(2).run()
+    at.multiselect(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
+    assert "full" not in at.session_state["plans"]["plans"]  # the MIP waits for the button
+    at.button(key="plan_run").click().run(timeout=120)
+    assert not at.exception
+    plan = at.session_state["plans"]["plans"]["full"]
+    scenario = active(at)
+    full, alloc = metrics(scenario, plan), metrics(scenario, solve(scenario, "allocator"))
+    assert full["objective"] >= alloc["objective"] - 1e-6
+    assert "bound" in plan.stats and "status" in plan.stats
+    assert any("bound" in c.value and "gap" in c.value for c in at.caption)
+
+
+def test_exports_offer_the_four_files_for_any_computed_plan():
+    at = open_page("app_pages/plan_compare.py")
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["grid.csv", "assignments.csv", "realtime.csv", "metrics.json"]
+    export = at.selectbox(key="plan_export")
+    assert set(export.options) == {"FIFO (peak reservation)", "Backfill (conservative)",
+                                   "Allocator (fast)"}
+    export.set_value("allocator").run()
+    assert not at.exception
+    assert at.session_state["plan_export"] == "allocator"
