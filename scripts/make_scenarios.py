@@ -120,15 +120,17 @@ def mixed_control(rng: Rng) -> dict:
 def training_heavy(rng: Rng) -> dict:
     jobs = [
         _batch("sft-34b", "training", 6, 0, (2, 2), 64,
-               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(4, 11))}),
-        _serving("chat-api", 8, (1, 6), 2, serving_curve(rng, 0.75, 4.75), [7]),
+               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(10, 16))}),
+        _serving("chat-api", 8, (1, 4), 2, serving_curve(rng, 0.25, 3.75, width=3.0), [7]),
         # A low-priority pretraining shard heads the queue; the urgent fine-tunes wait behind it.
         _batch("cpt-shard", "training", 1, 0, (4, 4), _gpu_hours(rng, 32, 64)),
     ]
-    for k in range(8):
-        sizes, (low, high) = _pick(rng, TRAINING_SHAPES[:4])
+    shapes = [TRAINING_SHAPES[0], TRAINING_SHAPES[0], TRAINING_SHAPES[1], TRAINING_SHAPES[1],
+              TRAINING_SHAPES[2], TRAINING_SHAPES[3]]  # LoRA and small fine-tunes are common
+    for k in range(11):
+        sizes, (low, high) = _pick(rng, shapes)
         jobs.append(_batch(f"train-{k}", "training", int(rng.integers(3, 10)),
-                           int(rng.integers(0, 14)), sizes, _gpu_hours(rng, low, high)))
+                           int(rng.integers(0, 12)), sizes, _gpu_hours(rng, low, high)))
     return {"description": "Training-heavy on 8 GPUs: a low-priority pretraining shard heads the "
                            "queue behind a running fine-tune while higher-priority fine-tunes "
                            "(1 to 8 GPUs, hours to more than a day) wait.", "gpus": 8,
