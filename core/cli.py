@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="runs per planner for the median runtime (default 20; full: 1)")
     bench.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
     bench.add_argument("--json", action="store_true", help="print rows as JSON")
+    bench.add_argument("--large", action="store_true",
+                       help="also time the generated 1,024-GPU, 500-job, 48-step case")
     bench.set_defaults(run=_run_bench)
 
     forecast = sub.add_parser("forecast", help="fit the weekly demand profile to a history")
@@ -145,6 +147,10 @@ def _run_bench(args: argparse.Namespace) -> int:
 
     rows = run_bench(args.scenarios, args.planners, repeat=args.repeat,
                      time_limit=args.time_limit)
+    if args.large:
+        from .bench import run_generated
+
+        rows += run_generated(args.planners, repeat=args.repeat)
     if args.json:
         from .io import _json_safe
 

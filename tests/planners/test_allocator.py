@@ -1,0 +1,156 @@
+"""The allocator: legal on random scenarios, and the behaviour its design promises."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
+from core.plan import batch_placements, check, holdings, metrics
+from core.planners import solve
+from core.planners.allocator import plan_allocator, realtime_targets
+from tests.strategies import scenarios
+
+
+def _scenario(gpus, steps, jobs, **policy):
+    return Scenario("t", Cluster(gpus, 60, steps), tuple(jobs), Policy(**policy))
+
+
+def _batch(job_id, priority, gpus, hours, arrival=0, low=None, running=None):
+    return BatchJob(job_id, "training", priority, low or gpus, gpus, hours, arrival, running)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_every_allocator_plan_is_legal(scenario):
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_gpus=70, max_steps=30, max_jobs=12, max_realtime=3))
+def test_larger_random_scenarios_are_legal(scenario):
+    assert check(scenario, plan_allocator(scenario)) == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_realtime=0))
+def test_without_serving_it_delivers_at_least_what_backfill_does(scenario):
+    # The local search includes the arrival-order packing, so on batch work alone the allocator
+    # never ends with a worse objective than the conservative-backfill baseline.
+    allocator = metrics(scenario, plan_allocator(scenario))["objective"]
+    backfill = metrics(scenario, solve(scenario, "backfill"))["objective"]
+    assert allocator >= backfill - 1e-9
+
+
+def test_serving_follows_the_demand_curve_not_its_peak():
+    demand = (1, 1, 2, 3, 4, 4, 3, 2, 1, 1)
+    chat = RealtimeJob("chat", 8, 0, 8, swap_cap=8, demand=demand)
+    scenario = _scenario(8, len(demand), [chat])
+    held = holdings(scenario, plan_allocator(scenario))[0]
+    assert list(held) == list(demand)
+
+
+def test_fractional_demand_is_covered_by_rounding_up():
+    chat = RealtimeJob("chat", 8, 0, 8, swap_cap=8, demand=(0.25, 1.5, 2.75))
+    scenario = _scenario(8, 3, [chat, _batch("b", 5, 1, 1)])
+    assert list(holdings(scenario, plan_allocator(scenario))[0]) == [1, 2, 3]
+
+
+def test_targets_ramp_up_before_a_peak_within_the_swap_cap():
+    chat = RealtimeJob("chat", 8, 1, 8, swap_cap=2, demand=(1, 1, 1, 1, 7, 1))
+    scenario = _scenario(8, 6, [chat])
+    assert realtime_targets(scenario, chat) == [1, 1, 3, 5, 7, 1]
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert holdings(scenario, plan)[0][4] == 7  # the peak is met: the ramp started in time
+
+
+def test_shortfall_is_accepted_when_batch_work_is_worth_more():
+    # penalty 0: serving earns nothing, so it keeps only gpus_min and batch work takes the rest.
+    chat = RealtimeJob("chat", 1, 1, 8, swap_cap=8, demand=(4, 4, 4, 4))
+    scenario = _scenario(8, 4, [chat, _batch("big", 5, 4, 16)], penalty_weight=0)
+    plan = plan_allocator(scenario)
+    assert list(holdings(scenario, plan)[0]) == [1, 1, 1, 1]
+    assert "big" in batch_placements(scenario, plan)
+
+
+def test_serving_sits_on_the_highest_gpus_and_batch_on_the_lowest():
+    chat = RealtimeJob("chat", 8, 1, 2, swap_cap=2, demand=(2,) * 6)
+    scenario = _scenario(8, 6, [chat, _batch("job", 5, 4, 24)])
+    plan = plan_allocator(scenario)
+    chat_gpus = set(np.nonzero(plan.grid[:, 0] == 0)[0].tolist())
+    assert chat_gpus == {6, 7}
+    assert batch_placements(scenario, plan)["job"].gpu_start == 0
+
+
+def test_previous_gpus_and_running_blocks_are_inherited():
+    chat = RealtimeJob("chat", 8, 1, 4, swap_cap=1, demand=(1,) * 6, previous_gpus=(2, 5))
+    running = _batch("ft", 3, 2, 40, running=Running(0, 2, 3))
+    scenario = _scenario(8, 6, [running, chat, _batch("q", 9, 8, 8)])
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert (plan.grid[0:2, 0:3] == 0).all() and (plan.grid[0:2, 3:] != 0).all()
+    # one swap per step: step 0 keeps one of its previous GPUs
+    assert {int(g) for g in np.nonzero(plan.grid[:, 0] == 1)[0]} <= {2, 5}
+
+
+def test_higher_priority_wins_the_contended_block_whatever_the_file_order():
+    low = _batch("low", 1, 4, 16)
+    high = _batch("high", 9, 4, 16, arrival=1)
+    scenario = _scenario(4, 6, [low, high])
+    placements = batch_placements(scenario, plan_allocator(scenario))
+    assert placements["high"].start_step == 1
+    assert placements["low"].start_step == 5  # after it, cut by the horizon, not before it
+    fifo = batch_placements(scenario, solve(scenario, "fifo"))
+    assert fifo["low"].start_step == 0  # the baseline runs them in arrival order
+
+
+def test_a_job_cut_by_the_horizon_still_fills_the_end():
+    early = _batch("early", 5, 4, 12)  # 3 steps
+    long = _batch("long", 2, 4, 400, arrival=0)  # 100 steps: runs until the horizon cuts it
+    scenario = _scenario(4, 8, [early, long])
+    plan = plan_allocator(scenario)
+    placements = batch_placements(scenario, plan)
+    assert placements["long"].start_step == 3 and placements["long"].end_step == 8
+    assert metrics(scenario, plan)["utilization"] == 1.0
+
+
+def test_small_jobs_keep_aligned_blocks_whole_for_larger_ones():
+    # GPU 0 is busy all day; the 1-GPU job should take GPU 1 (its buddy block [0, 2) is already
+    # broken), leaving [2, 4) whole for the 2-GPU job that comes after it in value order.
+    busy = _batch("busy", 1, 1, 48, running=Running(0, 1, 6))
+    small = _batch("small", 9, 1, 6)
+    pair = _batch("pair", 2, 2, 12)
+    scenario = _scenario(4, 6, [busy, small, pair])
+    placements = batch_placements(scenario, plan_allocator(scenario))
+    assert placements["small"].gpu_start == 1
+    assert placements["pair"].gpu_start == 2 and placements["pair"].start_step == 0
+
+
+def test_odd_cluster_sizes_only_use_blocks_that_exist():
+    # 24 GPUs: a block of 16 exists only at GPU 0; two 16-GPU jobs must run one after the other.
+    jobs = [_batch(f"j{k}", 5, 16, 16 * 3) for k in range(2)]
+    scenario = _scenario(24, 8, jobs)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    starts = sorted(p.start_step for p in batch_placements(scenario, plan).values())
+    assert starts == [0, 3]
+
+
+def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
+    rng = np.random.default_rng(7)
+    jobs = [_batch(f"j{k}", int(rng.integers(1, 10)), int(2 ** rng.integers(0, 6)),
+                   float(rng.integers(4, 200)), int(rng.integers(0, 20)), low=1)
+            for k in range(120)]
+    curve = tuple(40 + 30 * math.sin(math.pi * t / 24) for t in range(24))
+    jobs.append(RealtimeJob("chat", 8, 8, 96, swap_cap=16, demand=curve))
+    scenario = _scenario(256, 24, jobs)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    m = metrics(scenario, plan)
+    assert m["rt_coverage"] == 1.0
+    assert m["allocated_fraction"] > 0.8
+    assert m["value"] > metrics(scenario, solve(scenario, "backfill"))["value"]
