@@ -34,7 +34,7 @@ from ..plan import Plan, pin_running
 
 # The local search re-packs the batch work at most this many times, fewer on large clusters
 # (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed.
-_MAX_PACKS = 20
+_MAX_PACKS = 16
 _PACK_BUDGET = 200_000_000
 
 
