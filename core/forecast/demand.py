@@ -125,7 +125,11 @@ def _history_from_table(table: pd.DataFrame, column: str | None,
 
 def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIndex:
     text = cells.str.strip()
-    stamps = pd.to_datetime(text, errors="coerce", format="mixed")
+    try:  # offsets are converted to UTC; stamps without one are read as UTC already
+        stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ScenarioError(f"{name}: column '{column}' cannot be read as timestamps "
+                            f"({str(e).splitlines()[0]})") from None
     missing = np.flatnonzero(stamps.isna().to_numpy())
     if len(missing) == len(text):
         raise ScenarioError(f"{name}: the first column '{column}' holds no timestamps (e.g. "
@@ -134,10 +138,7 @@ def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIn
     if len(missing):
         raise ScenarioError(f"{name}: column '{column}', {_rows_text(list(missing))}: "
                             f"{text.iloc[missing[0]]!r} is not a timestamp")
-    stamps = pd.DatetimeIndex(stamps)
-    if stamps.tz is not None:
-        stamps = stamps.tz_convert("UTC").tz_localize(None)
-    return stamps
+    return pd.DatetimeIndex(stamps).tz_localize(None)
 
 
 def _pick_column(table: pd.DataFrame, candidates: list[str], column: str | None,
@@ -349,8 +350,8 @@ def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
     series = history.astype(float)
-    if len(series) and series.index.freq is None:
-        series = series.resample("h").mean()
+    if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
+        series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
     values = series.to_numpy()[-MAX_FIT_HOURS:]
     if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
         raise ScenarioError(f"history has {int(np.isfinite(values).sum())} hourly values; at "
@@ -371,8 +372,8 @@ def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.
     else:
         chosen, scores = _Candidate("level"), {}
         errors = np.empty((0, horizon))
-        warnings.append("history too short for a backtest: a flat level with the history's "
-                        "spread is used")
+        warnings.append("history too short for a backtest: a mean-reverting level is used, "
+                        "with twice the history's spread as its uncertainty")
     filled = _fill(values)
     mean = _predict(chosen, filled, _design(len(values) + horizon), len(values), horizon)
     std = _calibrate(errors, horizon, level, filled)

@@ -317,3 +317,42 @@ def test_gpu_path_from_a_forecast(day_forecast):
     risk = coverage_risk(day_forecast, path, capacity)
     covered = path >= target
     assert (risk[covered] <= 0.1 + 1e-9).all()
+
+
+CELLS = st.one_of(st.floats(-5, 1e6).map(str), st.sampled_from(["nan", "inf", "-inf"]),
+                  st.integers(0, 10**6).map(str), st.sampled_from(["", "NaN", "abc", "1e3", " 7 "]),
+                  st.text(alphabet="0123456789-:,. TZabc\"", max_size=12))
+STAMPS = st.one_of(
+    st.datetimes(min_value=pd.Timestamp("2020-01-01").to_pydatetime(),
+                 max_value=pd.Timestamp("2020-03-01").to_pydatetime()).map(str),
+    st.sampled_from(["", "yesterday", "2020-13-01", "12", "2020-01-01T00:00:00Z"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(STAMPS, CELLS), min_size=0, max_size=60), st.booleans())
+def test_any_history_file_loads_or_gives_a_scenario_error(rows, hourly):
+    """Never a crash: random files either load into an hourly float series or are refused."""
+    if hourly and rows:  # a plausible base so some examples get past the checks
+        rows = [(str(pd.Timestamp("2020-01-01") + pd.Timedelta(hours=i)), cell)
+                for i, (_, cell) in enumerate(rows)]
+    text = "\n".join(["timestamp,value", *[f"{stamp},{cell}" for stamp, cell in rows]])
+    try:
+        history, warnings = load_history(text + "\n", name="fuzz.csv")
+    except ScenarioError as e:
+        assert str(e).startswith("fuzz.csv: ")
+        return
+    assert history.index.freq == "h" and history.dtype == float
+    assert (history.dropna() >= 0).all() and np.isfinite(history.dropna()).all()
+    assert all(isinstance(w, str) for w in warnings)
+
+
+def test_forecast_series_handles_short_and_sub_hourly_series():
+    index = pd.date_range("2026-01-01", periods=30, freq="h")
+    short = forecast_series(pd.Series(np.linspace(10, 20, 30), index=index), 6)
+    assert short.attrs["model"] == "level" and short.attrs["warnings"]
+    assert np.isfinite(short.to_numpy()).all() and (short["std"] > 0).all()
+    quarter = pd.Series(np.tile([1.0, 2.0, 3.0, 4.0], 24 * 20),
+                        index=pd.date_range("2026-01-01", periods=4 * 24 * 20, freq="15min"))
+    hourly = forecast_series(quarter, 3)
+    assert hourly.index[0] == pd.Timestamp("2026-01-21 00:00")  # whole hours after the data
+    assert np.allclose(hourly["mean"], 2.5, atol=0.05)  # each hour averages to 2.5
