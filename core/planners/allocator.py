@@ -55,19 +55,24 @@ def plan_allocator(scenario: Scenario) -> Plan:
     plan = Plan.empty(scenario, "allocator")
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     running = _running_masks(scenario, T)
-    realtime = _place_realtime(scenario, running)
-
-    all_gpus = (1 << G) - 1
-    taken = list(running)
-    for sets in realtime.values():
-        for t in range(T):
-            taken[t] |= sets[t]
-    free = [all_gpus & ~m for m in taken]
-
     candidates = _candidates(scenario)
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T))))
-    packer = _Packer(G, T, discount.tolist(), free)
-    placements = _search(packer, candidates, G * T)
+    packs = max(1, min(_MAX_PACKS, _PACK_BUDGET // max(1, len(candidates) * G * T)))
+
+    # Two layouts of the serving GPUs (buddy best fit, packed at the top) are screened with the
+    # first orderings; the local search then spends what is left of its budget on the better one.
+    styles = [_Buddy(G), _Top(G)] if scenario.realtime_jobs and candidates else [_Buddy(G)]
+    screen = min(2, max(1, packs // (2 * len(styles)))) if len(styles) > 1 else 0
+    best = None
+    for style in styles:
+        realtime = _place_realtime(scenario, running, style)
+        packer = _Packer(G, T, discount.tolist(), _free_masks(G, running, realtime))
+        score = _search(packer, candidates, screen)[1:] if screen else (0.0, 0.0)
+        if best is None or score > best[0]:
+            best = (score, realtime, packer)
+    _, realtime, packer = best
+    placements = _search(packer, candidates, max(1, packs - screen * len(styles)))[0]
+
     grid = plan.grid
     pin_running(scenario, grid)
     for index, sets in realtime.items():
@@ -75,6 +80,15 @@ def plan_allocator(scenario: Scenario) -> Plan:
     for index, gpu_start, gpus, start, end in placements:
         grid[gpu_start:gpu_start + gpus, start:end] = index
     return plan
+
+
+def _free_masks(gpus: int, running: list[int], realtime: dict[int, list[int]]) -> list[int]:
+    taken = list(running)
+    for sets in realtime.values():
+        for t, mask in enumerate(sets):
+            taken[t] |= mask
+    all_gpus = (1 << gpus) - 1
+    return [all_gpus & ~m for m in taken]
 
 
 # --------------------------------------------------------------------------- real-time phase
@@ -121,8 +135,16 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
     return wanted
 
 
-def _place_realtime(scenario: Scenario, running: list[int]) -> dict[int, list[int]]:
-    """Per real-time job (by grid index), its GPU bitset at every step."""
+def _place_realtime(scenario: Scenario, running: list[int], buddy: _Buddy
+                    ) -> dict[int, list[int]]:
+    """Per real-time job (by grid index), its GPU bitset at every step.
+
+    GPUs are chosen buddy-style: a gain takes the free GPU whose wholly free aligned block is
+    smallest (serving fills blocks that running work or other serving already broke, ties to the
+    highest GPU); a release gives back the GPU in the largest aligned block that the job's
+    release would leave free; spare swap budget trades one for the other while that makes a
+    larger free block than it breaks. The free pool stays in whole aligned blocks for batch work.
+    """
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     all_gpus = (1 << G) - 1
     jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
@@ -144,39 +166,116 @@ def _place_realtime(scenario: Scenario, running: list[int]) -> dict[int, list[in
             low = max(job.gpus_min, count - budget[i])
             high = min(job.gpus_max, count + budget[i])
             want[i] = min(max(targets[i][t], low), high)
-        # Releases first (lowest GPUs go), so their GPUs can serve another job at this step.
-        for i, _ in jobs:
-            extra = current[i].bit_count() - want[i]
-            if extra > 0:
-                current[i] = _drop_lowest(current[i], extra)
-                budget[i] -= extra
         held = running[t]
         for i, _ in jobs:
             held |= current[i]
         free = all_gpus & ~held
+        # Releases first, so their GPUs can serve another job at this step.
+        for i, _ in jobs:
+            for _ in range(current[i].bit_count() - want[i]):
+                bit = buddy.best_release(current[i], free)
+                current[i] ^= bit
+                free |= bit
+                budget[i] -= 1
         # Gains: first what gpus_min forces, then toward the target, by priority.
         for forced in (True, False):
             for i, job in jobs:
                 goal = job.gpus_min if forced else want[i]
                 need = min(goal - current[i].bit_count(), budget[i], free.bit_count())
-                if need > 0:
-                    gained = _highest(free, need)
-                    current[i] |= gained
-                    free &= ~gained
-                    budget[i] -= need
-        # Spare budget: trade the lowest held GPU for a higher free one (packs serving at the top).
+                for _ in range(max(0, need)):
+                    bit = buddy.best_gain(free)
+                    current[i] |= bit
+                    free ^= bit
+                    budget[i] -= 1
+        # Spare budget: trade a GPU for another while it leaves a larger free block than it takes.
         for i, _ in jobs:
             while budget[i] >= 2 and free and current[i]:
-                top = free.bit_length() - 1
-                low_bit = current[i] & -current[i]
-                if top <= low_bit.bit_length() - 1:
+                out = buddy.best_release(current[i], free)
+                after = free | out
+                into = buddy.best_gain(after)
+                if into == out or not buddy.improves(out, into, after):
                     break
-                current[i] = (current[i] & ~low_bit) | (1 << top)
-                free = (free & ~(1 << top)) | low_bit
+                current[i] = (current[i] ^ out) | into
+                free = after ^ into
                 budget[i] -= 2
         for i, _ in jobs:
             sets[i][t] = current[i]
     return sets
+
+
+class _Buddy:
+    """Aligned power-of-two blocks of a bitset: how whole the free pool around a GPU is."""
+
+    def __init__(self, gpus: int):
+        self.sizes = []
+        self.align = []
+        h = 1
+        while h <= gpus:
+            self.sizes.append(h)
+            self.align.append(sum(1 << b for b in range(0, gpus - h + 1, h)))
+            h *= 2
+
+    def whole(self, mask: int) -> list[int]:
+        """For each block size h (1, 2, 4, ...): the GPUs whose aligned h-block is all in mask."""
+        out = [mask]
+        starts = mask
+        for k in range(1, len(self.sizes)):
+            half = self.sizes[k - 1]
+            starts = starts & (starts >> half) & self.align[k]
+            spread, width = starts, 1
+            while width < self.sizes[k]:
+                spread |= spread << width
+                width *= 2
+            out.append(spread)
+            if not starts:
+                out.extend([0] * (len(self.sizes) - k - 1))
+                break
+        return out
+
+    def best_gain(self, free: int) -> int:
+        """The free GPU (as a bit) whose wholly free aligned block is smallest; ties: highest."""
+        levels = self.whole(free)
+        for k, here in enumerate(levels):
+            only = here & ~levels[k + 1] if k + 1 < len(levels) else here
+            if only:
+                return 1 << (only.bit_length() - 1)
+        return 0
+
+    def best_release(self, held: int, free: int) -> int:
+        """The held GPU in the largest aligned block made only of free GPUs and the job's own;
+        ties: lowest."""
+        levels = self.whole(free | held)
+        for here in reversed(levels):
+            candidates = held & here
+            if candidates:
+                return candidates & -candidates
+        return held & -held
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        """Trading `out` for `into` frees a larger aligned block than it breaks."""
+        return self.level(into, free) < self.level(out, free)
+
+    def level(self, bit: int, mask: int) -> int:
+        """The size of the largest aligned block around `bit` that lies wholly in mask."""
+        size = 0
+        for h, here in zip(self.sizes, self.whole(mask), strict=True):
+            if not here & bit:
+                break
+            size = h
+        return size
+
+
+class _Top(_Buddy):
+    """The simpler layout: serving gains the highest free GPUs and releases its lowest."""
+
+    def best_gain(self, free: int) -> int:
+        return 1 << (free.bit_length() - 1) if free else 0
+
+    def best_release(self, held: int, free: int) -> int:
+        return held & -held
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        return into > out
 
 
 def _mask(gpus: Sequence[int]) -> int:
@@ -184,22 +283,6 @@ def _mask(gpus: Sequence[int]) -> int:
     for g in gpus:
         mask |= 1 << g
     return mask
-
-
-def _drop_lowest(mask: int, count: int) -> int:
-    for _ in range(count):
-        mask &= mask - 1
-    return mask
-
-
-def _highest(mask: int, count: int) -> int:
-    """The `count` highest set bits of mask, as a mask."""
-    out = 0
-    for _ in range(count):
-        top = 1 << (mask.bit_length() - 1)
-        out |= top
-        mask ^= top
-    return out
 
 
 def _bitsets_to_bool(sets: Sequence[int], gpus: int) -> np.ndarray:
@@ -236,19 +319,19 @@ _VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
 )
 
 
-def _search(packer: _Packer, candidates: list[_Candidate], cells: int
-            ) -> list[tuple[int, int, int, int, int]]:
+def _search(packer: _Packer, candidates: list[_Candidate], packs: int
+            ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
     """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
 
     Two moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
     unplaced (or cut short) first, the rest in the incumbent's order; *shrink* forbids a placed
     job its current block size and the larger ones, so it takes a narrower, longer block and
     leaves room beside it. Plans compare on the decayed batch reward (the real-time part of the
-    objective is fixed by then), ties to more GPU-steps delivered.
+    objective is fixed by then), ties to more GPU-steps delivered. Returns the best
+    (placements, reward, GPU-steps) found within `packs` packings.
     """
     if not candidates:
-        return []
-    packs = max(1, min(_MAX_PACKS, _PACK_BUDGET // max(1, len(candidates) * cells)))
+        return [], 0.0, 0.0
     best_order: list[_Candidate] = []
     best = None
     for order_key, size_rule in _VARIANTS[:packs]:
@@ -277,7 +360,7 @@ def _search(packer: _Packer, candidates: list[_Candidate], cells: int
         if result[1:] > best[1:]:
             best, best_order = result, order
             tried.clear()
-    return best[0]
+    return best
 
 
 def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Candidate],
@@ -346,43 +429,49 @@ class _Packer:
             cells += g * (end - start)
         return placements, reward, cells
 
-    def _blocks(self, cache: list[int | None], free: list[int], g: int, t: int) -> int:
-        """Bits at the first GPU of every aligned block of g that is free at step t."""
-        m = cache[t]
-        if m is None:
-            m = free[t]
-            k = 1
-            while k < g:
-                m &= m >> k
-                k <<= 1
-            m &= self.align[g]
-            cache[t] = m
-        return m
-
     def _earliest(self, free: list[int], cache: list[int | None], g: int, d: int,
                   arrival: int) -> tuple[int, int] | None:
-        """Earliest start >= arrival with an aligned block of g free for d steps (cut at T)."""
+        """Earliest start >= arrival with an aligned block of g free for d steps (cut at T).
+
+        `cache[t]` holds, for step t, a bit at the first GPU of every aligned block of g that is
+        free (None: stale since the last placement on that step).
+        """
         T = self.steps
+        align = self.align[g]
         s = arrival
         while s < T:
-            blocks = self._blocks(cache, free, g, s)
+            blocks = cache[s]
+            if blocks is None:
+                blocks, k = free[s], 1
+                while k < g:
+                    blocks &= blocks >> k
+                    k <<= 1
+                blocks &= align
+                cache[s] = blocks
             if not blocks:
                 s += 1
                 continue
             end = min(s + d, T)
             t = s + 1
             while t < end:
-                here = self._blocks(cache, free, g, t)
+                here = cache[t]
+                if here is None:
+                    here, k = free[t], 1
+                    while k < g:
+                        here &= here >> k
+                        k <<= 1
+                    here &= align
+                    cache[t] = here
                 if not here:
                     break
                 blocks &= here
                 if not blocks:
                     break
                 t += 1
-            if blocks and t >= end:
+            else:
                 return s, blocks
             # No block survives to step t; if nothing of size g is free at t, skip past it.
-            s = t + 1 if t < end and not self._blocks(cache, free, g, t) else s + 1
+            s = t + 1 if not cache[t] else s + 1
         return None
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
