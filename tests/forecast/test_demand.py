@@ -312,6 +312,9 @@ def test_gpu_path_from_a_forecast(day_forecast):
     capacity = 400.0
     target = gpus_needed(demand_quantile(day_forecast, 0.9), capacity)
     path = gpu_path_from_forecast(day_forecast, capacity, 0.9, 1, 12, 2, previous=4)
+    same = gpu_path(demand_quantile(day_forecast, 0.9), 1, 12, 2, previous=4,
+                    capacity_per_gpu=capacity)
+    assert path.tolist() == same.tolist()
     assert (np.abs(np.diff(np.concatenate([[4], path]))) <= 2).all()
     assert (path >= np.minimum(target, 12)).mean() > 0.8
     risk = coverage_risk(day_forecast, path, capacity)
@@ -356,3 +359,21 @@ def test_forecast_series_handles_short_and_sub_hourly_series():
     hourly = forecast_series(quarter, 3)
     assert hourly.index[0] == pd.Timestamp("2026-01-21 00:00")  # whole hours after the data
     assert np.allclose(hourly["mean"], 2.5, atol=0.05)  # each hour averages to 2.5
+
+
+def test_backtest_refits_equal_statsmodels_ols(sample):
+    """The backtest's running-sum fits are the same least squares as refitting OLS."""
+    from statsmodels.regression.linear_model import OLS
+
+    from core.forecast.demand import CANDIDATES, _design, _design_columns, _PrefixLeastSquares
+
+    y = sample.to_numpy()[:4 * WEEK]
+    design = _design(len(y) + 24)
+    prefix = _PrefixLeastSquares(y, design)
+    for candidate in CANDIDATES:
+        if candidate.naive_period:
+            continue
+        columns = _design_columns(candidate)
+        for origin in (WEEK, 2 * WEEK + 5, len(y)):
+            expected = OLS(y[:origin], design[:origin, columns]).fit().params
+            assert np.allclose(prefix.params(origin, columns), expected, rtol=1e-6, atol=1e-6)
