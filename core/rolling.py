@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
-from .plan import IDLE, Plan, batch_placements, holdings, metrics
+from .plan import IDLE, Plan, batch_placements, check, holdings, metrics
 from .planners import solve
 
 # A real-time job with less than this many hourly values (history + actuals) gets a persistence
@@ -85,6 +85,28 @@ class SimulationResult:
     horizon_plan: Plan | None = None
     horizon_forecasts: dict[str, pd.DataFrame] = field(default_factory=dict)
     horizon_start: int = 0
+    windows: list[HorizonWindow] = field(default_factory=list)
+
+    def window_at(self, step: int) -> HorizonWindow:
+        """The day-ahead plan in force at `step`: the latest re-plan at or before it."""
+        candidates = [w for w in self.windows if w.step <= step]
+        if not candidates:
+            raise ValueError(f"no re-plan at or before step {step}")
+        return candidates[-1]
+
+
+@dataclass(frozen=True)
+class HorizonWindow:
+    """One re-plan's view: its window scenario (steps from `step` on), plan and forecasts (GPUs).
+
+    `coverage_risk_table(w.scenario, w.plan, w.forecasts)` and `idle_windows(w.plan)` give the
+    horizon products as they looked at that moment (window step k is period step `step + k`).
+    """
+
+    step: int
+    scenario: Scenario
+    plan: Plan
+    forecasts: dict[str, pd.DataFrame]
 
 
 @dataclass(frozen=True)
@@ -124,7 +146,7 @@ def simulate(
     progress: Progress | None = None,
     *,
     demand_quantile: float | None = 0.9,
-    refit_hours: float = 6,
+    refit_hours: float = 12,
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,
 ) -> SimulationResult:
@@ -160,6 +182,7 @@ def simulate(
     committed_forecasts: dict[str, list[pd.DataFrame]] = {j.id: [] for j in actual.realtime_jobs}
 
     rows: list[dict[str, Any]] = []
+    windows: list[HorizonWindow] = []
     previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None = None
     trigger = "scheduled"
     window = window_plan = None
@@ -198,6 +221,7 @@ def simulate(
             "forecast_ms": forecast_ms, "refit": demand_model.refitted,
         })
         previous = (t0, planned, placements)
+        windows.append(HorizonWindow(t0, window, window_plan, window_forecasts))
         if on_replan is not None:
             on_replan(ReplanView(t0, executed, trigger, window, window_plan,
                                  grid[:, :t0 + executed].copy()))
@@ -210,6 +234,7 @@ def simulate(
     stats = {"runtime_ms": float(replans["planner_ms"].sum())}
     plan = Plan(grid, planner, stats)
     result_metrics = metrics(actual, plan)
+    result_metrics["violations"] = len(check(actual, plan))  # 0 unless a planner has a bug
     result_metrics.update(_stability_metrics(replans, actual, period, replan_minutes))
     forecasts = {job_id: pd.concat(frames) for job_id, frames in committed_forecasts.items()
                  if frames}
@@ -217,6 +242,7 @@ def simulate(
         scenario=actual, source=scenario, plan=plan, metrics=result_metrics, replans=replans,
         forecasts=forecasts, horizon_scenario=window, horizon_plan=window_plan,
         horizon_forecasts=window_forecasts, horizon_start=t0 - rows[-1]["committed_steps"],
+        windows=windows,
     )
 
 
@@ -622,7 +648,7 @@ def _normal_excess(mean: np.ndarray, std: np.ndarray,
     excess = np.empty_like(mean)
     for k, (m, s, n) in enumerate(zip(mean, std, level, strict=True)):
         if s > 0:
-            z = (n - m) / s
+            z = min(max((n - m) / s, -40.0), 40.0)  # beyond that both are 0 or 1 anyway
             risk[k] = 1.0 - normal.cdf(z)
             excess[k] = s * normal.pdf(z) + (m - n) * risk[k]
         else:

@@ -221,6 +221,27 @@ def test_stability_and_forecasts_are_reported(example_runs):
     risk = coverage_risk_table(result.scenario, result.plan, result.forecasts)
     assert len(risk) == 72 * len(result.scenario.realtime_jobs)
     assert risk["risk"].between(0, 1).all()
+    assert result.metrics["violations"] == 0
+
+
+def test_day_ahead_plans_are_kept_for_the_horizon_products(example_runs):
+    result, views = example_runs["allocator"]
+    assert [w.step for w in result.windows] == [v.step for v in views]
+    window = result.window_at(30)
+    assert window.step == 30 and window.scenario.cluster.horizon_steps == 24
+    # the window's first step is what was committed at step 30
+    committed = result.plan.grid[:, 30]
+    mapped = [window.scenario.jobs[j].id if j != IDLE else None for j in window.plan.grid[:, 0]]
+    assert mapped == [result.scenario.jobs[j].id if j != IDLE else None for j in committed]
+    risk = coverage_risk_table(window.scenario, window.plan, window.forecasts)
+    assert len(risk) == 24 * len(window.scenario.realtime_jobs)
+    idle = idle_windows(window.plan, min_gpus=2, min_steps=2)
+    for row in idle.itertuples():
+        block = window.plan.grid[row.gpu_start:row.gpu_start + row.gpus,
+                                 row.start_step:row.end_step]
+        assert (block == IDLE).all() and row.gpus >= 2 and row.steps >= 2
+    with pytest.raises(ValueError):
+        result.window_at(-1)
 
 
 def test_write_simulation_and_cli(tmp_path, example_runs, capsys):
