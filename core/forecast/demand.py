@@ -220,10 +220,6 @@ class _Candidate:
     weekly_terms: int = 0
     min_hours: int = DAY
 
-    @property
-    def columns(self) -> int:
-        return 1 + 2 * self.daily_terms + 2 * self.weekly_terms
-
 
 CANDIDATES = (
     _Candidate(SEASONAL_NAIVE, naive_period=WEEK, min_hours=WEEK),

@@ -18,7 +18,7 @@ import functools
 import io
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -483,7 +483,3 @@ def size_only_model(runs_df: pd.DataFrame) -> object:
     runs, hours = runs_from_table(runs_df)
     x = np.column_stack([np.ones(len(runs)), [math.log(r.params_billion) for r in runs]])
     return OLS(np.log(hours), x).fit()
-
-
-def run_to_dict(run: TrainingRun) -> dict:
-    return asdict(run)
