@@ -244,6 +244,10 @@ class _FullModel:
         self.hold_cells = [(k, g, t) for k in range(len(self.realtime))
                            for g in range(self.G) for t in range(self.T) if self.free[g, t]]
         m.hold = pyo.Var(self.hold_cells, domain=pyo.Binary)
+        m.count = pyo.Var([(k, t) for k, (_i, job) in enumerate(self.realtime)
+                           for t in range(self.T)], domain=pyo.Integers,
+                          bounds=lambda _m, k, _t: (self.realtime[k][1].gpus_min,
+                                                    self.realtime[k][1].gpus_max))
         m.short = pyo.Var([(k, t) for k in range(len(self.realtime)) for t in range(self.T)],
                           domain=pyo.NonNegativeReals)
         m.rows = pyo.ConstraintList()
@@ -295,10 +299,11 @@ class _FullModel:
                 held = [m.hold[k, g, t] for g in range(self.G) if self.free[g, t]]
                 if not held:  # every GPU is pinned: the job holds none
                     self.infeasible |= job.gpus_min > 0
+                    m.count[k, t].fix(0, skip_validation=True)
                     m.short[k, t].fix(job.demand[t])
                     continue
-                count = pyo.quicksum(held)
-                m.rows.add(pyo.inequality(job.gpus_min, count, job.gpus_max))
+                count = m.count[k, t]
+                m.rows.add(count == pyo.quicksum(held))
                 if job.demand[t] > 0:
                     m.rows.add(m.short[k, t] + count >= job.demand[t])
                 else:
@@ -375,6 +380,7 @@ class _FullModel:
         for k, (i, job) in enumerate(self.realtime):
             counts = (grid == i).sum(axis=0)
             for t in range(self.T):
+                m.count[k, t].set_value(int(counts[t]))
                 if not m.short[k, t].fixed:
                     m.short[k, t].set_value(max(0.0, job.demand[t] - float(counts[t])))
         for key in m.swap:
