@@ -196,26 +196,33 @@ def realtime_peak(rng: Rng) -> dict:
 
 def scale_64(rng: Rng) -> dict:
     jobs = [
-        _serving("chat-api", 8, (2, 16), 4, serving_curve(rng, 3.0, 14.0), list(range(60, 64))),
-        _serving("code-assist", 7, (1, 8), 2, serving_curve(rng, 1.0, 7.0, peak_hour=15), None),
+        _serving("chat-api", 8, (2, 16), 4, serving_curve(rng, 2.0, 13.0), list(range(60, 64))),
+        _serving("code-assist", 7, (1, 8), 2, serving_curve(rng, 0.5, 6.0, peak_hour=15), None),
     ]
+    # A light morning, then an afternoon burst with a few large runs among small jobs: the queue
+    # is long only late in the day, so what the horizon cuts (and so the value delivered)
+    # depends on who goes first.
     for k in range(30):
-        kind = _pick(rng, ["training", "training", "batch_inference", "quantization"])
-        if kind == "training":
+        large = k >= 26
+        kind = "training" if large else _pick(rng, ["training", "batch_inference",
+                                                     "quantization"])
+        if large:
+            sizes, hours = (16, 32), _gpu_hours(rng, 64, 192)
+        elif kind == "training":
             sizes, (low, high) = _pick(rng, [((1, 2), (2, 8)), ((2, 4), (4, 16)),
-                                             ((4, 8), (8, 32)), ((8, 16), (16, 48)),
-                                             ((16, 32), (32, 96))])
+                                             ((4, 8), (8, 24)), ((8, 16), (16, 32))])
             hours = _gpu_hours(rng, low, high)
         elif kind == "batch_inference":
             sizes, hours = _pick(rng, [(1, 4), (2, 8), (4, 8)]), _gpu_hours(rng, 1, 8)
         else:
             size = _pick(rng, [1, 2, 4, 8])
             sizes, hours = (size, size), _gpu_hours(rng, 0.5 * size, 1.5 * size)
+        arrival = int(rng.integers(12, 17)) if k >= 16 else int(rng.integers(0, 11))
         jobs.append(_batch(f"{kind.split('_')[0]}-{k}", kind, int(rng.integers(1, 10)),
-                           int(rng.integers(0, 23)), sizes, hours))
-    return {"description": "Scale test on 64 GPUs: 30 batch jobs of 1 to 32 GPUs and two serving "
-                           "jobs; lightly loaded, so the gain is in which work the horizon cuts.",
-            "gpus": 64, "jobs": jobs}
+                           arrival, sizes, hours))
+    return {"description": "Scale test on 64 GPUs: 30 batch jobs of 1 to 32 GPUs (a light "
+                           "morning, an afternoon burst) and two serving jobs; the gain is in "
+                           "which work the horizon cuts.", "gpus": 64, "jobs": jobs}
 
 
 def uniform_priority(rng: Rng) -> dict:

@@ -34,7 +34,8 @@ from ..plan import Plan, pin_running
 
 # The local search re-packs the batch work at most this many times, fewer on large clusters
 # (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed.
-_MAX_PACKS = 16
+_MAX_PACKS = 22
+_SCREEN = 2
 _PACK_BUDGET = 200_000_000
 
 
@@ -59,10 +60,13 @@ def plan_allocator(scenario: Scenario) -> Plan:
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T))))
     packs = max(1, min(_MAX_PACKS, _PACK_BUDGET // max(1, len(candidates) * G * T)))
 
-    # Two layouts of the serving GPUs (buddy best fit, packed at the top) are screened with the
-    # first orderings; the local search then spends what is left of its budget on the better one.
-    styles = [_Buddy(G), _Top(G)] if scenario.realtime_jobs and candidates else [_Buddy(G)]
-    screen = min(2, max(1, packs // (2 * len(styles)))) if len(styles) > 1 else 0
+    # Three layouts of the serving GPUs (buddy best fit, packed at the top, packed at the bottom)
+    # are screened with the first orderings; the local search then spends what is left of its
+    # budget on the best one.
+    styles = [_Buddy(G)]
+    if scenario.realtime_jobs and candidates:
+        styles += [_Top(G), _Low(G)]
+    screen = min(_SCREEN, max(1, packs // (2 * len(styles)))) if len(styles) > 1 else 0
     best = None
     for style in styles:
         realtime = _place_realtime(scenario, running, style)
@@ -276,6 +280,20 @@ class _Top(_Buddy):
 
     def improves(self, out: int, into: int, free: int) -> bool:
         return into > out
+
+
+class _Low(_Buddy):
+    """The mirror layout: serving gains the lowest free GPUs (beside running blocks, which
+    usually sit low) and releases its highest, leaving the high blocks whole."""
+
+    def best_gain(self, free: int) -> int:
+        return free & -free
+
+    def best_release(self, held: int, free: int) -> int:
+        return 1 << (held.bit_length() - 1) if held else 0
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        return into < out
 
 
 def _mask(gpus: Sequence[int]) -> int:
