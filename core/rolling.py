@@ -146,7 +146,7 @@ def simulate(
     progress: Progress | None = None,
     *,
     demand_quantile: float | None = 0.9,
-    refit_hours: float = 12,
+    refit_hours: float = 6,
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,
 ) -> SimulationResult:
@@ -178,6 +178,8 @@ def simulate(
         i: job.previous_gpus for i, job in enumerate(actual.jobs) if isinstance(job, RealtimeJob)
     }
     estimates = [getattr(job, "gpu_hours", 0.0) for job in scenario.jobs]
+    # indexable by grid values: the last entry answers for IDLE (-1)
+    is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
     demand_model = _DemandModel(actual, forecaster, demand_quantile, refit_hours)
     committed_forecasts: dict[str, list[pd.DataFrame]] = {j.id: [] for j in actual.realtime_jobs}
 
@@ -204,7 +206,7 @@ def simulate(
             for p in batch_placements(window, window_plan).values()
             if actual.job_index(p.job_id) not in started
         }
-        changed, overlap, moved = _stability(previous, t0, planned, placements)
+        stability = _stability(previous, t0, planned, placements, is_batch)
         if t0 >= next_scheduled:
             next_scheduled = t0 + commit_steps
         end = min(next_scheduled, period)
@@ -215,8 +217,9 @@ def simulate(
             committed_forecasts[job.id].append(frame.set_axis(range(t0, t0 + executed)))
         rows.append({
             "step": t0, "trigger": trigger, "window_steps": steps, "committed_steps": executed,
-            "changed_cells": changed, "future_cells": overlap,
-            "changed_fraction": changed / overlap if overlap else 0.0, "moved_jobs": moved,
+            **stability,
+            "changed_fraction": stability["changed_cells"] / stability["future_cells"]
+            if stability["future_cells"] else 0.0,
             "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
             "forecast_ms": forecast_ms, "refit": demand_model.refitted,
         })
@@ -247,8 +250,10 @@ def simulate(
 
 
 def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path]:
-    """Write the realised grid.csv, realtime.csv and metrics.json (plus replans.csv)."""
-    from .io import grid_to_csv, metrics_to_json, realtime_to_csv, write_csv
+    """Write the realised grid.csv, realtime.csv and metrics.json, plus replans.csv and the
+    realised scenario.json (actual work and demand), so `gpuplan check scenario.json grid.csv`
+    verifies what ran."""
+    from .io import grid_to_csv, metrics_to_json, realtime_to_csv, scenario_to_json, write_csv
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -257,6 +262,7 @@ def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path
         "realtime.csv": realtime_to_csv(result.scenario, result.plan),
         "metrics.json": metrics_to_json(result.metrics),
         "replans.csv": write_csv(result.replans.to_dict("records"), result.replans.columns),
+        "scenario.json": scenario_to_json(result.scenario),
     }
     written = []
     for name, text in files.items():
@@ -388,23 +394,28 @@ def _duration_of(gpu_hours: float, gpus: int, step_minutes: int) -> int:
 
 
 def _stability(previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None,
-               t0: int, planned: np.ndarray,
-               placements: dict[int, tuple[int, int, int]]) -> tuple[int, int, int]:
-    """Cells of the previously planned future that changed, cells compared, batch jobs moved."""
+               t0: int, planned: np.ndarray, placements: dict[int, tuple[int, int, int]],
+               is_batch: np.ndarray) -> dict[str, int]:
+    """Cells of the previously planned future that changed (all, and those where a batch job
+    was or now is planned), cells compared, and batch jobs whose planned start or block moved."""
+    out = {"changed_cells": 0, "changed_batch_cells": 0, "future_cells": 0, "moved_jobs": 0}
     if previous is None:
-        return 0, 0, 0
+        return out
     before_t0, before, before_placements = previous
     offset = t0 - before_t0
     overlap = min(before.shape[1] - offset, planned.shape[1])
     if overlap <= 0:
-        return 0, 0, 0
+        return out
     old = before[:, offset:offset + overlap]
     new = planned[:, :overlap]
-    changed = int(np.count_nonzero(old != new))
-    moved = sum(1 for i, where in placements.items()
-                if i in before_placements and before_placements[i] != where
-                and before_placements[i][2] >= t0)
-    return changed, int(old.size), moved
+    changed = old != new
+    out["changed_cells"] = int(np.count_nonzero(changed))
+    out["changed_batch_cells"] = int(np.count_nonzero(changed & (is_batch[old] | is_batch[new])))
+    out["future_cells"] = int(old.size)
+    out["moved_jobs"] = sum(1 for i, where in placements.items()
+                            if i in before_placements and before_placements[i] != where
+                            and before_placements[i][2] >= t0)
+    return out
 
 
 def _stability_metrics(replans: pd.DataFrame, actual: Scenario, period: int,
@@ -417,6 +428,7 @@ def _stability_metrics(replans: pd.DataFrame, actual: Scenario, period: int,
         "replans": len(replans),
         "overrun_replans": int((replans["trigger"] == "overrun").sum()),
         "changed_cells": int(replans["changed_cells"].sum()),
+        "changed_batch_cells": int(replans["changed_batch_cells"].sum()),
         "changed_fraction_mean": float(scheduled["changed_fraction"].mean())
         if len(scheduled) else 0.0,
         "changed_fraction_max": float(scheduled["changed_fraction"].max())

@@ -211,6 +211,7 @@ def test_stability_and_forecasts_are_reported(example_runs):
     assert {"step", "trigger", "changed_cells", "future_cells", "changed_fraction",
             "planner_ms", "forecast_ms"} <= set(replans.columns)
     assert (replans["changed_cells"] <= replans["future_cells"]).all()
+    assert (replans["changed_batch_cells"] <= replans["changed_cells"]).all()
     assert replans["changed_fraction"].between(0, 1).all()
     assert result.metrics["replans"] == len(replans)
     assert 0 <= result.metrics["changed_fraction_mean"] <= 1
@@ -253,11 +254,11 @@ def test_write_simulation_and_cli(tmp_path, example_runs, capsys):
     metrics = json.loads((tmp_path / "sim" / "metrics.json").read_text())
     assert metrics["rt_coverage"] == pytest.approx(result.metrics["rt_coverage"])
     # the realised grid checks clean against the realised scenario through the CLI too
-    scenario_file = tmp_path / "realised.json"
-    from core.io import save_scenario
-
-    save_scenario(result.scenario, scenario_file)
-    assert main(["check", str(scenario_file), str(tmp_path / "sim" / "grid.csv")]) == 0
+    assert main(["check", str(tmp_path / "sim" / "scenario.json"),
+                 str(tmp_path / "sim" / "grid.csv")]) == 0
+    assert "legal" in capsys.readouterr().out
+    # ... and not against the estimates: the jobs whose work differed ran longer or shorter
+    assert main(["check", str(EXAMPLE), str(tmp_path / "sim" / "grid.csv")]) == 1
     capsys.readouterr()
 
 
