@@ -495,7 +495,7 @@ class _DemandModel:
     def planning_demand(self, frame: pd.DataFrame) -> np.ndarray:
         """The demand the planner is given: the chosen quantile (normal, mean and std)."""
         values = frame["mean"].to_numpy() + self.z * frame["std"].to_numpy()
-        return np.round(np.maximum(values, 0.0), 6)
+        return np.round(np.maximum(np.nan_to_num(values, nan=0.0, posinf=0.0), 0.0), 6)
 
     def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
         """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
