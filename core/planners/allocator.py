@@ -368,6 +368,9 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int
         job = best_order[position]
         if kind == "promote":
             order = [job] + best_order[:position] + best_order[position + 1:]
+        elif kind == "swap":
+            order = list(best_order)
+            order[position], order[position + 1] = order[position + 1], order[position]
         else:
             placed_size = next(p[2] for p in best[0] if p[0] == job.index)
             keep = job.sizes.index(placed_size)
@@ -393,6 +396,9 @@ def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Ca
             return ("promote", position)
         if where is not None and where[2] > job.sizes[0] and ("shrink", position) not in tried:
             return ("shrink", position)
+    for position in range(len(order) - 1):
+        if ("swap", position) not in tried:
+            return ("swap", position)
     return None
 
 
