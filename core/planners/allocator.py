@@ -3,19 +3,22 @@
 Three phases, each legal by construction (the five constraints are its rules, not a check after):
 
 1. **Real-time, per step.** Each serving job follows a target curve: the GPUs that cover its
-   demand where a shortfall (priced at `penalty_weight * priority` per unit) costs more than the
-   best batch work could earn on that GPU, clipped to its range, and raised ahead of every peak
-   so that ramping `swap_cap` GPUs a step still reaches it in time. Gains take the
-   highest-numbered free GPUs, releases give back the lowest, and spare swap budget trades a low
-   GPU for a higher free one, so serving stays packed at the top and the low GPUs stay in whole
-   aligned blocks for batch work.
+   demand where a shortfall (priced at `penalty_weight * priority` per unit) costs more than
+   any queued batch work could earn on that GPU, clipped to its range, and raised ahead of every
+   peak so that ramping `swap_cap` GPUs a step still reaches it in time. Which GPUs it gains and
+   releases follows a layout: buddy best fit (fill the aligned blocks that running work or
+   serving already broke), packed at the top, or packed at the bottom (beside running blocks).
+   Spare swap budget trades a GPU for a better one, so the free pool stays in whole aligned
+   blocks for batch work. Each layout is screened with a quick batch packing; the best is kept.
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
    arrival) that earn it the most decayed value, on an aligned block chosen buddy-style: a block
    whose parent block is already partly used wins over one that would split a whole free parent,
    so a later job that needs 8 GPUs still finds 8. A job cut by the horizon still earns its cells.
-3. **Cheap local search.** A few orderings and size rules are tried on the same real-time layout
-   and the plan with the best objective is kept (ties: more GPU-steps delivered).
+3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
+   order (promote a job left out or cut short to the front, shrink a job to a narrower block,
+   swap two neighbours), within a budget of re-packings that shrinks with the problem size; the
+   plan with the best objective is kept (ties: more GPU-steps delivered).
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path.
@@ -33,7 +36,8 @@ from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
 
 # The local search re-packs the batch work at most this many times, fewer on large clusters
-# (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed.
+# (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed; each
+# real-time layout is screened with the first _SCREEN orderings.
 _MAX_PACKS = 22
 _SCREEN = 2
 _PACK_BUDGET = 200_000_000
@@ -139,15 +143,14 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
     return wanted
 
 
-def _place_realtime(scenario: Scenario, running: list[int], buddy: _Buddy
+def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
                     ) -> dict[int, list[int]]:
     """Per real-time job (by grid index), its GPU bitset at every step.
 
-    GPUs are chosen buddy-style: a gain takes the free GPU whose wholly free aligned block is
-    smallest (serving fills blocks that running work or other serving already broke, ties to the
-    highest GPU); a release gives back the GPU in the largest aligned block that the job's
-    release would leave free; spare swap budget trades one for the other while that makes a
-    larger free block than it breaks. The free pool stays in whole aligned blocks for batch work.
+    Counts follow `realtime_targets` within each job's range and swap cap (releases first, so a
+    GPU one job gives back can serve another at the same step; then gains, what `gpus_min`
+    forces first, then by priority). Which GPUs move is the layout's choice; spare swap budget
+    trades a held GPU for a free one while the layout says that improves the free pool.
     """
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     all_gpus = (1 << G) - 1
@@ -177,7 +180,7 @@ def _place_realtime(scenario: Scenario, running: list[int], buddy: _Buddy
         # Releases first, so their GPUs can serve another job at this step.
         for i, _ in jobs:
             for _ in range(current[i].bit_count() - want[i]):
-                bit = buddy.best_release(current[i], free)
+                bit = layout.best_release(current[i], free)
                 current[i] ^= bit
                 free |= bit
                 budget[i] -= 1
@@ -187,17 +190,17 @@ def _place_realtime(scenario: Scenario, running: list[int], buddy: _Buddy
                 goal = job.gpus_min if forced else want[i]
                 need = min(goal - current[i].bit_count(), budget[i], free.bit_count())
                 for _ in range(max(0, need)):
-                    bit = buddy.best_gain(free)
+                    bit = layout.best_gain(free)
                     current[i] |= bit
                     free ^= bit
                     budget[i] -= 1
         # Spare budget: trade a GPU for another while it leaves a larger free block than it takes.
         for i, _ in jobs:
             while budget[i] >= 2 and free and current[i]:
-                out = buddy.best_release(current[i], free)
+                out = layout.best_release(current[i], free)
                 after = free | out
-                into = buddy.best_gain(after)
-                if into == out or not buddy.improves(out, into, after):
+                into = layout.best_gain(after)
+                if into == out or not layout.improves(out, into, after):
                     break
                 current[i] = (current[i] ^ out) | into
                 free = after ^ into
@@ -208,7 +211,13 @@ def _place_realtime(scenario: Scenario, running: list[int], buddy: _Buddy
 
 
 class _Buddy:
-    """Aligned power-of-two blocks of a bitset: how whole the free pool around a GPU is."""
+    """The buddy best-fit layout of serving GPUs, and the aligned-block arithmetic behind it.
+
+    A gain takes the free GPU whose wholly free aligned block is smallest (serving fills blocks
+    that running work or other serving already broke; ties to the highest GPU); a release gives
+    back the GPU in the largest aligned block made only of free GPUs and the job's own; a trade
+    is worth it while it frees a larger block than it breaks.
+    """
 
     def __init__(self, gpus: int):
         self.sizes = []
