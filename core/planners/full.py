@@ -16,7 +16,9 @@ Instead a batch job's decision is *where and when it runs*:
   preemption, not before arrival) hold by construction, and its reward
   p_j * g * sum_t decay^t is a constant coefficient. `sum_p place[p] <= 1` per job (runs once).
 - `hold[r, gpu, t]` (binary) for real-time job r: it holds that GPU at that step. The count
-  sum_gpu hold is kept in [gpus_min, gpus_max] (constraint 2). `swap[r, gpu, t]` (continuous in
+  `count[r, t]` = sum_gpu hold is an integer variable in [gpus_min, gpus_max] (constraint 2);
+  branching on it and rounding cuts on `short >= demand - count` close the gap on fractional
+  demand far faster than branching on single GPUs. `swap[r, gpu, t]` (continuous in
   [0, 1]) is at least |hold[t] - hold[t-1]| (at t = 0 against previous_gpus when given), and
   sum_gpu swap <= swap_cap (constraint 4). `short[r, t] >= demand - count` carries the penalty.
 - Constraint 1 through block occupancy: `busy[g, k, t]` (continuous) equals the number of
@@ -29,6 +31,12 @@ Instead a batch job's decision is *where and when it runs*:
 
 Running jobs are pinned: their cells are removed from the model and their reward is a constant.
 The MIP's objective is J exactly, so HiGHS's dual bound is a bound on J.
+
+Large models (more than LARGE_MODEL_COLUMNS binaries, e.g. 64 GPUs x 24 steps x 30 jobs): the
+root LP alone can take longer than the time limit, and HiGHS's MIP presolve cannot be
+interrupted. There an LP relaxation that keeps only real-time counts (`relaxation_bound`)
+supplies the bound first, within 30% of the time limit, and the MIP runs without presolve so
+that the limit holds; whatever HiGHS finds in the remaining time still counts.
 
 HiGHS is reached through Pyomo's APPSI interface (`pyomo.contrib.appsi.solvers.Highs`), which
 passes variable values as a MIP start (`config.warmstart`) and exposes the underlying
@@ -56,6 +64,10 @@ ProgressHook = Callable[[dict[str, float]], None]
 
 # Above this many placement-step incidences the model is not built (the warm start is returned).
 MAX_MODEL_TERMS = 3_000_000
+# Above this many binary columns HiGHS rarely finishes the root LP within seconds: a relaxation
+# that forgets real-time GPU identity gives the bound first, within this share of the time limit.
+LARGE_MODEL_COLUMNS = 10_000
+RELAXATION_SHARE = 0.3
 PROGRESS_EVERY_S = 0.25
 _SOLVE_LOCK = threading.Lock()
 
@@ -91,6 +103,20 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
             return _fallback(warm, base, "too_large",
                              f"model would have {model.terms:,} placement terms "
                              f"(limit {MAX_MODEL_TERMS:,})")
+        reporter = _ProgressReporter(progress) if progress is not None else None
+        relaxation = math.inf
+        if model.columns > LARGE_MODEL_COLUMNS:
+            relax_started = time.perf_counter()
+            with _SOLVE_LOCK:
+                relaxation = model.relaxation_bound(RELAXATION_SHARE * time_limit)
+            relax_s = time.perf_counter() - relax_started
+            base["relaxation_bound"] = relaxation
+            base["relaxation_ms"] = relax_s * 1000.0
+            time_limit = max(0.0, time_limit - relax_s)
+            started += relax_s
+            if reporter is not None:
+                reporter.bound_cap = relaxation
+                reporter.final(warm_objective, relaxation)
         model.build()
         if warm_legal:
             model.set_start(warm.grid)
@@ -98,7 +124,9 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
         base["variables"] = model.n_variables
         base["constraints"] = model.n_constraints
         with _SOLVE_LOCK:
-            outcome = model.solve(time_limit, mip_gap, progress, warm_legal, base)
+            outcome = model.solve(time_limit, mip_gap, reporter, warm_legal, base)
+        base["solve_ms"] += base.get("relaxation_ms", 0.0)
+        outcome["bound"] = min(outcome["bound"], relaxation)
     except Exception as exc:  # a solver or modelling failure never reaches the UI
         return _fallback(warm, base, "solver_failed", f"{type(exc).__name__}: {exc}")
     return _choose(scenario, warm, warm_objective, base, outcome)
@@ -404,9 +432,94 @@ class _FullModel:
                 grid[g, t] = self.realtime[k][0]
         return grid
 
+    # -- a cheap bound for large models -----------------------------------------------------
+
+    @property
+    def columns(self) -> int:
+        """Binary columns of the full model: placements plus real-time holds."""
+        return len(self.placements) + len(self.realtime) * int(self.free.sum())
+
+    def relaxation_bound(self, time_limit: float) -> float:
+        """An LP bound on J that forgets which GPUs a real-time job holds (inf if not solved).
+
+        Real-time jobs keep only their counts: per step, batch cells plus counts fit in the free
+        GPUs, and a count moves by at most swap_cap a step (gains plus releases are at least the
+        change in count). Every legal plan satisfies these rows, so the LP optimum bounds J. On
+        large clusters this LP solves in a fraction of the time of the full model's root LP,
+        whose per-GPU real-time columns and swap rows make it highly degenerate.
+        """
+        import highspy
+        from pyomo.common.tee import capture_output
+
+        P, R, T = len(self.placements), len(self.realtime), self.T
+        active: dict[tuple[int, int, int], list[int]] = {}
+        per_step: list[list[tuple[int, int]]] = [[] for _ in range(T)]
+        for p, (_i, size, block, start, end) in enumerate(self.placements):
+            for t in range(start, end):
+                active.setdefault((size, block, t), []).append(p)
+                per_step[t].append((p, size))
+        busy = {key: P + n for n, key in enumerate(active)}
+        count0 = P + len(active)
+        short0 = count0 + R * T
+        n_cols = short0 + R * T
+        cost = np.zeros(n_cols)
+        lower = np.zeros(n_cols)
+        upper = np.ones(n_cols)
+        cost[:P] = self.rewards
+        rows: list[tuple[float, float, list[int], list[float]]] = []
+        by_job: dict[int, list[int]] = {}
+        for p, (i, *_rest) in enumerate(self.placements):
+            by_job.setdefault(i, []).append(p)
+        rows += [(-math.inf, 1.0, ps, [1.0] * len(ps)) for ps in by_job.values()]
+        for key, ps in active.items():
+            rows.append((0.0, 0.0, [busy[key], *ps], [1.0] + [-1.0] * len(ps)))
+        sizes = sorted({key[0] for key in active})
+        for g, t in zip(*np.nonzero(self.free), strict=True):
+            cols = [busy[key] for key in ((s, g // s, t) for s in sizes) if key in busy]
+            if len(cols) > 1:
+                rows.append((-math.inf, 1.0, cols, [1.0] * len(cols)))
+        for t in range(T):
+            cols = [p for p, _size in per_step[t]] + [count0 + k * T + t for k in range(R)]
+            values = [float(size) for _p, size in per_step[t]] + [1.0] * R
+            rows.append((-math.inf, float(self.free[:, t].sum()), cols, values))
+        for k, (_i, job) in enumerate(self.realtime):
+            for t in range(T):
+                c, sh = count0 + k * T + t, short0 + k * T + t
+                lower[c], upper[c] = job.gpus_min, job.gpus_max
+                upper[sh] = math.inf
+                cost[sh] = -self.penalty * job.priority
+                rows.append((job.demand[t], math.inf, [sh, c], [1.0, 1.0]))
+                if t > 0:
+                    rows.append((-job.swap_cap, job.swap_cap, [c, c - 1], [1.0, -1.0]))
+            if job.previous_gpus is not None:
+                held = len(job.previous_gpus)
+                c = count0 + k * T
+                lower[c] = max(lower[c], held - job.swap_cap)
+                upper[c] = min(upper[c], held + job.swap_cap)
+        starts = np.cumsum([0] + [len(r[2]) for r in rows])
+        indices = np.array([c for r in rows for c in r[2]], dtype=np.int32)
+        values = np.array([v for r in rows for v in r[3]], dtype=float)
+        inf = highspy.kHighsInf
+        with capture_output(capture_fd=True):
+            h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+            h.setOptionValue("time_limit", max(0.05, float(time_limit)))
+            h.addVars(n_cols, np.maximum(lower, -inf), np.minimum(upper, inf))
+            h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), cost)
+            h.addRows(len(rows), np.array([max(r[0], -inf) for r in rows]),
+                      np.array([min(r[1], inf) for r in rows]), len(indices),
+                      starts[:-1].astype(np.int32), indices, values)
+            h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+            h.changeObjectiveOffset(self.constant)
+            h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return math.inf
+        value = h.getInfo().objective_function_value
+        return value + 1e-6 * max(1.0, abs(value))  # LP tolerances: stay on the safe side
+
     # -- solving ---------------------------------------------------------------------------
 
-    def solve(self, time_limit: float, mip_gap: float, progress: ProgressHook | None,
+    def solve(self, time_limit: float, mip_gap: float, reporter: _ProgressReporter | None,
               warm_legal: bool, base: dict[str, Any]) -> dict[str, Any]:
         """Run HiGHS once; the grid of its best solution (or None), its bound and status."""
         from pyomo.contrib.appsi.base import TerminationCondition
@@ -432,6 +545,11 @@ class _FullModel:
         solver.config.load_solution = False
         solver.config.stream_solver = False
         solver.highs_options = {"mip_abs_gap": 1e-7}
+        if self.columns > LARGE_MODEL_COLUMNS:
+            # HiGHS's MIP presolve and probing cannot be interrupted and on large models they
+            # alone outlast the time limit; without them the limit holds (the bound then comes
+            # from the relaxation).
+            solver.highs_options["presolve"] = "off"
         solver.set_instance(self.model)
         for name in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
                      "check_for_new_or_removed_params", "check_for_new_objective",
@@ -441,7 +559,6 @@ class _FullModel:
         base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
 
         highs = solver._solver_model  # the underlying highspy.Highs: callbacks live there
-        reporter = _ProgressReporter(progress) if progress is not None else None
         if reporter is not None:
             highs.cbMipImprovingSolution.subscribe(reporter.on_event)
             highs.cbMipInterrupt.subscribe(reporter.on_event)
@@ -485,6 +602,7 @@ class _ProgressReporter:
     def __init__(self, hook: ProgressHook):
         self.hook: ProgressHook | None = hook
         self.started = time.perf_counter()
+        self.bound_cap = math.inf  # a bound known before HiGHS starts (the relaxation's)
         self.last = -math.inf
 
     def on_event(self, event: Any) -> None:
@@ -503,7 +621,7 @@ class _ProgressReporter:
             return
         self.last = now
         incumbent = float(incumbent) if abs(incumbent) < 1e30 else math.nan
-        bound = float(bound) if abs(bound) < 1e30 else math.inf
+        bound = min(float(bound) if abs(bound) < 1e30 else math.inf, self.bound_cap)
         try:
             self.hook({"elapsed_s": now - self.started, "incumbent": incumbent,
                        "bound": bound, "gap": _relative_gap(incumbent, bound)})

@@ -184,6 +184,8 @@ def _assert_full_matches_brute_force(scenario: Scenario) -> None:
     assert plan.stats["status"] == "optimal", plan.stats
     assert _close(objective(scenario, plan), optimum), (objective(scenario, plan), optimum)
     assert plan.stats["bound"] >= optimum - 1e-6 * max(1.0, abs(optimum))
+    relaxation = full_module._FullModel(scenario).relaxation_bound(10.0)
+    assert relaxation >= optimum - 1e-6 * max(1.0, abs(optimum))
 
 
 @pytest.mark.parametrize("seed", range(36))
@@ -347,3 +349,20 @@ def test_zero_time_limit_keeps_the_warm_start_when_nothing_better_is_found():
         assert plan.stats["status"] in ("time_limit_warm_start", "optimal")
     else:
         assert plan.stats["status"] in ("time_limit_improved", "optimal")
+
+
+def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    exact = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
+    monkeypatch.setattr(full_module, "LARGE_MODEL_COLUMNS", 0)
+    events: list[dict] = []
+    plan = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm,
+                     progress=events.append)
+    assert check(scenario, plan) == []
+    relaxation = plan.stats["relaxation_bound"]
+    assert relaxation >= objective(scenario, exact) - 1e-6
+    assert plan.stats["bound"] <= relaxation
+    assert plan.stats["bound"] >= objective(scenario, plan) - 1e-9
+    assert events[0]["bound"] == relaxation  # shown before HiGHS starts
+    assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
