@@ -412,3 +412,62 @@ def stored_plans(s: Scenario) -> dict[str, Any]:
         store = {"scenario": s, "plans": {}, "errors": {}}
         st.session_state[K_PLANS] = store
     return store
+
+
+def ensure_plans(s: Scenario, names: list[str]) -> dict[str, Any]:
+    """The session's plans of `s`, solving the (fast) ones that are missing."""
+    from core.planners import solve
+
+    store = stored_plans(s)
+    for name in names:
+        if name not in store["plans"] and planner_available(name):
+            store["plans"][name] = solve(s, name)
+    return {n: store["plans"][n] for n in names if n in store["plans"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Demand forecast: lining an hourly forecast up with the scenario's steps (pure)
+
+
+@dataclass(frozen=True)
+class ForecastWindow:
+    """Which forecast hours the scenario's steps fall on: step t uses hour `hours[t]` after the
+    history's last hour (0 = the first forecast hour)."""
+
+    hours: tuple[int, ...]
+    note: str
+
+    @property
+    def horizon(self) -> int:
+        return max(self.hours) + 1
+
+
+def forecast_window(history_end: pd.Timestamp, s: Scenario, max_gap_hours: int = 28 * 24,
+                    ) -> ForecastWindow:
+    """Line the scenario's steps up with the hours after the history (by clock when possible)."""
+    c = s.cluster
+    offset, note = 0, ""
+    if c.start is None:
+        note = "The scenario has no start time: its steps follow the history's last hour."
+    else:
+        first = history_end + pd.Timedelta(hours=1)
+        gap = (pd.Timestamp(c.start) - first) / pd.Timedelta(hours=1)
+        if 0 <= gap <= max_gap_hours:
+            offset = int(math.floor(gap))
+        elif gap < 0:
+            note = (f"The scenario starts ({c.start:%Y-%m-%d %H:%M}) before the history ends "
+                    f"({history_end:%Y-%m-%d %H:%M}): its steps follow the history's last hour.")
+        else:
+            note = (f"The scenario starts {gap / 24:.0f} days after the history ends: its steps "
+                    f"follow the history's last hour.")
+    hours = tuple(offset + int(t * c.step_minutes // 60) for t in range(c.horizon_steps))
+    return ForecastWindow(hours, note)
+
+
+def default_capacity(peak_demand: float, gpus_max: int) -> float:
+    """Traffic one GPU serves, so that the peak forecast needs the job's gpus_max GPUs."""
+    if not peak_demand > 0 or gpus_max < 1:
+        return 1.0
+    raw = peak_demand / gpus_max
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return float(math.ceil(raw / magnitude * 2) / 2 * magnitude)

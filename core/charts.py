@@ -22,14 +22,18 @@ from .model import BatchJob, RealtimeJob, Scenario
 from .plan import IDLE, Plan, holdings
 
 IDLE_COLOUR = "#e9ecef"
-# Distinct, colour-blind-friendlier first (Okabe-Ito, then Tableau), cycled for large workloads.
+# Batch jobs: blues, greens, oranges, yellows, browns (Okabe-Ito first, then Tableau), cycled.
+# Real-time jobs: dark reds and purples only, so serving is never mistaken for batch work; their
+# pale shade marks GPUs held above demand.
 JOB_COLOURS = (
-    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#7F3C8D",
-    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F",
-    "#11A579", "#3969AC", "#F2B701", "#E73F74", "#80BA5A", "#E68310", "#008695", "#CF1C90",
+    "#0072B2", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#9C755F", "#4E79A7", "#F28E2B",
+    "#59A14F", "#76B7B2", "#EDC948", "#3969AC", "#80BA5A", "#B6992D", "#008695", "#A0CBE8",
+    "#FFBE7D", "#8CD17D", "#499894", "#86BCB6", "#D4A6C8", "#BAB0AC", "#F1CE63", "#79706E",
 )
-REALTIME_COLOURS = ("#C0392B", "#8E44AD", "#16A085", "#D35400", "#2C3E50", "#B03A2E")
+REALTIME_COLOURS = ("#C0392B", "#6C3483", "#922B21", "#A04000", "#4A235A", "#78281F")
 PLANNER_ORDER = ("fifo", "backfill", "allocator", "full")
+PLANNER_COLOURS = {"fifo": "#6C757D", "backfill": "#A9B4BE", "allocator": "#0072B2",
+                   "full": "#009E73"}
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
 
 
@@ -105,14 +109,15 @@ def grid_legend(scenario: Scenario, plans: Sequence[Plan] = ()) -> list[tuple[st
     """
     colours = job_colours(scenario)
     present: set[int] = set()
-    reserved = False
+    reserved: set[int] = set()
     for plan in plans:
         present |= set(np.unique(plan.grid[plan.grid != IDLE]).tolist())
-        reserved = reserved or bool(serving_mask(scenario, plan).any())
+        above = serving_mask(scenario, plan)
+        reserved |= set(np.unique(plan.grid[above]).tolist())
     entries = [(job.id, colours[j]) for j, job in enumerate(scenario.jobs)
                if j in present or not plans]
-    if reserved:
-        entries.append(("real-time, reserved above demand", pale(REALTIME_COLOURS[0])))
+    entries += [(f"{scenario.jobs[j].id}: held above demand", pale(colours[j]))
+                for j in sorted(reserved)]
     entries.append(("idle", IDLE_COLOUR))
     return entries
 
@@ -254,7 +259,8 @@ def realtime_figure(scenario: Scenario, plans: Mapping[str, Plan],
     for k, name in enumerate(_planner_rows(plans)):
         held = holdings(scenario, plans[name])[j]
         fig.add_trace(go.Scatter(x=steps, y=held.tolist(), name=f"{name} allocated",
-                                 mode="lines", line={"shape": "hv", "dash": dashes[k % 5]},
+                                 mode="lines", line={"shape": "hv", "dash": dashes[k % 5],
+                                                     "color": PLANNER_COLOURS.get(name)},
                                  customdata=labels,
                                  hovertemplate="%{customdata}: " + name
                                  + " holds %{y} GPUs<extra></extra>"))
@@ -267,9 +273,10 @@ def realtime_figure(scenario: Scenario, plans: Mapping[str, Plan],
 
 
 def forecast_figure(forecast: pd.DataFrame, history: pd.Series | None = None, *,
-                    level: float = 0.9, history_hours: int = 336,
-                    unit: str = "requests/s") -> go.Figure:
-    """Recent history, the forecast mean and its central interval band."""
+                    level: float = 0.9, history_hours: int = 336, unit: str = "traffic",
+                    highlight: tuple[Any, Any] | None = None) -> go.Figure:
+    """Recent history, the forecast mean and its central interval band; `highlight` shades a
+    span of time (e.g. the scenario's horizon)."""
     fig = go.Figure()
     if history is not None and len(history):
         recent = history.iloc[-history_hours:]
@@ -283,6 +290,10 @@ def forecast_figure(forecast: pd.DataFrame, history: pd.Series | None = None, *,
                              name=f"{level:.0%} interval", hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=x, y=forecast["mean"], mode="lines", name="forecast mean",
                              line={"color": "#0072B2", "width": 2}))
+    if highlight is not None:
+        fig.add_vrect(x0=highlight[0], x1=highlight[1], fillcolor="rgba(230,159,0,0.12)",
+                      line_width=0, annotation_text="scenario horizon",
+                      annotation_position="top left")
     fig.update_layout(height=340, title="Weekly demand profile: history and forecast",
                       margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
@@ -290,28 +301,48 @@ def forecast_figure(forecast: pd.DataFrame, history: pd.Series | None = None, *,
     return fig
 
 
-def gpu_path_figure(x: Sequence[Any], needed_mean: Sequence[float],
+def _label_ticks(labels: Sequence[str], max_ticks: int = 12) -> dict[str, Any]:
+    """Every k-th of a sequence of step labels as ticks on an integer axis (no slanted text)."""
+    n = len(labels)
+    every = max(1, math.ceil(n / max_ticks))
+    ticks = list(range(0, n, every))
+    return {"tickvals": ticks, "ticktext": [str(labels[t]) for t in ticks], "tickangle": 0,
+            "range": [-0.5, n - 0.5]}
+
+
+def gpu_path_figure(labels: Sequence[str], needed_mean: Sequence[float],
                     needed_upper: Sequence[float] | None, path: Sequence[float],
                     allocated: Sequence[float] | None = None,
-                    swap_cap: int | None = None) -> go.Figure:
-    """GPUs the forecast needs (mean, upper) against the smoothed path under the swap cap."""
+                    swap_cap: int | None = None,
+                    allocated_name: str | None = None,
+                    upper_name: str = "GPUs at the upper quantile") -> go.Figure:
+    """GPUs the forecast needs (mean, a quantile) against the path under the swap cap, one
+    value per step (`labels` name the steps)."""
+    x = list(range(len(labels)))
+    hover = "%{customdata}: %{y} GPUs<extra>%{fullData.name}</extra>"
     fig = go.Figure()
     if needed_upper is not None:
-        fig.add_trace(go.Scatter(x=list(x), y=list(needed_upper), name="GPUs at upper bound",
-                                 mode="lines", line={"color": "#9aa5b1", "dash": "dot"}))
-    fig.add_trace(go.Scatter(x=list(x), y=list(needed_mean), name="GPUs at forecast mean",
-                             mode="lines", line={"color": "#0072B2"}))
+        fig.add_trace(go.Scatter(x=x, y=list(needed_upper), name=upper_name, mode="lines",
+                                 line={"color": "#9aa5b1", "dash": "dot", "shape": "hv"},
+                                 customdata=list(labels), hovertemplate=hover))
+    fig.add_trace(go.Scatter(x=x, y=list(needed_mean), name="GPUs at the forecast mean",
+                             mode="lines", line={"color": "#0072B2", "shape": "hv"},
+                             customdata=list(labels), hovertemplate=hover))
     cap = f" (swap cap {swap_cap})" if swap_cap is not None else ""
-    fig.add_trace(go.Scatter(x=list(x), y=list(path), name=f"GPU path{cap}", mode="lines",
-                             line={"color": "#D55E00", "shape": "hv", "width": 3}))
+    fig.add_trace(go.Scatter(x=x, y=list(path), name=f"GPU path{cap}", mode="lines",
+                             line={"color": "#D55E00", "shape": "hv", "width": 3},
+                             customdata=list(labels), hovertemplate=hover))
     if allocated is not None:
-        fig.add_trace(go.Scatter(x=list(x), y=list(allocated), name="plan allocation",
+        fig.add_trace(go.Scatter(x=x, y=list(allocated),
+                                 name=allocated_name or "plan allocation",
                                  mode="lines", line={"color": "#009E73", "shape": "hv",
-                                                     "dash": "dash"}))
-    fig.update_layout(height=300, title="GPUs needed and the path under the swap cap",
+                                                     "dash": "dash"},
+                                 customdata=list(labels), hovertemplate=hover))
+    fig.update_layout(height=320, title="GPUs needed and the path under the swap cap",
                       margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.3},
-                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
+                      xaxis=_label_ticks(labels))
     return fig
 
 
@@ -321,16 +352,18 @@ def coverage_risk_figure(risk: np.ndarray | Sequence[float] | Sequence[Sequence[
                          title: str = "Coverage risk: P(demand > GPUs allocated)") -> go.Figure:
     """A strip (one row per job) coloured by the probability that demand exceeds allocation."""
     z = np.atleast_2d(np.asarray(risk, dtype=float))
-    cols = list(x) if x is not None else list(range(z.shape[1]))
+    labels = [str(v) for v in x] if x is not None else [str(t) for t in range(z.shape[1])]
     names = list(rows) if rows is not None else [f"row {k}" for k in range(z.shape[0])]
     fig = go.Figure(go.Heatmap(
-        z=z, x=cols, y=names, zmin=0, zmax=1, xgap=1, ygap=2,
+        z=z, x=list(range(z.shape[1])), y=names, zmin=0, zmax=1, xgap=1 if z.shape[1] <= 96
+        else 0, ygap=2, customdata=np.broadcast_to(np.array(labels, dtype=object), z.shape),
         colorscale=[[0, "#e8f5e9"], [0.1, "#fff3bf"], [0.5, "#f59f00"], [1, "#c92a2a"]],
         colorbar={"title": "risk", "tickformat": ".0%", "len": 0.9, "thickness": 12},
-        hovertemplate="%{y} · %{x}<br>P(shortfall) = %{z:.1%}<extra></extra>",
+        hovertemplate="%{y} · %{customdata}<br>P(shortfall) = %{z:.1%}<extra></extra>",
     ))
-    fig.update_layout(height=120 + 40 * z.shape[0], title=title,
-                      margin={"l": 90, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white")
+    fig.update_layout(height=130 + 34 * z.shape[0], title=title,
+                      margin={"l": 110, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white",
+                      xaxis=_label_ticks(labels), yaxis={"autorange": "reversed"})
     return fig
 
 
@@ -355,30 +388,65 @@ def idle_windows_figure(windows: pd.DataFrame, gpus: int, steps: int,
     fig.update_layout(height=max(260, min(700, gpus * 10 + 120)), title="Idle windows",
                       margin={"l": 50, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white",
                       showlegend=len(windows) <= 12,
-                      xaxis={"title": "step", "range": [-0.5, steps - 0.5], "gridcolor": "#eee"},
+                      xaxis={"title": "step", "range": [-0.5, steps - 0.5], "gridcolor": "#eee",
+                             **(_label_ticks(labels, max_ticks=6) if labels else {})},
                       yaxis={"title": "GPU", "range": [gpus - 0.5, -0.5], "gridcolor": "#eee"})
     return fig
 
 
 def benchmark_figure(rows: pd.DataFrame) -> go.Figure:
-    """Utilization per scenario and planner, with the published figures as markers."""
+    """Utilization per scenario and planner; a published figure is a black bar over its planner's
+    bar (same offset group), so measured and published sit side by side."""
     fig = go.Figure()
-    for planner in [p for p in PLANNER_ORDER if p in set(rows["planner"])]:
+    planners = [p for p in PLANNER_ORDER if p in set(rows["planner"])]
+    for planner in planners:
         part = rows[rows["planner"] == planner]
         fig.add_trace(go.Bar(x=part["scenario"], y=part["utilization"], name=planner,
+                             offsetgroup=planner, marker_color=PLANNER_COLOURS.get(planner),
                              hovertemplate="%{x}: %{y:.1%}<extra>" + planner + "</extra>"))
     if "published_utilization" in rows:
-        pub = rows.dropna(subset=["published_utilization"])
-        if len(pub):
+        first = True
+        for planner in planners:
+            part = rows[(rows["planner"] == planner) & rows["published_utilization"].notna()]
+            if part.empty:
+                continue
             fig.add_trace(go.Scatter(
-                x=pub["scenario"], y=pub["published_utilization"], mode="markers",
-                name="published", marker={"symbol": "line-ew-open", "size": 26,
-                                          "line": {"width": 3, "color": "#212529"}},
-                customdata=pub["planner"],
-                hovertemplate="%{x}: published %{customdata} %{y:.1%}<extra></extra>",
+                x=part["scenario"], y=part["published_utilization"], mode="markers",
+                name="published", legendgroup="published", showlegend=first,
+                offsetgroup=planner,
+                marker={"symbol": "line-ew-open", "size": 18, "color": "#212529",
+                        "line": {"width": 3, "color": "#212529"}},
+                hovertemplate="%{x}: published " + planner + " %{y:.1%}<extra></extra>",
             ))
-    fig.update_layout(barmode="group", height=360, title="Utilization by scenario and planner",
+            first = False
+    fig.update_layout(barmode="group", scattermode="group", height=380,
+                      title="Utilization by scenario and planner (black: published)",
                       margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
                       yaxis={"tickformat": ".0%", "gridcolor": "#eee", "range": [0, 1.05]})
+    return fig
+
+
+def stability_figure(replans: Mapping[str, pd.DataFrame],
+                     labels: Sequence[str] | None = None) -> go.Figure:
+    """Per planner, the share of still-future planned cells each re-plan changed (columns
+    `step`, `changed_fraction` of `core.rolling.simulate`'s replans table)."""
+    fig = go.Figure()
+    for name in _planner_rows(replans):
+        table = replans[name]
+        steps = table["step"].astype(int).tolist()
+        when = [labels[s] if labels is not None and s < len(labels) else str(s) for s in steps]
+        fig.add_trace(go.Scatter(x=steps, y=table["changed_fraction"], name=name,
+                                 mode="lines+markers", marker={"size": 4}, customdata=when,
+                                 line={"color": PLANNER_COLOURS.get(name)},
+                                 hovertemplate="%{customdata}: %{y:.1%} of future cells changed"
+                                 "<extra>" + name + "</extra>"))
+    layout_x: dict[str, Any] = {"title": "re-plan at step", "gridcolor": "#eee"}
+    if labels is not None:
+        layout_x.update(_label_ticks(labels))
+    fig.update_layout(height=300, title="Plan stability: cells changed by each re-plan",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
+                      yaxis={"tickformat": ".0%", "gridcolor": "#eee", "rangemode": "tozero"},
+                      xaxis=layout_x)
     return fig

@@ -1,0 +1,226 @@
+"""The real app in headless Chromium: every page, a comparison, the grid export, a bad upload.
+
+Starts `streamlit run app.py` on a free localhost port and stops it afterwards. Needs Debian's
+`chromium` at /usr/bin/chromium (the README's test command installs it); skipped without it.
+Full-page screenshots (1400 px wide) land in tests/browser/artifacts/ for review.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+PAGES = [  # (url path, sidebar link, title)
+    ("", "Workload", "Workload"),
+    ("plan", "Plan & compare", "Plan & compare"),
+    ("forecast", "Demand forecast", "Demand forecast"),
+    ("horizon", "Horizon & risk", "Horizon & risk"),
+    ("benchmarks", "Benchmarks", "Benchmarks"),
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"Debian chromium is not installed at {CHROMIUM} "
+                              "(apt-get install chromium)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = process.stdout.read().decode(errors="replace") if process.stdout else ""
+                pytest.fail(f"streamlit did not start on port {port}:\n{output[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def settle(page, timeout: float = 120) -> None:
+    """Wait until the script run is over (the app marks its state on the root element)."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=timeout * 1000)
+    page.wait_for_timeout(300)
+
+
+def go(page, link: str, title: str) -> None:
+    """Navigate inside the session (the sidebar), so the session state is kept."""
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=link).click()
+    page.get_by_role("heading", name=title, level=1).wait_for()
+    settle(page)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of an st.selectbox: type into its combobox, then click the match."""
+    box = page.get_by_test_id("stSelectbox").filter(has_text=label).locator("input")
+    box.click()
+    box.press_sequentially(option, delay=20)
+    page.get_by_role("option").filter(has_text=option).first.click()
+    settle(page)
+
+
+def no_exception(page) -> None:
+    shown = page.get_by_test_id("stException")
+    assert shown.count() == 0, shown.first.inner_text()
+
+
+def screenshot(page, name: str) -> None:
+    """A full-page picture: the app scrolls inside its main block, so grow the viewport."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    height = page.evaluate(
+        "() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(int(height) + 60, 12000)})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+
+
+def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    for url_path, link, title in PAGES:
+        if url_path:
+            go(page, link, title)
+        assert page.url.rstrip("/").endswith(url_path)
+        no_exception(page)
+        assert page.get_by_test_id("stCaptionContainer").first.inner_text().strip()
+        if url_path in ("plan", "forecast", "horizon", "benchmarks"):
+            page.locator(".js-plotly-plot").first.wait_for(timeout=30000)  # drawn after the run
+        screenshot(page, url_path or "workload")
+
+
+def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path):
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    with page.expect_download() as scenario_download:
+        page.get_by_test_id("stDownloadButton").filter(has_text="scenario.json").click()
+    scenario_file = tmp_path / "scenario.json"
+    scenario_download.value.save_as(scenario_file)
+
+    go(page, "Plan & compare", "Plan & compare")
+    page.get_by_role("button", name="Run planners").click()
+    settle(page)
+    no_exception(page)
+    for label in ("FIFO (peak reservation)", "Backfill (conservative)", "Allocator (fast)"):
+        assert page.get_by_text(label, exact=True).count() >= 1
+    # Three grids (one heatmap each), the utilization-vs-value chart and the real-time chart.
+    page.locator(".js-plotly-plot .heatmaplayer").nth(2).wait_for(timeout=30000)
+    assert page.locator(".js-plotly-plot").count() >= 5
+    utilization = page.get_by_test_id("stMetric").filter(has_text="Utilization")
+    assert utilization.count() == 3 and "%" in utilization.first.inner_text()
+
+    choose(page, "Plan to export", "Allocator (fast)")
+    settle(page)
+    with page.expect_download() as grid_download:
+        page.get_by_test_id("stDownloadButton").filter(has_text="grid.csv").click()
+    grid_file = tmp_path / "grid.csv"
+    grid_download.value.save_as(grid_file)
+    assert grid_file.read_text().startswith("step,gpu,job_id")
+
+    checked = subprocess.run([sys.executable, "-m", "core", "check", str(scenario_file),
+                              str(grid_file)], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("legal:")
+
+
+def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tmp_path):
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    before = page.get_by_test_id("stSidebar").inner_text()
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"cluster": {"gpus": 8}, "jobs": [{"id": "a", "type": "training"')
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(broken))
+    error = page.get_by_test_id("stAlertContentError")
+    error.wait_for(timeout=30000)
+    settle(page)
+    assert "broken.json" in error.inner_text() and "not valid JSON" in error.inner_text()
+    assert page.get_by_test_id("stSidebar").inner_text() == before
+    no_exception(page)
+
+
+def test_two_sessions_never_share_a_scenario(app_url, browser):
+    first, second = (browser.new_context(viewport={"width": 1400, "height": 900})
+                     for _ in range(2))
+    try:
+        a, b = first.new_page(), second.new_page()
+        for p in (a, b):
+            p.goto(app_url)
+            p.get_by_role("heading", name="Workload", level=1).wait_for()
+            settle(p)
+        default = b.get_by_test_id("stSidebar").inner_text()
+        choose(a, "Built-in scenario", "example")
+        settle(a)
+        assert "example" in a.get_by_test_id("stSidebar").inner_text()
+        b.reload()
+        b.get_by_role("heading", name="Workload", level=1).wait_for()
+        settle(b)
+        assert b.get_by_test_id("stSidebar").inner_text() == default
+    finally:
+        first.close()
+        second.close()
