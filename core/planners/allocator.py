@@ -350,12 +350,13 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int
             ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
     """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
 
-    Two moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
+    Moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
     unplaced (or cut short) first, the rest in the incumbent's order; *shrink* forbids a placed
     job its current block size and the larger ones, so it takes a narrower, longer block and
-    leaves room beside it. Plans compare on the decayed batch reward (the real-time part of the
-    objective is fixed by then), ties to more GPU-steps delivered. Returns the best
-    (placements, reward, GPU-steps) found within `packs` packings.
+    leaves room beside it; once those are exhausted, promote any job, then *swap* neighbours.
+    Plans compare on the decayed batch reward (the real-time part of the objective is fixed by
+    then), ties to more GPU-steps delivered. Returns the best (placements, reward, GPU-steps)
+    found within `packs` packings.
     """
     if not candidates:
         return [], 0.0, 0.0
@@ -396,7 +397,7 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int
 def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Candidate],
                tried: set[tuple[str, int]]) -> tuple[str, int] | None:
     """The first untried move on the incumbent: promote a job cut short or left out, or shrink
-    a placed job that could run narrower."""
+    a placed job that could run narrower; then promote any job; then swap two neighbours."""
     placed = {p[0]: p for p in placements}
     for position, job in enumerate(order):
         where = placed.get(job.index)
@@ -405,6 +406,9 @@ def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Ca
             return ("promote", position)
         if where is not None and where[2] > job.sizes[0] and ("shrink", position) not in tried:
             return ("shrink", position)
+    for position in range(1, len(order)):
+        if ("promote", position) not in tried:
+            return ("promote", position)
     for position in range(len(order) - 1):
         if ("swap", position) not in tried:
             return ("swap", position)
