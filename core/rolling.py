@@ -152,6 +152,9 @@ def simulate(
 ) -> SimulationResult:
     """Run the rolling horizon over `days` and return the realised plan and its metrics.
 
+    The period is `days * 24 h` (the scenario's real-time demand must cover it); a re-plan every
+    `replan_minutes` (rounded to whole steps, at least one) plans a `window_hours` window (cut at
+    the period's end) and commits the steps up to the next re-plan.
     `demand_quantile` is the quantile of the forecast the planner is given as demand (None: the
     mean). The forecaster is refitted every `refit_hours` (at most once per re-plan); in between
     its last forecast is carried forward with a level correction from the newest actual.
