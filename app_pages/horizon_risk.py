@@ -121,7 +121,6 @@ for name, result in results.items():
         "allocated": m["allocated_fraction"] * 100, "value": m["value"],
         "completed": f"{m['completed_jobs']}/{m['batch_jobs']}",
         "rt coverage": m["rt_coverage"] * 100, "shortfall": m["rt_shortfall_gpu_hours"],
-        "re-plans": m.get("replans"),
         "changed": (m.get("changed_fraction_mean") or 0.0) * 100,
         "moved": m.get("moved_jobs"), "ms": m.get("planner_ms_mean"),
     })
@@ -138,6 +137,11 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder="
     "moved": st.column_config.NumberColumn("moved jobs", help="Batch placements a re-plan moved"),
     "ms": st.column_config.NumberColumn("ms per plan", format="%.2f"),
 })
+first = next(iter(results.values())).metrics
+_, run_days, run_replan, _, run_quantile = store["params"]
+st.caption(f"{first.get('replans', '?')} re-plans (every {run_replan} min) over {run_days:g} "
+           f"days, each planning a 24-hour window with real-time demand at its "
+           f"{run_quantile:.0%} forecast quantile.")
 st.plotly_chart(charts.utilization_value_figure({n: r.metrics for n, r in results.items()}),
                 key="hz_chart_uv", config={"displayModeBar": False})
 
@@ -185,12 +189,19 @@ windows = idle_windows(result.plan, int(min_gpus), int(min_steps),
 if windows.empty:
     st.caption(f"No idle block of {min_gpus}+ GPUs for {min_steps}+ steps.")
 else:
-    shown = windows.assign(start=[labels[s] for s in windows["start_step"]],
-                           end=[labels[e - 1] for e in windows["end_step"]])
+    shown = pd.DataFrame({
+        "from": [labels[s] for s in windows["start_step"]],
+        "until": [labels[e - 1] for e in windows["end_step"]],
+        "steps": windows["steps"],
+        "GPUs": [f"{g}–{g + n - 1}" for g, n in zip(windows["gpu_start"], windows["gpus"],
+                                                     strict=True)],
+        "size": windows["gpus"], "GPU-hours": windows["gpu_hours"],
+    })
     left, right = st.columns([2, 3])
     with left:
-        st.dataframe(shown[["start", "end", "steps", "gpu_start", "gpus", "gpu_hours"]],
-                     hide_index=True, width="stretch", height=360)
+        st.dataframe(shown, hide_index=True, width="stretch",
+                     height="auto" if len(shown) <= 10 else 400,
+                     column_config={"GPU-hours": st.column_config.NumberColumn(format="%.0f")})
         st.caption(f"{len(windows)} windows, {windows['gpu_hours'].sum():,.0f} GPU-hours that "
                    "a job of that shape could have used.")
     with right:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages.common import forecast_window
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
@@ -201,3 +202,94 @@ def test_exports_offer_the_four_files_for_any_computed_plan():
     export.set_value("allocator").run()
     assert not at.exception
     assert at.session_state["plan_export"] == "allocator"
+
+
+# --- Demand forecast ---------------------------------------------------------------------------
+
+def test_forecast_into_the_scenario_demand():
+    from core.forecast.demand import demand_quantile, forecast_series, load_history
+
+    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    assert not at.exception
+    before = active(at)
+    job = before.realtime_jobs[0]
+    at.button(key="fc_apply").click().run()
+    assert not at.exception
+    after = active(at)
+    new = after.jobs[after.job_index(job.id)]
+    # The demand is the 90% forecast quantile in GPUs, over the scenario's steps.
+    history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
+    capacity = next(n.value for n in at.number_input if n.key.startswith("fc_capacity_"))
+    window = forecast_window(history.index[-1], before)
+    frame = forecast_series(history, window.horizon, 0.9).iloc[list(window.hours)]
+    expected = [round(float(v), 3) for v in demand_quantile(frame, 0.9) / capacity]
+    assert list(new.demand) == pytest.approx(expected, abs=1e-9)
+    assert [j.id for j in after.jobs] == [j.id for j in before.jobs]
+    assert any("now plans for the 90% forecast" in s.value for s in at.success)
+
+
+def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
+    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    at.radio(key="fc_source").set_value("Upload a CSV").run()
+    at.file_uploader(key="fc_upload").set_value(
+        ("traffic.csv", b"timestamp,requests\nyesterday,12\nnoon,x\n", "text/csv")).run()
+    assert not at.exception
+    assert "traffic.csv" in errors(at)
+    assert "last good history" in errors(at)
+    assert len(at.get("plotly_chart")) >= 1  # the sample keeps the page useful
+
+
+def test_quantization_estimate_adds_a_job():
+    from core.forecast.quantization import estimate_quantization
+
+    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    before = active(at)
+    at.number_input(key="fc_q_params").set_value(14.0)
+    at.selectbox(key="fc_q_algorithm").set_value("gptq")
+    at.text_input(key="fc_q_id").set_value("gptq-14b")
+    at.button(key="FormSubmitter:fc_quant_form-Estimate").click().run()
+    assert not at.exception
+    at.button(key="fc_q_add").click().run()
+    assert not at.exception
+    after = active(at)
+    assert len(after.jobs) == len(before.jobs) + 1
+    job = after.jobs[-1]
+    estimate = estimate_quantization(14.0, "gptq")
+    assert (job.id, job.type, job.gpu_hours, job.gpus_min, job.gpus_max) == (
+        "gptq-14b", "quantization", estimate.gpu_hours, estimate.gpus, estimate.gpus)
+
+
+# --- Horizon & risk ------------------------------------------------------------------------------
+
+def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
+    from core.plan import check
+
+    at = open_page("app_pages/horizon_risk.py", timeout=180)
+    assert not at.exception
+    store = at.session_state["hz_results"]
+    assert set(store["results"]) == {"fifo", "allocator"}
+    shown = at.dataframe[0].value
+    for k, result in enumerate(store["results"].values()):
+        assert not check(result.scenario, result.plan)  # the realised grid is legal
+        assert shown["utilization"].iloc[k] == pytest.approx(
+            result.metrics["utilization"] * 100)
+        assert shown["value"].iloc[k] == pytest.approx(result.metrics["value"])
+    assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
+
+
+# --- Benchmarks ---------------------------------------------------------------------------------
+
+def test_benchmarks_table_matches_run_bench():
+    from core.bench import BENCHMARKS, benchmark_paths, run_bench
+
+    at = open_page("app_pages/benchmarks.py", timeout=180)
+    assert not at.exception
+    table = at.dataframe[0].value
+    paths = benchmark_paths()
+    assert len(table) == 3 * len(paths) and len(paths) <= len(BENCHMARKS)
+    expected = run_bench(paths[:1], ["fifo", "backfill", "allocator"], repeat=1)
+    for row in expected:
+        mine = table[(table["scenario"] == row["scenario"]) & (table["planner"] ==
+                                                                row["planner"])].iloc[0]
+        assert mine["utilization"] == pytest.approx(row["utilization"] * 100)
+        assert mine["value"] == pytest.approx(row["value"])
