@@ -1,0 +1,129 @@
+"""core.charts: pure figure builders (no streamlit), one heatmap for the whole grid."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from hypothesis import given, settings
+
+from core import charts
+from core.io import load_scenario
+from core.model import BatchJob, Cluster, RealtimeJob, Scenario
+from core.plan import IDLE, holdings, metrics
+from core.planners import solve
+from tests.strategies import scenarios
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "scenarios"
+
+
+def _big_scenario() -> Scenario:
+    """64 GPUs x 48 steps, built from scale-64 with its horizon doubled."""
+    base = load_scenario(DATA / "scale-64.json")
+    jobs = tuple(replace(j, demand=tuple(j.demand) * 2) if isinstance(j, RealtimeJob) else j
+                 for j in base.jobs)
+    return base.replace(cluster=replace(base.cluster, horizon_steps=48), jobs=jobs)
+
+
+def heatmaps(fig: go.Figure) -> list[go.Heatmap]:
+    return [t for t in fig.data if isinstance(t, go.Heatmap)]
+
+
+def test_a_64_by_48_grid_is_one_heatmap_not_one_trace_per_cell():
+    s = _big_scenario()
+    plan = solve(s, "allocator")
+    fig = charts.grid_figure(s, plan, "allocator")
+    (heat,) = heatmaps(fig)
+    assert np.asarray(heat.z).shape == (64, 48)
+    # Besides the heatmap only legend swatches: at most one per job, two shades, idle.
+    assert len(fig.data) <= 1 + 2 * len(s.jobs) + 1
+    assert all(t.x == (None,) for t in fig.data if isinstance(t, go.Scatter))
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios(max_gpus=16, max_steps=8, max_jobs=5))
+def test_every_cell_has_its_job_colour_and_hover(s):
+    plan = solve(s, "fifo")
+    fig = charts.grid_figure(s, plan)
+    (heat,) = heatmaps(fig)
+    z, text = np.asarray(heat.z), np.asarray(heat.text)
+    colours = charts.job_colours(s)
+    scale = heat.colorscale
+    for g in range(s.cluster.gpus):
+        for t in range(s.cluster.horizon_steps):
+            j = int(plan.grid[g, t])
+            code = int(z[g, t])
+            colour = scale[2 * code][1]
+            if j == IDLE:
+                assert code == 0 and colour == charts.IDLE_COLOUR and "idle" in text[g, t]
+                continue
+            job = s.jobs[j]
+            assert colour in (colours[j], charts.pale(colours[j]))
+            assert f"<b>{job.id}</b>" in text[g, t]
+            assert f"priority {job.priority:g}" in text[g, t]
+            assert (job.type if isinstance(job, BatchJob) else "realtime") in text[g, t]
+            assert f"GPU {g} · step {t}" in text[g, t]
+
+
+@settings(max_examples=25, deadline=None)
+@given(scenarios(max_gpus=16, max_steps=8, max_jobs=5))
+def test_reserved_above_demand_counts_the_gpus_held_beyond_ceil_demand(s):
+    plan = solve(s, "fifo")
+    above = charts.serving_mask(s, plan)
+    held = holdings(s, plan)
+    expected = 0
+    for job in s.realtime_jobs:
+        n = held[s.job_index(job.id)]
+        expected += int(np.maximum(0, n - np.ceil(np.asarray(job.demand) - 1e-9)).sum())
+    assert int(above.sum()) == expected
+    assert not (above & (plan.grid == IDLE)).any()
+
+
+def test_a_job_keeps_its_colour_across_planners():
+    s = load_scenario(DATA / "example.json")
+    figs = [charts.grid_figure(s, solve(s, p)) for p in ("fifo", "allocator")]
+    for fig, planner in zip(figs, ("fifo", "allocator"), strict=True):
+        (heat,) = heatmaps(fig)
+        z, plan = np.asarray(heat.z), solve(s, planner)
+        for j, colour in enumerate(charts.job_colours(s)):
+            cells = (plan.grid == j) & ~charts.serving_mask(s, plan)
+            codes = set(np.unique(z[cells]).tolist())
+            assert codes <= {j + 1}
+            assert all(heat.colorscale[2 * c][1] == colour for c in codes)
+
+
+def test_utilization_and_value_are_indexed_to_fifo():
+    s = load_scenario(DATA / "example.json")
+    values = {p: metrics(s, solve(s, p)) for p in ("fifo", "allocator")}
+    fig = charts.utilization_value_figure(values)
+    util, value = fig.data
+    assert list(util.x) == ["fifo", "allocator"]
+    assert util.y[0] == pytest.approx(100) and value.y[0] == pytest.approx(100)
+    assert value.y[1] == pytest.approx(values["allocator"]["value"] / values["fifo"]["value"]
+                                       * 100)
+    assert util.text[1] == f"{values['allocator']['utilization']:.1%}"
+
+
+def test_step_labels_follow_the_clock():
+    s = Scenario("s", Cluster(gpus=2, step_minutes=30, horizon_steps=3,
+                              start=pd.Timestamp("2026-08-17 23:00").to_pydatetime()), ())
+    assert charts.step_labels(s) == ["Mon 23:00", "Mon 23:30", "Tue 00:00"]
+    assert charts.step_labels(s.replace(cluster=Cluster(gpus=2, horizon_steps=2))) == [
+        "step 0", "step 1"]
+
+
+def test_risk_strip_and_idle_windows_draw_their_input():
+    risk = np.array([[0.0, 0.5, 1.0], [0.2, 0.2, 0.2]])
+    fig = charts.coverage_risk_figure(risk, ["a", "b", "c"], ["fifo", "allocator"])
+    (heat,) = heatmaps(fig)
+    assert np.array_equal(np.asarray(heat.z), risk) and (heat.zmin, heat.zmax) == (0, 1)
+    windows = pd.DataFrame({"gpu_start": [0, 4], "gpus": [4, 2], "start_step": [1, 3],
+                            "end_step": [5, 4]})
+    fig = charts.idle_windows_figure(windows, gpus=8, steps=6)
+    assert len(fig.data) == 2
+    assert min(fig.data[0].x) == 0.5 and max(fig.data[0].x) == 4.5
+    assert min(fig.data[1].y) == 3.5 and max(fig.data[1].y) == 5.5
