@@ -1,5 +1,11 @@
 """gpuplan's headless core: the model, the planners, the checker, forecasts and the CLI."""
 
+import os
+
+# The forecaster fits many tiny least-squares problems; BLAS threads only add contention there
+# (3-7x slower on a busy 2-core machine). Takes effect only if numpy is not imported yet.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from .model import (
     BatchJob,
     Cluster,
