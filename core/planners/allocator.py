@@ -179,11 +179,12 @@ def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
         free = all_gpus & ~held
         # Releases first, so their GPUs can serve another job at this step.
         for i, _ in jobs:
-            for _ in range(current[i].bit_count() - want[i]):
-                bit = layout.best_release(current[i], free)
-                current[i] ^= bit
-                free |= bit
-                budget[i] -= 1
+            extra = current[i].bit_count() - want[i]
+            if extra > 0:
+                released = layout.releases(current[i], free, extra)
+                current[i] ^= released
+                free |= released
+                budget[i] -= extra
         # Gains: first what gpus_min forces, then toward the target, by priority.
         for forced in (True, False):
             for i, job in jobs:
@@ -228,41 +229,71 @@ class _Buddy:
             self.align.append(sum(1 << b for b in range(0, gpus - h + 1, h)))
             h *= 2
 
-    def whole(self, mask: int) -> list[int]:
-        """For each block size h (1, 2, 4, ...): the GPUs whose aligned h-block is all in mask."""
+    def starts(self, mask: int) -> list[int]:
+        """For each block size (1, 2, 4, ...): a bit at the first GPU of every aligned block
+        that lies wholly in mask."""
         out = [mask]
-        starts = mask
+        here = mask
         for k in range(1, len(self.sizes)):
-            half = self.sizes[k - 1]
-            starts = starts & (starts >> half) & self.align[k]
-            spread, width = starts, 1
-            while width < self.sizes[k]:
-                spread |= spread << width
-                width *= 2
-            out.append(spread)
-            if not starts:
+            here = here & (here >> self.sizes[k - 1]) & self.align[k]
+            out.append(here)
+            if not here:
                 out.extend([0] * (len(self.sizes) - k - 1))
                 break
         return out
 
     def best_gain(self, free: int) -> int:
         """The free GPU (as a bit) whose wholly free aligned block is smallest; ties: highest."""
-        levels = self.whole(free)
+        levels = self.starts(free)
         for k, here in enumerate(levels):
-            only = here & ~levels[k + 1] if k + 1 < len(levels) else here
+            if not here:
+                break
+            size = self.sizes[k]
+            parents = levels[k + 1] if k + 1 < len(levels) else 0
+            only = here & ~(parents | (parents << size))  # blocks whose parent is not whole
             if only:
-                return 1 << (only.bit_length() - 1)
+                return 1 << (only.bit_length() - 1 + size - 1)
         return 0
 
     def best_release(self, held: int, free: int) -> int:
         """The held GPU in the largest aligned block made only of free GPUs and the job's own;
         ties: lowest."""
-        levels = self.whole(free | held)
-        for here in reversed(levels):
-            candidates = held & here
+        levels = self.starts(free | held)
+        for k in range(len(levels) - 1, -1, -1):
+            spread = levels[k]
+            if not spread:
+                continue
+            width = 1
+            while width < self.sizes[k]:
+                spread |= spread << width
+                width *= 2
+            candidates = held & spread
             if candidates:
                 return candidates & -candidates
         return held & -held
+
+    def releases(self, held: int, free: int, count: int) -> int:
+        """`count` GPUs to give back, as a mask: best_release applied `count` times (free | held
+        does not change as the job gives GPUs back, so the blocks are computed once)."""
+        levels = self.starts(free | held)
+        out = 0
+        for k in range(len(levels) - 1, -1, -1):
+            spread = levels[k]
+            if not spread:
+                continue
+            width = 1
+            while width < self.sizes[k]:
+                spread |= spread << width
+                width *= 2
+            candidates = held & spread & ~out
+            while candidates and count:
+                low = candidates & -candidates
+                out |= low
+                candidates ^= low
+                count -= 1
+            if not count:
+                break
+        return out
 
     def improves(self, out: int, into: int, free: int) -> bool:
         """Trading `out` for `into` frees a larger aligned block than it breaks."""
@@ -270,9 +301,11 @@ class _Buddy:
 
     def level(self, bit: int, mask: int) -> int:
         """The size of the largest aligned block around `bit` that lies wholly in mask."""
+        position = bit.bit_length() - 1
         size = 0
-        for h, here in zip(self.sizes, self.whole(mask), strict=True):
-            if not here & bit:
+        for h in self.sizes:
+            block = ((1 << h) - 1) << (position - position % h)
+            if mask & block != block:
                 break
             size = h
         return size
@@ -287,6 +320,14 @@ class _Top(_Buddy):
     def best_release(self, held: int, free: int) -> int:
         return held & -held
 
+    def releases(self, held: int, free: int, count: int) -> int:
+        out = 0
+        for _ in range(count):
+            low = held & -held
+            out |= low
+            held ^= low
+        return out
+
     def improves(self, out: int, into: int, free: int) -> bool:
         return into > out
 
@@ -300,6 +341,14 @@ class _Low(_Buddy):
 
     def best_release(self, held: int, free: int) -> int:
         return 1 << (held.bit_length() - 1) if held else 0
+
+    def releases(self, held: int, free: int, count: int) -> int:
+        out = 0
+        for _ in range(count):
+            top = 1 << (held.bit_length() - 1)
+            out |= top
+            held ^= top
+        return out
 
     def improves(self, out: int, into: int, free: int) -> bool:
         return into < out
