@@ -38,8 +38,8 @@ from ..plan import Plan, pin_running
 # The local search re-packs the batch work at most this many times, fewer on large clusters
 # (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed; each
 # real-time layout is screened with the first _SCREEN orderings.
-_MAX_PACKS = 22
-_SCREEN = 2
+_MAX_PACKS = 18
+_SCREEN = 1
 _PACK_BUDGET = 200_000_000
 
 
