@@ -1,6 +1,7 @@
 """How far the fast allocator is from optimal: random small scenarios solved to optimality.
 
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
+    .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
 allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics.
@@ -108,13 +109,47 @@ def measure(count: int, seed: int, time_limit: float) -> dict:
     return {"summary": summary, "rows": rows}
 
 
+def benchmarks(time_limit: float) -> list[dict]:
+    """Allocator objective vs full objective vs bound on the benchmark scenarios."""
+    from core.bench import benchmark_paths
+    from core.io import load_scenario
+
+    rows = []
+    for path in benchmark_paths():
+        scenario = load_scenario(path)
+        allocator = plan_allocator(scenario)
+        started = time.perf_counter()
+        full = plan_full(scenario, time_limit=time_limit, warm_start=allocator)
+        seconds = time.perf_counter() - started
+        assert not check(scenario, full)
+        row = {"scenario": path.stem, "allocator": objective(scenario, allocator),
+               "full": objective(scenario, full), "bound": full.stats["bound"],
+               "gap": full.stats["gap"], "status": full.stats["status"],
+               "build_ms": full.stats["build_ms"], "solve_ms": full.stats["solve_ms"],
+               "seconds": seconds}
+        rows.append(row)
+        print(f"{row['scenario']:>22} allocator={row['allocator']:10.3f} full={row['full']:10.3f}"
+              f" bound={row['bound']:10.3f} gap={100 * row['gap']:6.2f}% {row['status']:>22}"
+              f" build={row['build_ms']:7.0f}ms solve={row['solve_ms']:7.0f}ms",
+              file=sys.stderr, flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--json", action="store_true", help="print every row as JSON")
+    parser.add_argument("--benchmarks", action="store_true",
+                        help="instead: allocator vs full vs bound on data/scenarios benchmarks "
+                             "(time limit default 10 s)")
     args = parser.parse_args(argv)
+    if args.benchmarks:
+        rows = benchmarks(args.time_limit if args.time_limit != 120.0 else 10.0)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        return 0
     result = measure(args.count, args.seed, args.time_limit)
     s = result["summary"]
     if args.json:

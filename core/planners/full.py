@@ -333,7 +333,12 @@ class _FullModel:
                 count = m.count[k, t]
                 m.rows.add(count == pyo.quicksum(held))
                 if job.demand[t] > 0:
-                    m.rows.add(m.short[k, t] + count >= job.demand[t])
+                    demand = job.demand[t]
+                    m.rows.add(m.short[k, t] + count >= demand)
+                    fraction = demand - math.floor(demand)
+                    if fraction > 1e-9:  # rounding cut: the hull of integer count, short >= 0
+                        m.rows.add(m.short[k, t] + fraction * count
+                                   >= fraction * math.ceil(demand))
                 else:
                     m.short[k, t].fix(0.0)
 
