@@ -62,8 +62,9 @@ from ..plan import IDLE, Plan, check, objective, pin_running
 
 ProgressHook = Callable[[dict[str, float]], None]
 
-# Above this many placement-step incidences the model is not built (the warm start is returned).
-MAX_MODEL_TERMS = 3_000_000
+# Above this many placement-step incidences the model is not built (the warm start is returned):
+# Pyomo needs about 25 us a term, so this caps building near ten seconds.
+MAX_MODEL_TERMS = 400_000
 # Above this many binary columns HiGHS rarely finishes the root LP within seconds: a relaxation
 # that forgets real-time GPU identity gives the bound first, within this share of the time limit.
 LARGE_MODEL_COLUMNS = 10_000
@@ -98,11 +99,14 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
 
     try:
         started = time.perf_counter()
-        model = _FullModel(scenario)
-        if model.terms > MAX_MODEL_TERMS:
+        terms = _estimate_terms(scenario)
+        if terms <= MAX_MODEL_TERMS:
+            model = _FullModel(scenario)
+            terms = model.terms
+        if terms > MAX_MODEL_TERMS:
             return _fallback(warm, base, "too_large",
-                             f"model would have {model.terms:,} placement terms "
-                             f"(limit {MAX_MODEL_TERMS:,})")
+                             f"the model would have {terms:,} terms (limit {MAX_MODEL_TERMS:,}); "
+                             f"the allocator's plan is returned")
         reporter = _ProgressReporter(progress) if progress is not None else None
         relaxation = math.inf
         if model.columns > LARGE_MODEL_COLUMNS:
@@ -145,6 +149,18 @@ def _warm_start(scenario: Scenario, given: Plan | None) -> tuple[Plan, str]:
 
         note = f"allocator unavailable ({type(exc).__name__}: {exc}); warm start is backfill"
         return Plan(plan_backfill(scenario).grid.copy(), "full", {}), note
+
+
+def _estimate_terms(scenario: Scenario) -> int:
+    """An upper bound on the model's terms, computed before any placement is enumerated."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    terms = 3 * G * T * len(scenario.realtime_jobs)
+    for job in scenario.batch_jobs:
+        if job.running is None:
+            starts = max(0, T - job.arrival_step)
+            terms += sum((G // g) * starts * min(T, scenario.duration(job, g))
+                         for g in job.sizes() if g <= G)
+    return terms
 
 
 def _fallback(warm: Plan, base: dict[str, Any], status: str, message: str) -> Plan:

@@ -366,3 +366,14 @@ def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
     assert plan.stats["bound"] >= objective(scenario, plan) - 1e-9
     assert events[0]["bound"] == relaxation  # shown before HiGHS starts
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
+
+
+def test_a_model_too_large_to_build_returns_the_warm_start(monkeypatch):
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    monkeypatch.setattr(full_module, "MAX_MODEL_TERMS", 10)
+    plan = plan_full(scenario, warm_start=warm)
+    assert plan.stats["status"] == "too_large"
+    assert plan.stats["objective_source"] == "allocator"
+    assert plan.same_grid(warm)
+    assert full_module._estimate_terms(scenario) >= full_module._FullModel(scenario).terms
