@@ -282,6 +282,14 @@ def test_progress_hook_sees_incumbent_and_bound():
     assert _close(final["bound"], plan.stats["bound"])
     elapsed = [e["elapsed_s"] for e in events]
     assert elapsed == sorted(elapsed)
+    assert plan.stats["status"] == "optimal"
+    optimum = objective(scenario, plan)
+    # Bounds shown are bounds of the full model (never the restricted phase's), incumbents only
+    # improve and are never better than the optimum.
+    assert all(e["bound"] >= optimum - 1e-6 for e in events)
+    incumbents = [e["incumbent"] for e in events if not math.isnan(e["incumbent"])]
+    assert incumbents == sorted(incumbents)
+    assert all(value <= optimum + 1e-6 for value in incumbents)
 
 
 def test_a_failing_progress_hook_does_not_stop_the_solve():
