@@ -120,21 +120,27 @@ def mixed_control(rng: Rng) -> dict:
 def training_heavy(rng: Rng) -> dict:
     jobs = [
         _batch("sft-34b", "training", 6, 0, (2, 2), 64,
-               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(10, 16))}),
-        _serving("chat-api", 8, (1, 4), 2, serving_curve(rng, 0.25, 3.75, width=3.0), [7]),
+               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(13, 20))}),
+        # A 5:1 day-night ratio: about 3/4 of a GPU all night, near 4 GPUs at 13:30.
+        _serving("chat-api", 8, (1, 4), 2, serving_curve(rng, 0.75, 3.75, width=3.0), [7]),
         # A low-priority pretraining shard heads the queue; the urgent fine-tunes wait behind it.
         _batch("cpt-shard", "training", 1, 0, (4, 4), _gpu_hours(rng, 32, 64)),
     ]
-    shapes = [TRAINING_SHAPES[0], TRAINING_SHAPES[0], TRAINING_SHAPES[1], TRAINING_SHAPES[1],
-              TRAINING_SHAPES[2], TRAINING_SHAPES[3]]  # LoRA and small fine-tunes are common
-    for k in range(11):
-        sizes, (low, high) = _pick(rng, shapes)
-        jobs.append(_batch(f"train-{k}", "training", int(rng.integers(3, 10)),
-                           int(rng.integers(0, 12)), sizes, _gpu_hours(rng, low, high)))
-    return {"description": "Training-heavy on 8 GPUs: a low-priority pretraining shard heads the "
-                           "queue behind a running fine-tune while higher-priority fine-tunes "
-                           "(1 to 8 GPUs, hours to more than a day) wait.", "gpus": 8,
-            "jobs": jobs}
+    lora, finetune = TRAINING_SHAPES[0], ((1, 4), (12, 40))
+    overnight = [lora, lora, lora, finetune, finetune]  # queued before midnight: flexible sizes
+    daytime = [lora, finetune, TRAINING_SHAPES[1], TRAINING_SHAPES[3]]
+    for k in range(len(overnight) + 7):
+        if k < len(overnight):
+            (sizes, (low, high)), arrival = overnight[k], 0
+        else:
+            (sizes, (low, high)), arrival = _pick(rng, daytime), int(rng.integers(2, 15))
+        jobs.append(_batch(f"train-{k}", "training", int(rng.integers(3, 10)), arrival, sizes,
+                           _gpu_hours(rng, low, high)))
+    return {"description": "Training-heavy on 8 GPUs: a low-priority pretraining shard heads an "
+                           "overnight queue of LoRA runs and fine-tunes (1 to 4 GPUs) behind a "
+                           "running fine-tune; larger runs (up to 8 GPUs, hours to more than a "
+                           "day) arrive through the day around a chat service that peaks at "
+                           "midday and falls below one GPU at night.", "gpus": 8, "jobs": jobs}
 
 
 def batch_inference_heavy(rng: Rng) -> dict:

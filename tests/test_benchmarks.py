@@ -17,7 +17,7 @@ from core.planners import solve
 # name -> fifo (utilization, value, completed_jobs, started_jobs, objective)
 FIFO_GOLDEN = {
     "mixed-control": (0.518, 141.0, 7, 7, 108.6587),
-    "training-heavy": (0.540, 192.0, 1, 2, 150.7864),
+    "training-heavy": (0.531, 232.0, 1, 2, 176.9241),
     "batch-inference-heavy": (0.637, 348.0, 8, 9, 266.5420),
     "quantization-burst": (0.677, 312.0, 7, 8, 206.4031),
     "realtime-peak": (0.553, 206.0, 3, 4, 147.6206),
