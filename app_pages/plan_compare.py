@@ -158,7 +158,7 @@ def _card(label: str, value: str, change: float | None, text: str, help: str | N
     if change is None:
         st.metric(label, value, help=help)
     elif abs(change) < 1e-9:
-        st.metric(label, value, "same as FIFO", delta_color="off", help=help)
+        st.metric(label, value, "same as FIFO", delta_color="off", delta_arrow="off", help=help)
     else:
         st.metric(label, value, text, help=help)
 

@@ -79,7 +79,7 @@ with jobs_tab:
     )
     edited_jobs = st.data_editor(
         jobs_table, key=f"wl_jobs_{version}", num_rows="dynamic", width="stretch",
-        hide_index=False, placeholder="",
+        hide_index=False, placeholder="", height=min(35 * (len(jobs_table) + 2) + 3, 740),
         column_config={
             "id": st.column_config.TextColumn("id", required=True, help="unique job id"),
             "type": st.column_config.SelectboxColumn("type", options=common.JOB_TYPE_OPTIONS,
@@ -136,6 +136,7 @@ elif common.scenario_source() == "edited":
     st.success("Edits are valid and active.")
 
 st.subheader("Download the workload")
+st.caption("The active workload: the last valid one, with the policy set on Plan & compare.")
 jobs_csv, demand_csv = scenario_to_tables(s)
 d1, d2, d3 = st.columns(3)
 d1.download_button("scenario.json", scenario_to_json(s), file_name=f"{s.name}.json",

@@ -192,7 +192,7 @@ def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tm
     page.goto(app_url)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
     settle(page)
-    before = page.get_by_test_id("stSidebar").inner_text()
+    before = active_name(page)
     broken = tmp_path / "broken.json"
     broken.write_text('{"cluster": {"gpus": 8}, "jobs": [{"id": "a", "type": "training"')
     page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(broken))
@@ -200,11 +200,20 @@ def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tm
     error.wait_for(timeout=30000)
     settle(page)
     assert "broken.json" in error.inner_text() and "not valid JSON" in error.inner_text()
-    assert page.get_by_test_id("stSidebar").inner_text() == before
+    assert active_name(page) == before
     no_exception(page)
 
 
+def active_name(page) -> str:
+    """The scenario name the sidebar shows (`Active scenario: NAME`)."""
+    line = page.get_by_test_id("stSidebar").get_by_test_id("stMarkdownContainer").filter(
+        has_text="Active scenario")
+    return line.first.inner_text().split(":", 1)[1].strip()
+
+
 def test_two_sessions_never_share_a_scenario(app_url, browser):
+    from playwright.sync_api import expect
+
     first, second = (browser.new_context(viewport={"width": 1400, "height": 900})
                      for _ in range(2))
     try:
@@ -213,14 +222,17 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
             p.goto(app_url)
             p.get_by_role("heading", name="Workload", level=1).wait_for()
             settle(p)
-        default = b.get_by_test_id("stSidebar").inner_text()
-        choose(a, "Built-in scenario", "example")
-        settle(a)
-        assert "example" in a.get_by_test_id("stSidebar").inner_text()
+        default = active_name(b)
+        assert active_name(a) == default
+        other = next(p.stem for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
+                     if p.stem != default)
+        choose(a, "Built-in scenario", other)
+        expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
         b.reload()
         b.get_by_role("heading", name="Workload", level=1).wait_for()
         settle(b)
-        assert b.get_by_test_id("stSidebar").inner_text() == default
+        assert active_name(b) == default
+        assert active_name(a) == other
     finally:
         first.close()
         second.close()
