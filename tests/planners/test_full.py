@@ -385,3 +385,18 @@ def test_a_model_too_large_to_build_returns_the_warm_start(monkeypatch):
     assert plan.stats["objective_source"] == "allocator"
     assert plan.same_grid(warm)
     assert full_module._estimate_terms(scenario) >= full_module._FullModel(scenario).terms
+
+
+def test_concurrent_solves_from_two_threads_both_finish():
+    from concurrent.futures import ThreadPoolExecutor
+
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(plan_full, scenario, 20.0, 0.0, None, warm) for _ in range(2)]
+        plans = [f.result(timeout=120) for f in futures]
+    values = [objective(scenario, p) for p in plans]
+    for plan in plans:
+        assert check(scenario, plan) == []
+        assert plan.stats["status"] == "optimal"
+    assert _close(values[0], values[1])
