@@ -21,11 +21,13 @@ Three phases, each legal by construction (the five constraints are its rules, no
    plan with the best objective is kept (ties: more GPU-steps delivered).
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
-of aligned-free-block masks per size and step; no per-cell Python objects on the hot path.
+of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by
+the free mask, built once per cluster size); no per-cell Python objects on the hot path.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +43,9 @@ from ..plan import Plan, pin_running
 _MAX_PACKS = 18
 _SCREEN = 1
 _PACK_BUDGET = 200_000_000
+# Clusters up to this size look aligned free blocks up in a table (one entry per free mask)
+# instead of computing and caching them per step.
+_TABLE_GPUS = 10
 
 
 @dataclass(frozen=True)
@@ -474,12 +479,13 @@ class _Packer:
         while g <= gpus:
             self.align[g] = sum(1 << b for b in range(0, gpus - g + 1, g))
             g *= 2
+        self.table = _block_table(gpus) if gpus <= _TABLE_GPUS else None
 
     def pack(self, order: Sequence[_Candidate], size_rule: str
              ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
         """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
         the decayed reward and the GPU-steps delivered."""
-        T, discount = self.steps, self.discount
+        T, discount, table = self.steps, self.discount, self.table
         free = list(self.free)
         cache: dict[int, list[int | None]] = {g: [None] * T for g in self.align}
         placements = []
@@ -487,7 +493,10 @@ class _Packer:
         for job in order:
             best = None  # (score, start, size, end, block mask)
             for g, d in zip(job.sizes, job.durations, strict=True):
-                found = self._earliest(free, cache[g], g, d, job.arrival)
+                if table is None:
+                    found = self._earliest(free, cache[g], g, d, job.arrival)
+                else:
+                    found = _earliest_in_table(free, table[g], d, job.arrival, T)
                 if found is None:
                     continue
                 start, blocks = found
@@ -508,8 +517,9 @@ class _Packer:
             block = ((1 << g) - 1) << b
             for t in range(start, end):
                 free[t] &= ~block
-            for masks in cache.values():
-                masks[start:end] = [None] * (end - start)
+            if table is None:
+                for masks in cache.values():
+                    masks[start:end] = [None] * (end - start)
             placements.append((job.index, b, g, start, end))
             reward += job.priority * g * (discount[end] - discount[start])
             cells += g * (end - start)
@@ -584,6 +594,52 @@ class _Packer:
                 break
             h *= 2
         return (candidates & -candidates).bit_length() - 1
+
+
+@functools.cache
+def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
+    """For each block size g: entry m is the bitset of first GPUs of the aligned blocks of g that
+    are wholly free in free mask m (the same bits `_Packer._earliest` computes per step)."""
+    out = {}
+    g = 1
+    while g <= gpus:
+        align = sum(1 << b for b in range(0, gpus - g + 1, g))
+        row = []
+        for mask in range(1 << gpus):
+            blocks, k = mask, 1
+            while k < g:
+                blocks &= blocks >> k
+                k <<= 1
+            row.append(blocks & align)
+        out[g] = tuple(row)
+        g *= 2
+    return out
+
+
+def _earliest_in_table(free: list[int], table: tuple[int, ...], d: int, arrival: int, steps: int
+                       ) -> tuple[int, int] | None:
+    """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed."""
+    s = arrival
+    while s < steps:
+        blocks = table[free[s]]
+        if not blocks:
+            s += 1
+            continue
+        end = min(s + d, steps)
+        t = s + 1
+        while t < end:
+            here = table[free[t]]
+            if not here:
+                break
+            blocks &= here
+            if not blocks:
+                break
+            t += 1
+        else:
+            return s, blocks
+        # No block survives to step t; if nothing of size g is free at t, skip past it.
+        s = t + 1 if not table[free[t]] else s + 1
+    return None
 
 
 __all__ = ["plan_allocator", "realtime_targets"]

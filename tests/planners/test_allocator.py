@@ -154,3 +154,18 @@ def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
     assert m["rt_coverage"] == 1.0
     assert m["allocated_fraction"] > 0.8
     assert m["value"] > metrics(scenario, solve(scenario, "backfill"))["value"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_gpus=10))
+def test_block_table_of_small_clusters_gives_the_same_plan_as_computed_blocks(scenario):
+    import core.planners.allocator as allocator
+
+    with_table = plan_allocator(scenario).grid
+    saved = allocator._TABLE_GPUS
+    allocator._TABLE_GPUS = 0
+    try:
+        computed = plan_allocator(scenario).grid
+    finally:
+        allocator._TABLE_GPUS = saved
+    assert np.array_equal(with_table, computed)
