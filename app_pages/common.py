@@ -471,3 +471,15 @@ def default_capacity(peak_demand: float, gpus_max: int) -> float:
     raw = peak_demand / gpus_max
     magnitude = 10 ** math.floor(math.log10(raw))
     return float(math.ceil(raw / magnitude * 2) / 2 * magnitude)
+
+
+def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool = True) -> None:
+    """The GPU x time grid chart, or a note when the grid is too large to draw in a browser."""
+    from core import charts
+
+    cells = int(plan.grid.size)
+    if cells > charts.MAX_DRAWN_CELLS:
+        st.info(f"{title}: {cells:,} cells are too many to draw; download grid.csv instead.")
+        return
+    st.plotly_chart(charts.grid_figure(s, plan, title, show_legend=show_legend), key=key,
+                    config={"displayModeBar": False})

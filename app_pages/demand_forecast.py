@@ -100,6 +100,8 @@ st.caption(f"{history_name}: {len(history):,} hours up to {history.index[-1]:%Y-
 
 # --- from traffic to GPUs ------------------------------------------------------------------------
 st.subheader("GPUs for a real-time job")
+st.caption("Traffic becomes GPUs through what one GPU serves; the path is the GPU count per "
+           "step that covers the chosen quantile while changing by at most the job's swap cap.")
 rt = s.realtime_jobs
 if not rt:
     st.info("The active workload has no real-time job: add one on the Workload page to map "
@@ -144,8 +146,11 @@ else:
         title=f"Coverage risk of '{job.id}': P(demand > GPUs the plan gives it)"),
         key="fc_chart_risk", config={"displayModeBar": False})
     worst = {name: float(r.max()) for name, r in zip(allocated, risk, strict=True)}
-    st.caption("Highest risk in a step: " + ", ".join(f"{n} {v:.0%}" for n, v in worst.items())
-               + ". Plans are those of the active workload (Plan & compare).")
+    st.caption(
+        "Highest risk in a step: " + ", ".join(f"{n} {v:.0%}" for n, v in worst.items())
+        + f". The plans are those of the active workload, made for its current demand of "
+        f"'{job.id}' (peak {max(job.demand):g} GPUs), not for this forecast: put the forecast "
+        "into the workload below and they re-plan for it.")
 
     new_demand = np.round(demand_quantile(steps_frame, quantile) / capacity, 3)
     if st.button(f"Use the {quantile:.0%} forecast as the demand of '{job.id}'", key="fc_apply",

@@ -181,9 +181,8 @@ with g2:
 with g3:
     min_steps = st.number_input("and at least (steps)", 1, 1000, 3, key="hz_min_steps")
 result = results[pick]
-st.plotly_chart(charts.grid_figure(result.scenario, result.plan,
-                                   f"{common.planner_label(pick)}: what ran"),
-                key="hz_chart_grid", config={"displayModeBar": False})
+common.show_grid(result.scenario, result.plan, f"{common.planner_label(pick)}: what ran",
+                 key="hz_chart_grid")
 windows = idle_windows(result.plan, int(min_gpus), int(min_steps),
                        step_minutes=result.scenario.cluster.step_minutes)
 if windows.empty:

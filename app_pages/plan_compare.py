@@ -133,8 +133,12 @@ def _run_planner(name: str) -> None:
 if to_run:
     with st.status(f"Planning with {', '.join(to_run)} ...", expanded=True) as status:
         for name in to_run:
-            st.write(f"{common.planner_label(name)} ...")
+            line = st.empty()
+            line.write(f"{common.planner_label(name)} ...")
             _run_planner(name)
+            stats = store["plans"][name].stats
+            line.write(f"{common.planner_label(name)}: {stats.get('runtime_ms', 0.0):,.1f} ms"
+                       + (f" · {stats['status']}" if "status" in stats else ""))
         status.update(label=f"Planned: {', '.join(to_run)}", state="complete", expanded=False)
 
 plans = {p: store["plans"][p] for p in wanted if p in store["plans"]}
@@ -206,9 +210,8 @@ for row_start in range(0, len(names), 2):
     row = st.columns(2)
     for col, name in zip(row, names[row_start:row_start + 2], strict=False):
         with col:
-            st.plotly_chart(charts.grid_figure(s, plans[name], common.planner_label(name),
-                                               show_legend=False),
-                            key=f"plan_grid_{name}", config={"displayModeBar": False})
+            common.show_grid(s, plans[name], common.planner_label(name),
+                             key=f"plan_grid_{name}", show_legend=False)
 
 if s.realtime_jobs:
     rt_ids = [j.id for j in s.realtime_jobs]

@@ -31,6 +31,10 @@ JOB_COLOURS = (
     "#FFBE7D", "#8CD17D", "#499894", "#86BCB6", "#D4A6C8", "#BAB0AC", "#F1CE63", "#79706E",
 )
 REALTIME_COLOURS = ("#C0392B", "#6C3483", "#922B21", "#A04000", "#4A235A", "#78281F")
+# Above this many cells the grid's hover names only GPU and step (the per-cell text would
+# dominate the figure's size); above MAX_DRAWN_CELLS a page should offer grid.csv instead.
+MAX_HOVER_CELLS = 200_000
+MAX_DRAWN_CELLS = 2_000_000
 PLANNER_ORDER = ("fifo", "backfill", "allocator", "full")
 PLANNER_COLOURS = {"fifo": "#6C757D", "backfill": "#A9B4BE", "allocator": "#0072B2",
                    "full": "#009E73"}
@@ -127,22 +131,42 @@ def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
     """GPU x time Gantt grid: one heatmap, one colour per job, idle cells visible, rich hover."""
     grid = plan.grid
     G, T = grid.shape
-    jobs = scenario.jobs
     colours = job_colours(scenario)
     above = serving_mask(scenario, plan)
-    # Category codes: 0 idle, 1..n job k, n+1.. a real-time job's reserved-idle shade.
+    # Category codes index the distinct colours (idle first), so the colour scale stays small
+    # however many jobs there are; the hover tells jobs of a shared colour apart.
     rt_positions = [scenario.job_index(j.id) for j in scenario.realtime_jobs]
-    reserve_code = {j: len(jobs) + 1 + k for k, j in enumerate(rt_positions)}
-    codes = np.where(grid == IDLE, 0, grid + 1).astype(np.int32)
-    for j, code in reserve_code.items():
-        codes[(grid == j) & above] = code
-    palette = [IDLE_COLOUR, *colours, *(pale(colours[j]) for j in rt_positions)]
+    palette = list(dict.fromkeys([IDLE_COLOUR, *colours,
+                                  *(pale(colours[j]) for j in rt_positions)]))
+    code_of = {colour: k for k, colour in enumerate(palette)}
+    job_code = np.array([code_of[c] for c in colours] or [0], dtype=np.int32)
+    codes = np.where(grid == IDLE, 0, job_code[np.maximum(grid, 0)]).astype(np.int32)
+    for j in rt_positions:
+        codes[(grid == j) & above] = code_of[pale(colours[j])]
     K = len(palette)
     scale = []
     for k, colour in enumerate(palette):
         scale += [[k / K, colour], [(k + 1) / K, colour]]
 
     labels = step_labels(scenario)
+    hover = None if G * T > MAX_HOVER_CELLS else _grid_hover(scenario, plan, above, labels)
+
+    fig = go.Figure(go.Heatmap(
+        z=codes, x=list(range(T)), y=list(range(G)), zmin=-0.5, zmax=K - 0.5,
+        colorscale=scale, showscale=False, text=hover,
+        hovertemplate="%{text}<extra></extra>" if hover is not None
+        else "GPU %{y} · step %{x}<extra></extra>",
+        xgap=1 if T <= 96 else 0, ygap=1 if G <= 128 else 0,
+    ))
+    return _finish_grid(fig, scenario, plan, title, height, show_legend)
+
+
+def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray,
+                labels: list[str]) -> np.ndarray:
+    """Per cell: job, type, priority, serving or reserved, GPU, step and clock time."""
+    grid = plan.grid
+    G, T = grid.shape
+    jobs = scenario.jobs
     describe = []
     for job in jobs:
         if isinstance(job, BatchJob):
@@ -162,13 +186,13 @@ def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
                 hover[g, t] = (f"{describe[j]}<br>{state} (demand {demand[j][t]:g})<br>{where}")
             else:
                 hover[g, t] = f"{describe[j]}<br>{where}"
+    return hover
 
-    fig = go.Figure(go.Heatmap(
-        z=codes, x=list(range(T)), y=list(range(G)), zmin=-0.5, zmax=K - 0.5,
-        colorscale=scale, showscale=False, text=hover, hoverinfo="text",
-        hovertemplate="%{text}<extra></extra>", xgap=1 if T <= 96 else 0,
-        ygap=1 if G <= 128 else 0,
-    ))
+
+def _finish_grid(fig: go.Figure, scenario: Scenario, plan: Plan, title: str | None,
+                 height: int | None, show_legend: bool) -> go.Figure:
+    G = plan.grid.shape[0]
+    jobs = scenario.jobs
     if show_legend:
         for name, colour in grid_legend(scenario, [plan]):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
