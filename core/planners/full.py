@@ -146,18 +146,28 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
 
 
 def _warm_start(scenario: Scenario, given: Plan | None) -> tuple[Plan, str]:
-    """The plan to start from: the one given, else the allocator's (backfill if it fails)."""
+    """The plan to start from: the one given, else the allocator's; backfill if that fails.
+
+    A warm start that `check` rejects is never returned, so it is replaced by backfill's plan
+    (legal by construction) with a note in the stats.
+    """
+    from .fifo import plan_backfill
+
     if given is not None:
-        return Plan(given.grid.copy(), "full", {}), ""
-    try:
-        from .allocator import plan_allocator
+        warm, source = Plan(given.grid.copy(), "full", {}), "the given warm start"
+    else:
+        try:
+            from .allocator import plan_allocator
 
-        return Plan(plan_allocator(scenario).grid.copy(), "full", {}), ""
-    except Exception as exc:  # the allocator missing or failing must not stop full mode
-        from .fifo import plan_backfill
-
-        note = f"allocator unavailable ({type(exc).__name__}: {exc}); warm start is backfill"
+            warm, source = Plan(plan_allocator(scenario).grid.copy(), "full", {}), "allocator"
+        except Exception as exc:  # the allocator missing or failing must not stop full mode
+            note = f"allocator failed ({type(exc).__name__}: {exc}); warm start is backfill"
+            return Plan(plan_backfill(scenario).grid.copy(), "full", {}), note
+    violations = check(scenario, warm)
+    if violations:
+        note = f"{source} is illegal ({violations[0]}); warm start is backfill"
         return Plan(plan_backfill(scenario).grid.copy(), "full", {}), note
+    return warm, ""
 
 
 def _estimate_terms(scenario: Scenario) -> int:
