@@ -93,6 +93,7 @@ def set_scenario(new: Scenario, source: str | None = None, *,
                  reset_controls: bool = True) -> None:
     """Make `new` the active scenario; editors re-read it (new version)."""
     st.session_state[K_SCENARIO] = new
+    st.session_state.pop(K_UPLOAD_ERROR, None)  # a stale upload error no longer applies
     if source is not None:
         st.session_state[K_SOURCE] = source
     st.session_state[K_VERSION] = int(st.session_state.get(K_VERSION, 0)) + 1

@@ -54,9 +54,13 @@ with st.container(border=True):
                           on_change=_apply_controls,
                           help="A GPU-step of batch work at step t is worth decay^t: lower "
                                "decay rewards starting valuable work sooner.")
-        st.caption(f"Half-life: **{common.format_hours(policy.half_life_hours(step_minutes))}** "
-                   f"(work {common.format_hours(policy.half_life_hours(step_minutes))} from now "
-                   "counts half)")
+        hours = policy.half_life_hours(step_minutes)
+        if hours == float("inf"):
+            st.caption("No decay: batch work counts the same whenever it runs.")
+        else:
+            half_life = common.format_hours(hours)
+            st.caption(f"Half-life **{half_life}**: a GPU-hour of batch work {half_life} from "
+                       "now counts half as much as one now.")
     with c2:
         st.slider("Penalty weight for unmet real-time demand", key=f"{P}penalty",
                   min_value=min(5.0, policy.penalty_weight),
@@ -70,12 +74,13 @@ with st.container(border=True):
                         args=("plan_time_limit",),
                         help="Seconds the full planner (Pyomo + HiGHS) may search.")
     if s.realtime_jobs:
-        caps = st.columns(min(4, len(s.realtime_jobs)))
+        caps = st.columns(max(3, min(4, len(s.realtime_jobs))))
         for k, job in enumerate(s.realtime_jobs):
             key = f"{P}swap_{job.id}"
             common.init_widget(key, job.swap_cap)
             caps[k % len(caps)].number_input(
-                f"Swap cap: {job.id}", min_value=0, max_value=2 * s.cluster.gpus, step=1,
+                f"Swap cap: {job.id}", min_value=0,
+                max_value=max(2 * s.cluster.gpus, job.swap_cap), step=1,
                 key=key, on_change=_apply_controls,
                 help="GPUs this real-time job may gain plus release from one step to the next.")
     p1, p2 = st.columns([4, 1])
