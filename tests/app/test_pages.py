@@ -293,3 +293,18 @@ def test_benchmarks_table_matches_run_bench():
                                                                 row["planner"])].iloc[0]
         assert mine["utilization"] == pytest.approx(row["utilization"] * 100)
         assert mine["value"] == pytest.approx(row["value"])
+
+
+def test_editing_real_time_demand_changes_only_that_step():
+    at = open_page()
+    before = active(at)
+    job = before.realtime_jobs[0]
+    key = f"wl_demand_{at.session_state['scenario_version']}"
+    at.session_state[key] = {"edited_rows": {5: {job.id: 3.25}}, "added_rows": [],
+                             "deleted_rows": []}
+    at.run()
+    assert not at.exception and not at.error
+    after = active(at).jobs[before.job_index(job.id)]
+    expected = list(job.demand)
+    expected[5] = 3.25
+    assert list(after.demand) == expected

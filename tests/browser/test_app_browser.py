@@ -181,9 +181,10 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     grid_download.value.save_as(grid_file)
     assert grid_file.read_text().startswith("step,gpu,job_id")
 
-    checked = subprocess.run([sys.executable, "-m", "core", "check", str(scenario_file),
-                              str(grid_file)], capture_output=True, text=True, cwd=ROOT,
-                             timeout=60)
+    gpuplan = Path(sys.executable).with_name("gpuplan")  # the installed console script
+    command = [str(gpuplan)] if gpuplan.exists() else [sys.executable, "-m", "core"]
+    checked = subprocess.run([*command, "check", str(scenario_file), str(grid_file)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("legal:")
 
