@@ -308,3 +308,32 @@ def test_editing_real_time_demand_changes_only_that_step():
     expected = list(job.demand)
     expected[5] = 3.25
     assert list(after.demand) == expected
+
+
+def test_adding_and_deleting_rows_in_the_jobs_editor():
+    at = open_page()
+    before = active(at)
+    key = f"wl_jobs_{at.session_state['scenario_version']}"
+    new_batch = {"id": "new-job", "type": "training", "priority": 2, "gpus_min": 1,
+                 "gpus_max": 2, "gpu_hours": 4}
+    new_serving = {"id": "rt-new", "type": "realtime", "priority": 3, "gpus_min": 1,
+                   "gpus_max": 2, "swap_cap": 1}
+    gone = before.jobs[-1].id
+    at.session_state[key] = {"edited_rows": {}, "added_rows": [new_batch, new_serving],
+                             "deleted_rows": [len(before.jobs) - 1]}
+    at.run()
+    assert not at.exception and not at.error
+    after = active(at)
+    assert [j.id for j in after.jobs] == [j.id for j in before.jobs[:-1]] + ["new-job", "rt-new"]
+    assert not after.has_job(gone)
+    assert after.jobs[-2].gpu_hours == 4 and after.jobs[-2].sizes() == [1, 2]
+    # A new real-time job starts at gpus_min for every step until its demand is edited.
+    assert after.jobs[-1].demand == (1.0,) * after.cluster.horizon_steps
+
+    key = f"wl_jobs_{at.session_state['scenario_version']}"
+    at.session_state[key] = {"edited_rows": {}, "added_rows": [{"id": "half-typed"}],
+                             "deleted_rows": []}
+    at.run()
+    assert active(at) == after
+    issues = at.dataframe[-1].value
+    assert list(issues["job"]) == ["half-typed"] and "type" in issues["issue"].iloc[0]
