@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app_pages import common
-from core.charts import step_labels
+from core.charts import demand_figure, step_labels
 from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
 
 common.page_header(
@@ -113,12 +113,19 @@ with demand_tab:
         shown = demand_table.copy()
         shown.insert(0, "time", labels)
         st.caption("GPUs each real-time job wants at each step (fractions allowed).")
-        edited = st.data_editor(
-            shown, key=f"wl_demand_{version}", num_rows="fixed", width="stretch",
-            column_config={"time": st.column_config.TextColumn("time", disabled=True),
-                           **{j: st.column_config.NumberColumn(j, min_value=0.0, format="%g")
-                              for j in demand_table.columns}},
-        )
+        table_col, chart_col = st.columns([2, 3])
+        with table_col:
+            edited = st.data_editor(
+                shown, key=f"wl_demand_{version}", num_rows="fixed", width="stretch",
+                height=min(35 * (len(shown) + 1) + 3, 420),
+                column_config={"time": st.column_config.TextColumn("time", disabled=True),
+                               **{j: st.column_config.NumberColumn(j, min_value=0.0,
+                                                                   format="%g")
+                                  for j in demand_table.columns}},
+            )
+        with chart_col:
+            st.plotly_chart(demand_figure(s), key="wl_chart_demand",
+                            config={"displayModeBar": False})
         edited_demand = edited.drop(columns=["time"])
 
 result = common.scenario_from_editor(s, edited_jobs, edited_demand)

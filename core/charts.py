@@ -474,3 +474,29 @@ def stability_figure(replans: Mapping[str, pd.DataFrame],
                       yaxis={"tickformat": ".0%", "gridcolor": "#eee", "rangemode": "tozero"},
                       xaxis=layout_x)
     return fig
+
+
+def demand_figure(scenario: Scenario) -> go.Figure:
+    """Every real-time job's demand per step (GPUs wanted), with its gpus_max as a dotted cap."""
+    fig = go.Figure()
+    steps = list(range(scenario.cluster.horizon_steps))
+    labels = step_labels(scenario)
+    colours = job_colours(scenario)
+    for job in scenario.realtime_jobs:
+        colour = colours[scenario.job_index(job.id)]
+        fig.add_trace(go.Scatter(x=steps, y=list(job.demand), name=job.id, mode="lines",
+                                 line={"shape": "hv", "color": colour, "width": 2.5},
+                                 customdata=labels,
+                                 hovertemplate="%{customdata}: %{y:g} GPUs<extra>" + job.id
+                                 + "</extra>"))
+        fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5],
+                                 y=[job.gpus_max, job.gpus_max], mode="lines",
+                                 name=f"{job.id} gpus_max", showlegend=False,
+                                 line={"color": colour, "dash": "dot", "width": 1},
+                                 hovertemplate=f"{job.id}: gpus_max {job.gpus_max}<extra></extra>"))
+    fig.update_layout(height=360, title="Real-time demand (dotted: gpus_max)",
+                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
+                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+    fig.update_xaxes(**_time_axis(scenario, max_ticks=8), tickangle=0)
+    return fig

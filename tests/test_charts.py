@@ -129,3 +129,13 @@ def test_risk_strip_and_idle_windows_draw_their_input():
     assert len(fig.data) == 2
     assert min(fig.data[0].x) == 0.5 and max(fig.data[0].x) == 4.5
     assert min(fig.data[1].y) == 3.5 and max(fig.data[1].y) == 5.5
+
+
+def test_demand_figure_draws_each_real_time_demand_and_its_cap():
+    s = load_scenario(DATA / "example.json")
+    fig = charts.demand_figure(s)
+    rt = s.realtime_jobs
+    assert len(fig.data) == 2 * len(rt)
+    for k, job in enumerate(rt):
+        assert list(fig.data[2 * k].y) == list(job.demand)
+        assert set(fig.data[2 * k + 1].y) == {job.gpus_max}
