@@ -337,3 +337,27 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
     assert active(at) == after
     issues = at.dataframe[-1].value
     assert list(issues["job"]) == ["half-typed"] and "type" in issues["issue"].iloc[0]
+
+
+def test_training_estimate_adds_a_job_sized_for_the_cluster():
+    from core.forecast.training import default_training_model
+
+    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    before = active(at)
+    at.selectbox(key="fc_t_variant").set_value("lora_sft")
+    at.number_input(key="fc_t_params").set_value(13.0)
+    at.text_input(key="fc_t_id").set_value("lora-13b")
+    at.button(key="FormSubmitter:fc_training_form-Estimate").click().run(timeout=180)
+    assert not at.exception and not at.error
+    at.button(key="fc_t_add").click().run()
+    after = active(at)
+    run = {"variant": "lora_sft", "params_billion": 13.0, "train_tokens_billion": 1.0,
+           "epochs": 1.0, "seq_len": 4096, "lora_rank": 16, "gpu_type": "H100",
+           "gpu_memory_gb": 80.0, "precision": "bf16", "rollouts_per_prompt": 0,
+           "generation_tokens": 0, "reward_model_billion": 0.0, "verifier_seconds": 0.0}
+    row = default_training_model().estimate(run).job_row("lora-13b", 5.0, 0,
+                                                         max_gpus=before.cluster.gpus)
+    job = after.jobs[-1]
+    assert len(after.jobs) == len(before.jobs) + 1
+    assert (job.id, job.type, job.gpus_min, job.gpus_max, job.gpu_hours) == (
+        row["id"], "training", row["gpus_min"], row["gpus_max"], row["gpu_hours"])
