@@ -196,7 +196,7 @@ else:
                                                      strict=True)],
         "size": windows["gpus"], "GPU-hours": windows["gpu_hours"],
     })
-    left, right = st.columns([2, 3])
+    left, right = st.columns([1, 1])
     with left:
         st.dataframe(shown, hide_index=True, width="stretch",
                      height="auto" if len(shown) <= 10 else 400,
