@@ -90,6 +90,8 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
     solves. The plan's stats carry status, bound, gap, build_ms, solve_ms, allocator_objective
     and objective_source ("mip" or "allocator").
     """
+    time_limit = float(time_limit) if time_limit >= 0 else 0.0  # NaN and negatives: no time
+    mip_gap = float(mip_gap) if mip_gap >= 0 else 0.0
     warm, warm_note = _warm_start(scenario, warm_start)
     warm_legal = not check(scenario, warm)
     warm_objective = objective(scenario, warm) if warm_legal else -math.inf
