@@ -155,6 +155,9 @@ def _header(text: str) -> set[str]:
 JOB_TABLE_COLUMNS = ("id", "type", "priority", "arrival_step", "gpus_min", "gpus_max",
                      "gpu_hours", "swap_cap", "running_gpu_start", "running_gpus",
                      "running_remaining_steps", "previous_gpus")
+# previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0
+# (the notation of jobs.csv).
+NO_GPUS = "[]"
 _INT_COLUMNS = ("arrival_step", "gpus_min", "gpus_max", "swap_cap", "running_gpu_start",
                 "running_gpus", "running_remaining_steps")
 
@@ -169,7 +172,7 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
         if isinstance(job, RealtimeJob):
             row["swap_cap"] = job.swap_cap
             if job.previous_gpus is not None:
-                row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus)
+                row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus) or NO_GPUS
         else:
             row.update(arrival_step=job.arrival_step, gpu_hours=float(job.gpu_hours))
             if job.running is not None:
@@ -273,7 +276,9 @@ def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: in
         else:
             out["demand"] = [raw["gpus_min"] or 0] * T
         if raw["previous_gpus"]:
-            out["previous_gpus"] = [_gpu_number(g) for g in str(raw["previous_gpus"]).split()]
+            text = str(raw["previous_gpus"]).strip()
+            out["previous_gpus"] = [] if text.lower() in (NO_GPUS, "none") else [
+                _gpu_number(g) for g in text.replace(",", " ").split()]
         previous = old.get(job_id)
         if isinstance(previous, RealtimeJob) and previous.history is not None:
             out["history"] = list(previous.history)

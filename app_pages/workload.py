@@ -101,7 +101,9 @@ with jobs_tab:
             "running_remaining_steps": st.column_config.NumberColumn("running steps left",
                                                                      min_value=1, step=1),
             "previous_gpus": st.column_config.TextColumn(
-                "previous GPUs", help="real-time: GPUs held before step 0, e.g. '6 7'"),
+                "previous GPUs",
+                help="real-time: GPUs held just before step 0, e.g. '6 7'; '[]' = held no GPU "
+                     "(step 0 then obeys the swap cap); blank = step 0 is free"),
         },
     )
 with demand_tab:
