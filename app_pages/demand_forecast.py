@@ -224,7 +224,7 @@ with training_tab:
                                     key="fc_t_reward")
             verifier = b.number_input("Verifier seconds per rollout", 0.0, 3600.0, 0.0,
                                       key="fc_t_verifier")
-        estimate_training = st.form_submit_button("Estimate")
+        estimate_training = st.form_submit_button("Estimate", key="fc_t_estimate")
     if estimate_training:
         run = {"variant": variant, "params_billion": params, "train_tokens_billion": tokens,
                "epochs": epochs, "seq_len": int(seq_len),
@@ -273,7 +273,7 @@ with quant_tab:
                                 key="fc_q_algorithm")
         margin = c.number_input("Safety margin", 0.0, 5.0, quantization.DEFAULT_MARGIN,
                                 step=0.05, key="fc_q_margin", format="%.2f")
-        estimate_quant = st.form_submit_button("Estimate")
+        estimate_quant = st.form_submit_button("Estimate", key="fc_q_estimate")
     if estimate_quant:
         try:
             q = quantization.estimate_quantization(float(q_params), algorithm, float(margin))

@@ -247,7 +247,7 @@ def test_quantization_estimate_adds_a_job():
     at.number_input(key="fc_q_params").set_value(14.0)
     at.selectbox(key="fc_q_algorithm").set_value("gptq")
     at.text_input(key="fc_q_id").set_value("gptq-14b")
-    at.button(key="FormSubmitter:fc_quant_form-Estimate").click().run()
+    at.button(key="fc_q_estimate").click().run()
     assert not at.exception
     at.button(key="fc_q_add").click().run()
     assert not at.exception
@@ -347,7 +347,7 @@ def test_training_estimate_adds_a_job_sized_for_the_cluster():
     at.selectbox(key="fc_t_variant").set_value("lora_sft")
     at.number_input(key="fc_t_params").set_value(13.0)
     at.text_input(key="fc_t_id").set_value("lora-13b")
-    at.button(key="FormSubmitter:fc_training_form-Estimate").click().run(timeout=180)
+    at.button(key="fc_t_estimate").click().run(timeout=180)
     assert not at.exception and not at.error
     at.button(key="fc_t_add").click().run()
     after = active(at)
