@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages.common import forecast_window
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
+from core.workload import forecast_window
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")

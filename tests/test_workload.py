@@ -1,26 +1,27 @@
-"""The pure helpers behind the pages: editor tables round-trip, forecast alignment, uploads."""
+"""The workload as the app edits it: editor tables round-trip, forecast alignment, uploads."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 
-from app_pages import common
+from core import workload
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
 from tests.strategies import scenarios
 
-from .test_pages import SCENARIOS
+SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 
 
 @settings(max_examples=60, deadline=None)
 @given(scenarios(max_gpus=16, max_steps=8, max_jobs=6))
 def test_editor_tables_round_trip_to_the_same_scenario(s):
-    jobs, demand = common.editor_tables(s)
-    result = common.scenario_from_editor(s, jobs, demand)
+    jobs, demand = workload.editor_tables(s)
+    result = workload.scenario_from_editor(s, jobs, demand)
     assert result.ok, (result.row_issues, result.general)
     assert result.scenario == s
 
@@ -34,10 +35,10 @@ def test_editor_tables_round_trip_to_the_same_scenario(s):
 ])
 def test_a_broken_cell_is_reported_on_its_row(column, value, message):
     s = load_scenario(SCENARIOS / "example.json")
-    jobs, demand = common.editor_tables(s)
+    jobs, demand = workload.editor_tables(s)
     row = next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None)
     jobs.iloc[row, jobs.columns.get_loc(column)] = value
-    result = common.scenario_from_editor(s, jobs, demand)
+    result = workload.scenario_from_editor(s, jobs, demand)
     assert not result.ok
     assert list(result.row_issues) == [row]
     assert any(message in issue for issue in result.row_issues[row]), result.row_issues
@@ -45,10 +46,10 @@ def test_a_broken_cell_is_reported_on_its_row(column, value, message):
 
 def test_a_duplicate_id_is_reported_on_both_rows():
     s = load_scenario(SCENARIOS / "example.json")
-    jobs, demand = common.editor_tables(s)
+    jobs, demand = workload.editor_tables(s)
     batch = [k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None]
     jobs.iloc[batch[1], jobs.columns.get_loc("id")] = s.jobs[batch[0]].id
-    result = common.scenario_from_editor(s, jobs, demand)
+    result = workload.scenario_from_editor(s, jobs, demand)
     assert sorted(result.row_issues) == sorted(batch[:2])
 
 
@@ -56,34 +57,34 @@ def test_uploads_accept_json_or_the_csv_pair_in_any_order():
     base = load_scenario(SCENARIOS / "example.json")
     other = load_scenario(SCENARIOS / "mixed-control.json") \
         if (SCENARIOS / "mixed-control.json").exists() else base
-    new, source = common.scenario_from_uploads([("x.json", scenario_to_json(other).encode())],
+    new, source = workload.scenario_from_uploads([("x.json", scenario_to_json(other).encode())],
                                                base)
     assert new == other and "x.json" in source
     jobs_csv, demand_csv = scenario_to_tables(base)
-    new, _ = common.scenario_from_uploads([("d.csv", demand_csv.encode()),
+    new, _ = workload.scenario_from_uploads([("d.csv", demand_csv.encode()),
                                            ("j.csv", jobs_csv.encode())], base)
     assert new == base
     with pytest.raises(ScenarioError, match="need a jobs CSV"):
-        common.scenario_from_uploads([("j.csv", jobs_csv.encode())], base)
+        workload.scenario_from_uploads([("j.csv", jobs_csv.encode())], base)
     with pytest.raises(ScenarioError, match="upload one scenario .json"):
-        common.scenario_from_uploads([("a.json", b"{}"), ("b.json", b"{}")], base)
+        workload.scenario_from_uploads([("a.json", b"{}"), ("b.json", b"{}")], base)
     with pytest.raises(ScenarioError, match="not UTF-8"):
-        common.scenario_from_uploads([("x.json", b"\xff\xfe\x00")], base)
+        workload.scenario_from_uploads([("x.json", b"\xff\xfe\x00")], base)
 
 
 def test_forecast_window_lines_steps_up_with_the_clock():
     s = Scenario("s", Cluster(gpus=2, step_minutes=30, horizon_steps=4,
                               start=datetime(2026, 8, 17, 6)), ())
     end = pd.Timestamp("2026-08-17 02:00")  # forecast hour 0 is 03:00
-    window = common.forecast_window(end, s)
+    window = workload.forecast_window(end, s)
     assert window.hours == (3, 3, 4, 4) and window.note == ""
-    late = common.forecast_window(pd.Timestamp("2026-08-18 00:00"), s)
+    late = workload.forecast_window(pd.Timestamp("2026-08-18 00:00"), s)
     assert late.hours == (0, 0, 1, 1) and "before the history ends" in late.note
     clockless = s.replace(cluster=Cluster(gpus=2, horizon_steps=3))
-    assert common.forecast_window(end, clockless).hours == (0, 1, 2)
+    assert workload.forecast_window(end, clockless).hours == (0, 1, 2)
 
 
 def test_default_capacity_makes_the_peak_need_gpus_max():
-    capacity = common.default_capacity(4321.0, 6)
+    capacity = workload.default_capacity(4321.0, 6)
     assert 4321.0 / capacity <= 6 < 4321.0 / capacity + 1
-    assert common.default_capacity(0.0, 4) == 1.0
+    assert workload.default_capacity(0.0, 4) == 1.0
