@@ -407,3 +407,23 @@ def test_an_illegal_warm_start_is_replaced_by_backfill():
     assert check(scenario, plan) == []
     assert "illegal" in plan.stats["warm_start_note"]
     assert _close(plan.stats["allocator_objective"], objective(scenario, plan_backfill(scenario)))
+
+
+def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
+    import json
+
+    from core.cli import main
+
+    out = tmp_path / "out"
+    code = main(["plan", "data/scenarios/example.json", "--planner", "full",
+                 "--time-limit", "5", "--out", str(out)])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)  # stdout is the metrics and nothing else
+    written = json.loads((out / "metrics.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == ["assignments.csv", "grid.csv",
+                                                     "metrics.json", "realtime.csv"]
+    for metrics in (printed, written):
+        assert metrics["planner"] == "full"
+        assert all(key in metrics for key in STATS_KEYS)
+        assert metrics["bound"] >= metrics["objective"] - 1e-9
+    assert main(["check", "data/scenarios/example.json", str(out / "grid.csv")]) == 0
