@@ -1,6 +1,7 @@
 """How far the fast allocator is from optimal: random small scenarios solved to optimality.
 
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
+                                              [--day]
     .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
@@ -37,14 +38,17 @@ from core.planners.allocator import plan_allocator  # noqa: E402
 from core.planners.full import plan_full  # noqa: E402
 
 
-def random_small_scenario(seed: int) -> Scenario:
-    """4-8 GPUs, 8-16 steps, 4-8 batch jobs (some running), 0-2 real-time jobs, contended."""
+def random_small_scenario(seed: int, day: bool = False) -> Scenario:
+    """4-8 GPUs, 8-16 steps, 4-8 batch jobs (some running), 0-2 real-time jobs, contended.
+
+    With `day`, the benchmarks' shape instead: 8 GPUs, 24 hourly steps, 5-10 batch jobs.
+    """
     rng = random.Random(seed)
-    G = rng.choice([4, 6, 8, 8])
-    T = rng.choice([8, 12, 16])
+    G = 8 if day else rng.choice([4, 6, 8, 8])
+    T = 24 if day else rng.choice([8, 12, 16])
     taken: set[int] = set()
     jobs: list = []
-    for k in range(rng.randint(4, 8)):
+    for k in range(rng.randint(5, 10) if day else rng.randint(4, 8)):
         low = rng.choice([g for g in (1, 1, 2, 4) if g <= G])
         high = rng.choice([g for g in (1, 2, 4, 8) if low <= g <= G])
         running = None
@@ -56,7 +60,7 @@ def random_small_scenario(seed: int) -> Scenario:
                 running = Running(start, size, rng.randint(1, T // 2))
         jobs.append(BatchJob(
             f"b{k}", rng.choice(BATCH_TYPES), rng.choice([1, 2, 3, 4, 5, 8]), low, high,
-            gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24])),
+            gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24] + ([32, 48] if day else []))),
             arrival_step=rng.randint(0, T // 2), running=running))
     for r in range(rng.choice([0, 1, 1, 2])):
         free = [g for g in range(G) if g not in taken]
@@ -76,10 +80,10 @@ def random_small_scenario(seed: int) -> Scenario:
     return Scenario(f"small-{seed}", Cluster(G, 60, T), tuple(jobs), policy)
 
 
-def measure(count: int, seed: int, time_limit: float) -> dict:
+def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict:
     rows = []
     for k in range(seed, seed + count):
-        scenario = random_small_scenario(k)
+        scenario = random_small_scenario(k, day)
         allocator = plan_allocator(scenario)
         started = time.perf_counter()
         full = plan_full(scenario, time_limit=time_limit, mip_gap=0.0, warm_start=allocator)
@@ -148,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--json", action="store_true", help="print every row as JSON")
+    parser.add_argument("--day", action="store_true",
+                        help="scenarios of the benchmarks' shape: 8 GPUs x 24 steps")
     parser.add_argument("--benchmarks", action="store_true",
                         help="instead: allocator vs full vs bound on data/scenarios benchmarks "
                              "(time limit default 10 s)")
@@ -157,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         return 0
-    result = measure(args.count, args.seed, args.time_limit)
+    result = measure(args.count, args.seed, args.time_limit, args.day)
     s = result["summary"]
     if args.json:
         print(json.dumps(result, indent=2))
