@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from .plan import IDLE, Plan, batch_placements, check, holdings, metrics
@@ -657,18 +658,13 @@ def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, 
 
 def _normal_excess(mean: np.ndarray, std: np.ndarray,
                    level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """P(X > level) and E[max(0, X - level)] for X ~ N(mean, std); std 0 is a point mass."""
-    normal = NormalDist()
-    risk = np.empty_like(mean)
-    excess = np.empty_like(mean)
-    for k, (m, s, n) in enumerate(zip(mean, std, level, strict=True)):
-        if s > 0:
-            z = min(max((n - m) / s, -40.0), 40.0)  # beyond that both are 0 or 1 anyway
-            risk[k] = 1.0 - normal.cdf(z)
-            excess[k] = s * normal.pdf(z) + (m - n) * risk[k]
-        else:
-            risk[k] = float(m > n)
-            excess[k] = max(0.0, m - n)
+    """P(X > level) and E[max(0, X - level)] for X ~ N(mean, std); a tiny std is a point mass."""
+    mean, std, level = (np.asarray(a, dtype=float) for a in (mean, std, level))
+    point = ~(std > 1e-9 * np.maximum(1.0, np.abs(mean)))
+    scale = np.where(point, 1.0, std)
+    z = np.clip((level - mean) / scale, -40.0, 40.0)  # beyond that both are 0 or 1 anyway
+    risk = np.where(point, (mean > level).astype(float), norm.sf(z))
+    excess = np.where(point, mean - level, scale * norm.pdf(z) + (mean - level) * risk)
     return risk, np.maximum(excess, 0.0)
 
 
