@@ -190,16 +190,21 @@ def _add_job(row: dict) -> None:
         st.session_state["fc_added_error"] = str(e)
 
 
+def _job_fields(prefix: str, default_id: str, default_priority: float):
+    """Job id, priority and arrival step: the first row of both estimator forms."""
+    a, b, c = st.columns(3)
+    return (a.text_input("Job id", default_id, key=f"{prefix}_id"),
+            b.number_input("Priority", 0.1, 100.0, default_priority, key=f"{prefix}_priority"),
+            c.number_input("Arrival step", 0, s.cluster.horizon_steps - 1, 0,
+                           key=f"{prefix}_arrival"))
+
+
 training_tab, quant_tab = st.tabs(["Training job", "Quantization job"])
 with training_tab:
     from core.forecast import training
 
     with st.form("fc_training_form"):
-        a, b, c = st.columns(3)
-        t_id = a.text_input("Job id", "sft-new", key="fc_t_id")
-        t_priority = b.number_input("Priority", 0.1, 100.0, 5.0, key="fc_t_priority")
-        t_arrival = c.number_input("Arrival step", 0, s.cluster.horizon_steps - 1, 0,
-                                   key="fc_t_arrival")
+        t_id, t_priority, t_arrival = _job_fields("fc_t", "sft-new", 5.0)
         a, b, c = st.columns(3)
         variant = a.selectbox("Variant", training.VARIANTS, key="fc_t_variant",
                               help=training.FEATURES["variant"])
@@ -262,11 +267,7 @@ with quant_tab:
     from core.forecast import quantization
 
     with st.form("fc_quant_form"):
-        a, b, c = st.columns(3)
-        q_id = a.text_input("Job id", "quant-new", key="fc_q_id")
-        q_priority = b.number_input("Priority", 0.1, 100.0, 4.0, key="fc_q_priority")
-        q_arrival = c.number_input("Arrival step", 0, s.cluster.horizon_steps - 1, 0,
-                                   key="fc_q_arrival")
+        q_id, q_priority, q_arrival = _job_fields("fc_q", "quant-new", 4.0)
         a, b, c = st.columns(3)
         q_params = a.number_input("Parameters (billions)", 0.1, 2000.0, 70.0, key="fc_q_params")
         algorithm = b.selectbox("Algorithm", quantization.ALGORITHMS, index=1,
