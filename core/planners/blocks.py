@@ -7,16 +7,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 
-def block_free_matrix(free: np.ndarray, size: int) -> np.ndarray:
-    """(blocks x steps): True where every GPU of aligned block k ([k*size, (k+1)*size)) is free.
-
-    Blocks that would run past the last GPU (e.g. a block of 16 at GPU 16 on a 24-GPU cluster)
-    do not exist.
-    """
-    n_blocks = free.shape[0] // size
-    return free[: n_blocks * size].reshape(n_blocks, size, free.shape[1]).all(axis=1)
-
-
 def window_free(block_free: np.ndarray, duration: int) -> np.ndarray:
     """(blocks x steps): True where a block is free from step s for `duration` steps (cut at T)."""
     steps = block_free.shape[1]
