@@ -46,6 +46,11 @@ _PACK_BUDGET = 200_000_000
 # Clusters up to this size look aligned free blocks up in a table (one entry per free mask)
 # instead of computing and caching them per step.
 _TABLE_GPUS = 10
+# The real-time moves of the local search: at most this many, fewer on large clusters (the same
+# units as _PACK_BUDGET), and never below this real-time coverage.
+_MAX_RT_MOVES = 2
+_RT_BUDGET = 100_000_000_000
+_MIN_COVERAGE = 0.99
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,16 @@ def plan_allocator(scenario: Scenario) -> Plan:
     for style in styles:
         realtime = _place_realtime(scenario, running, style)
         packer = _Packer(G, T, discount.tolist(), _free_masks(G, running, realtime))
-        score = _search(packer, candidates, screen)[1:] if screen else (0.0, 0.0)
+        score = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
         if best is None or score > best[0]:
-            best = (score, realtime, packer)
-    _, realtime, packer = best
-    placements = _search(packer, candidates, max(1, packs - screen * len(styles)))[0]
+            best = (score, realtime, packer, style)
+    _, realtime, packer, style = best
+    result = _search(packer, candidates, max(1, packs - screen * len(styles)))
+    if len(styles) > 1:
+        moves = max(1, min(_MAX_RT_MOVES, _RT_BUDGET // max(1, len(candidates) * G * T)))
+        realtime, result = _relax_realtime(scenario, running, style, discount.tolist(),
+                                           realtime, result, moves)
+    placements = result[0]
 
     grid = plan.grid
     pin_running(scenario, grid)
@@ -119,7 +129,8 @@ def _running_masks(scenario: Scenario, steps: int) -> list[int]:
     return masks
 
 
-def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
+def realtime_targets(scenario: Scenario, job: RealtimeJob,
+                     ceiling: Sequence[int] | None = None) -> list[int]:
     """GPUs the job should hold at each step, before capacity: priced demand, ramped for peaks.
 
     The k-th GPU at step t covers `min(1, demand - (k-1))` units of demand; it is wanted unless
@@ -127,7 +138,8 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
     queued batch job would earn on it (the lowest batch priority: conservative, since a released
     GPU earns nothing unless batch work can actually use it). Targets are then raised so that a
     peak is reached from below by ramping at most `swap_cap` GPUs a step (a count that changes
-    by k costs at least k swaps).
+    by k costs at least k swaps). A `ceiling` (GPUs per step) caps the priced count before the
+    ramp, within the job's range: the local search uses it to give up a little demand.
     """
     policy = scenario.policy
     queued = [j.priority for j in scenario.batch_jobs if j.running is None]
@@ -141,6 +153,8 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
             n += 1
         if unit_worth < batch_floor:  # even a whole GPU of shortfall is cheaper than batch work
             n = 0
+        if ceiling is not None:
+            n = min(n, ceiling[len(wanted)])
         wanted.append(min(max(n, job.gpus_min), job.gpus_max))
     cap = job.swap_cap
     for t in range(len(wanted) - 2, -1, -1):
@@ -148,7 +162,10 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob) -> list[int]:
     return wanted
 
 
-def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
+def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
+                    ceilings: dict[int, list[int]] | None = None,
+                    avoid: list[int] | None = None, keep: list[int] | None = None,
+                    resume: tuple[int, dict[int, list[int]]] | None = None
                     ) -> dict[int, list[int]]:
     """Per real-time job (by grid index), its GPU bitset at every step.
 
@@ -163,11 +180,18 @@ def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
     if not jobs:
         return {}
     jobs.sort(key=lambda item: -item[1].priority)  # stable: file order among equals
-    targets = {i: realtime_targets(scenario, j) for i, j in jobs}
+    ceilings = ceilings or {}
+    targets = {i: realtime_targets(scenario, j, ceilings.get(i)) for i, j in jobs}
     current = {i: _mask(j.previous_gpus or ()) for i, j in jobs}
     sets: dict[int, list[int]] = {i: [0] * T for i, _ in jobs}
+    first = 0
+    if resume is not None and resume[0] > 0:  # the steps before `first` are given
+        first, given = resume
+        for i, _ in jobs:
+            sets[i][:first] = given[i][:first]
+            current[i] = given[i][first - 1]
 
-    for t in range(T):
+    for t in range(first, T):
         budget, want = {}, {}
         for i, job in jobs:
             count = current[i].bit_count()
@@ -182,31 +206,66 @@ def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
         for i, _ in jobs:
             held |= current[i]
         free = all_gpus & ~held
-        # Releases first, so their GPUs can serve another job at this step.
+        shun = avoid[t] if avoid else 0
+        spare = ~(keep[t] if keep else 0)  # GPUs batch work does not hold in the incumbent
+        # Releases first (avoided GPUs before the layout's choice), so their GPUs can serve
+        # another job at this step.
         for i, _ in jobs:
             extra = current[i].bit_count() - want[i]
             if extra > 0:
-                released = layout.releases(current[i], free, extra)
+                released = 0
+                bad = current[i] & shun
+                bad |= current[i] & ~spare & ~bad if extra > bad.bit_count() else 0
+                while bad and extra:
+                    low = bad & -bad
+                    released |= low
+                    bad ^= low
+                    extra -= 1
+                    budget[i] -= 1
+                if extra:
+                    released |= layout.releases(current[i] ^ released, free, extra)
+                    budget[i] -= extra
                 current[i] ^= released
                 free |= released
-                budget[i] -= extra
-        # Gains: first what gpus_min forces, then toward the target, by priority.
+        # Gains: first what gpus_min forces, then toward the target (not on avoided GPUs), by
+        # priority.
         for forced in (True, False):
+            # Avoided GPUs still held move to free ones the search does not avoid (two swaps), or
+            # are given up (one swap) while the job keeps gpus_min.
+            if shun and not forced:
+                for i, job in jobs:
+                    while current[i] & shun and budget[i] >= 1:
+                        bad = current[i] & shun
+                        out = bad & -bad
+                        options = (free & ~shun & spare) or free & ~shun
+                        if options and budget[i] >= 2:
+                            into = layout.best_gain(options)
+                            current[i] ^= out | into
+                            free ^= out | into
+                            budget[i] -= 2
+                        elif current[i].bit_count() > job.gpus_min:
+                            current[i] ^= out
+                            free |= out
+                            budget[i] -= 1
+                        else:
+                            break
+            pool = free if forced else free & ~shun
             for i, job in jobs:
                 goal = job.gpus_min if forced else want[i]
-                need = min(goal - current[i].bit_count(), budget[i], free.bit_count())
+                need = min(goal - current[i].bit_count(), budget[i], pool.bit_count())
                 for _ in range(max(0, need)):
-                    bit = layout.best_gain(free)
+                    bit = layout.best_gain(pool & spare or pool)
                     current[i] |= bit
                     free ^= bit
+                    pool ^= bit
                     budget[i] -= 1
         # Spare budget: trade a GPU for another while it leaves a larger free block than it takes.
         for i, _ in jobs:
-            while budget[i] >= 2 and free and current[i]:
+            while budget[i] >= 2 and free & ~shun and current[i]:
                 out = layout.best_release(current[i], free)
                 after = free | out
-                into = layout.best_gain(after)
-                if into == out or not layout.improves(out, into, after):
+                into = layout.best_gain(after & ~shun & spare)
+                if not into or into == out or not layout.improves(out, into, after):
                     break
                 current[i] = (current[i] ^ out) | into
                 free = after ^ into
@@ -214,6 +273,157 @@ def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy
         for i, _ in jobs:
             sets[i][t] = current[i]
     return sets
+
+
+def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
+                    discount: list[float], realtime: dict[int, list[int]], result: tuple,
+                    moves: int) -> tuple[dict[int, list[int]], tuple]:
+    """Local search on the real-time side: give up a little demand where batch work earns more.
+
+    The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
+    of demand can also break an aligned block that a waiting job needs. Each move caps one job's
+    count at `floor(demand)` (the fractional GPU given up) or one GPU lower, over a run of steps
+    or the whole horizon; serving is re-placed under the caps (ramps and swap caps still hold)
+    and the batch work re-packed in the incumbent's order. A move is kept when the true
+    objective (decayed batch reward minus priced shortfall) improves, and never where it would
+    take real-time coverage below `_MIN_COVERAGE` (or below what the plan already had).
+    """
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    weight = scenario.policy.penalty_weight
+    jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    demanded = sum(sum(j.demand) for _, j in jobs)
+
+    def shortfall(sets: dict[int, list[int]]) -> tuple[float, float]:
+        price = units = 0.0
+        for i, job in jobs:
+            short = sum(max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i],
+                                                                   strict=True))
+            price += job.priority * short
+            units += short
+            missing[i] = short
+        return price, units
+
+    missing: dict[int, float] = {}
+    price, units = shortfall(realtime)
+    allowed = max(units, (1.0 - _MIN_COVERAGE) * demanded) + 1e-9
+    best = result[1] - weight * price
+    ceilings: dict[int, list[int]] = {}
+    avoid = [0] * T
+    tried = 0
+    improved = True
+    while improved and tried < moves:
+        improved = False
+        for job, block_masks, caps in _realtime_moves(scenario, jobs, running, realtime, result):
+            if tried >= moves:
+                break
+            trial_ceilings, trial_avoid = ceilings, avoid
+            if caps:
+                trial_ceilings = dict(ceilings)
+                for i, cap in caps.items():
+                    trial_ceilings[i] = [min(a, b) for a, b in zip(ceilings.get(i, cap), cap,
+                                                                     strict=True)]
+            if block_masks:
+                trial_avoid = [a | b for a, b in zip(avoid, block_masks, strict=True)]
+            if trial_ceilings == ceilings and trial_avoid == avoid:
+                continue
+            if caps:  # the shortfall the caps alone imply (targets met) must fit the floor
+                implied = sum(missing.values())
+                for i in caps:
+                    job_i = scenario.jobs[i]
+                    implied += sum(max(0.0, d - n) for d, n in zip(
+                        job_i.demand, realtime_targets(scenario, job_i, trial_ceilings[i]),
+                        strict=True)) - missing[i]
+                if implied > allowed:
+                    continue
+            tried += 1
+            keep = [0] * T  # serving stays off the incumbent's batch cells where it can
+            for index, b, g, start, end in result[0]:
+                if job is None or index != job.index:
+                    block = ((1 << g) - 1) << b
+                    for t in range(start, end):
+                        keep[t] |= block
+            first = next((t for t in range(T) if trial_avoid[t] != avoid[t]), T)
+            for i in caps or ():
+                old_targets = realtime_targets(scenario, scenario.jobs[i], ceilings.get(i))
+                new_targets = realtime_targets(scenario, scenario.jobs[i], trial_ceilings[i])
+                first = min(first, next((t for t in range(T)
+                                         if old_targets[t] != new_targets[t]), T))
+            sets = _place_realtime(scenario, running, layout, trial_ceilings, trial_avoid, keep,
+                                   (first, realtime))
+            price, units = shortfall(sets)
+            if units > allowed:
+                continue
+            trial_packer = _Packer(G, T, discount, _free_masks(G, running, sets))
+            order = result[3]
+            if job is not None:  # the waiting job the block is kept for goes first
+                order = [job] + [c for c in order if c is not job]
+            trial_result = _search(trial_packer, order, 1, (order, result[4]))
+            score = trial_result[1] - weight * price
+            if score > best + 1e-9:
+                best, realtime, result = score, sets, trial_result
+                ceilings, avoid = trial_ceilings, trial_avoid
+                improved = True
+                break
+    return realtime, result
+
+
+def _realtime_moves(scenario: Scenario, jobs: list[tuple[int, RealtimeJob]],
+                    running: list[int], realtime: dict[int, list[int]], result: tuple):
+    """Real-time moves to try, in order, each as (batch job to promote or None, GPUs serving
+    should avoid per step or None, ceilings per real-time job or None).
+
+    First, per batch job placed late or not at all (highest priority first) and per size: the
+    earliest window where an aligned block free of running work is broken only by serving (the
+    block where serving sits least), kept clear of serving; then the same with every serving
+    job capped at `floor(demand)` over that window. Then, per real-time job (lowest priority
+    first), `floor(demand)` over each run of steps where its target rounds a fraction up.
+    """
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    serving = [0] * T
+    for sets in realtime.values():
+        for t, mask in enumerate(sets):
+            serving[t] |= mask
+    floors = {i: [max(math.floor(d + 1e-9), job.gpus_min) for d in job.demand]
+              for i, job in jobs}
+    placed = {p[0]: p for p in result[0]}
+    for job in sorted(result[3], key=lambda c: (-c.priority, c.index)):
+        where = placed.get(job.index)
+        latest = T if where is None else where[3]
+        seen = set()
+        for g, d in zip(reversed(job.sizes), reversed(job.durations), strict=True):
+            align = ((1 << g) - 1)
+            found = None
+            for s in range(job.arrival, latest):
+                e = min(s + d, T)
+                best = None
+                for b in range(0, G - g + 1, g):
+                    block = align << b
+                    if any(running[t] & block for t in range(s, e)):
+                        continue
+                    cost = sum((serving[t] & block).bit_count() for t in range(s, e))
+                    if cost and (best is None or cost < best[0]):
+                        best = (cost, block)
+                if best is not None:
+                    found = (s, e, best[1])
+                    break
+            if found is not None and found not in seen:
+                seen.add(found)
+                s, e, block = found
+                masks = [block if s <= t < e else 0 for t in range(T)]
+                yield job, masks, None
+                yield job, masks, {i: [f if s <= t < e else G for t, f in enumerate(floor)]
+                                   for i, floor in floors.items()}
+    for i, job in sorted(jobs, key=lambda item: item[1].priority):
+        targets = realtime_targets(scenario, job)
+        lower = [f < t for f, t in zip(floors[i], targets, strict=True)]
+        t = 0
+        while t < T:
+            if lower[t]:
+                a = t
+                while t < T and lower[t]:
+                    t += 1
+                yield None, None, {i: [floors[i][k] if a <= k < t else G for k in range(T)]}
+            t += 1
 
 
 class _Buddy:
@@ -400,8 +610,8 @@ _VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
 )
 
 
-def _search(packer: _Packer, candidates: list[_Candidate], packs: int
-            ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
+def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
+            start: tuple[list[_Candidate], str] | None = None) -> tuple:
     """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
 
     Moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
@@ -409,15 +619,17 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int
     job its current block size and the larger ones, so it takes a narrower, longer block and
     leaves room beside it; once those are exhausted, promote any job, then *swap* neighbours.
     Plans compare on the decayed batch reward (the real-time part of the objective is fixed by
-    then), ties to more GPU-steps delivered. Returns the best (placements, reward, GPU-steps)
-    found within `packs` packings.
+    then), ties to more GPU-steps delivered. With `start` (an order and its size rule), that
+    order is packed instead of the orderings. Returns the best (placements, reward, GPU-steps,
+    order, size rule) found within `packs` packings.
     """
     if not candidates:
-        return [], 0.0, 0.0
+        return [], 0.0, 0.0, [], "value"
     best_order: list[_Candidate] = []
     best = None
-    for order_key, size_rule in _VARIANTS[:packs]:
-        order = sorted(candidates, key=order_key)
+    starts = [start] if start else [(sorted(candidates, key=k), rule) for k, rule in
+                                     _VARIANTS[:packs]]
+    for order, size_rule in starts:
         result = packer.pack(order, size_rule)
         packs -= 1
         if best is None or result[1:] > best[1:]:
@@ -445,7 +657,7 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int
         if result[1:] > best[1:]:
             best, best_order = result, order
             tried.clear()
-    return best
+    return (*best, best_order, best_rule)
 
 
 def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Candidate],
