@@ -19,6 +19,14 @@ Three phases, each legal by construction (the five constraints are its rules, no
    order (promote a job left out or cut short to the front, shrink a job to a narrower block,
    swap two neighbours), within a budget of re-packings that shrinks with the problem size; the
    plan with the best objective is kept (ties: more GPU-steps delivered).
+4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
+   a few moves revisit them, each judged by the true objective (decayed batch reward minus
+   priced shortfall) after re-packing the batch work with the job the move is for in front:
+   keep serving off the aligned block where a job placed late (or not at all) could start
+   earliest (serving trades to GPUs the batch work does not use, or gives a GPU up), or cap
+   serving at `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges
+   and `previous_gpus` hold as in phase 1; a move never takes real-time coverage below 99% (the
+   floor the product promises) or below what the plan already had.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by
@@ -49,7 +57,7 @@ _TABLE_GPUS = 10
 # The real-time moves of the local search: at most this many, fewer on large clusters (the same
 # units as _PACK_BUDGET), and never below this real-time coverage.
 _MAX_RT_MOVES = 2
-_RT_BUDGET = 100_000_000_000
+_RT_BUDGET = 50_000_000
 _MIN_COVERAGE = 0.99
 
 
@@ -91,7 +99,7 @@ def plan_allocator(scenario: Scenario) -> Plan:
     _, realtime, packer, style = best
     result = _search(packer, candidates, max(1, packs - screen * len(styles)))
     if len(styles) > 1:
-        moves = max(1, min(_MAX_RT_MOVES, _RT_BUDGET // max(1, len(candidates) * G * T)))
+        moves = min(_MAX_RT_MOVES, max(1, _RT_BUDGET // max(1, len(candidates) * G * T)))
         realtime, result = _relax_realtime(scenario, running, style, discount.tolist(),
                                            realtime, result, moves)
     placements = result[0]
@@ -293,18 +301,18 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
     jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
     demanded = sum(sum(j.demand) for _, j in jobs)
 
-    def shortfall(sets: dict[int, list[int]]) -> tuple[float, float]:
+    def shortfall(sets: dict[int, list[int]]) -> tuple[float, float, dict[int, float]]:
         price = units = 0.0
+        per_job = {}
         for i, job in jobs:
             short = sum(max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i],
                                                                    strict=True))
             price += job.priority * short
             units += short
-            missing[i] = short
-        return price, units
+            per_job[i] = short
+        return price, units, per_job
 
-    missing: dict[int, float] = {}
-    price, units = shortfall(realtime)
+    price, units, missing = shortfall(realtime)
     allowed = max(units, (1.0 - _MIN_COVERAGE) * demanded) + 1e-9
     best = result[1] - weight * price
     ceilings: dict[int, list[int]] = {}
@@ -350,7 +358,7 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
                                          if old_targets[t] != new_targets[t]), T))
             sets = _place_realtime(scenario, running, layout, trial_ceilings, trial_avoid, keep,
                                    (first, realtime))
-            price, units = shortfall(sets)
+            price, units, trial_missing = shortfall(sets)
             if units > allowed:
                 continue
             trial_packer = _Packer(G, T, discount, _free_masks(G, running, sets))
@@ -360,7 +368,7 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
             trial_result = _search(trial_packer, order, 1, (order, result[4]))
             score = trial_result[1] - weight * price
             if score > best + 1e-9:
-                best, realtime, result = score, sets, trial_result
+                best, realtime, result, missing = score, sets, trial_result, trial_missing
                 ceilings, avoid = trial_ceilings, trial_avoid
                 improved = True
                 break
