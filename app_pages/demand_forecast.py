@@ -190,6 +190,16 @@ def _add_job(row: dict) -> None:
         st.session_state["fc_added_error"] = str(e)
 
 
+def _keep_estimate(key: str, estimate) -> None:
+    """Keep (estimate, job row) under `key`, or the error message under `key + '_error'`."""
+    try:
+        st.session_state[key] = estimate()
+        st.session_state.pop(f"{key}_error", None)
+    except ScenarioError as e:
+        st.session_state[f"{key}_error"] = str(e)
+        st.session_state.pop(key, None)
+
+
 def _job_fields(prefix: str, default_id: str, default_priority: float):
     """Job id, priority and arrival step: the first row of both estimator forms."""
     a, b, c = st.columns(3)
@@ -237,16 +247,13 @@ with training_tab:
                "gpu_type": gpu_type, "gpu_memory_gb": memory, "precision": precision,
                "rollouts_per_prompt": int(rollouts), "generation_tokens": int(generation),
                "reward_model_billion": reward, "verifier_seconds": verifier}
-        try:
-            with st.spinner("Estimating (the model is fitted on first use) ..."):
-                est = training.default_training_model().estimate(run)
-                row = est.job_row(t_id.strip(), t_priority, int(t_arrival),
-                                  max_gpus=s.cluster.gpus)
-            st.session_state["fc_training"] = (est, row)
-            st.session_state.pop("fc_training_error", None)
-        except ScenarioError as e:
-            st.session_state["fc_training_error"] = str(e)
-            st.session_state.pop("fc_training", None)
+        def _estimate_training():
+            est = training.default_training_model().estimate(run)
+            return est, est.job_row(t_id.strip(), t_priority, int(t_arrival),
+                                    max_gpus=s.cluster.gpus)
+
+        with st.spinner("Estimating (the model is fitted on first use) ..."):
+            _keep_estimate("fc_training", _estimate_training)
     if st.session_state.get("fc_training_error"):
         st.error(st.session_state["fc_training_error"])
     if "fc_training" in st.session_state:
@@ -276,15 +283,12 @@ with quant_tab:
                                 step=0.05, key="fc_q_margin", format="%.2f")
         estimate_quant = st.form_submit_button("Estimate", key="fc_q_estimate")
     if estimate_quant:
-        try:
+        def _estimate_quantization():
             q = quantization.estimate_quantization(float(q_params), algorithm, float(margin))
-            st.session_state["fc_quant"] = (q, q.job_row(q_id.strip(), q_priority,
-                                                         int(q_arrival),
-                                                         max_gpus=s.cluster.gpus))
-            st.session_state.pop("fc_quant_error", None)
-        except ScenarioError as e:
-            st.session_state["fc_quant_error"] = str(e)
-            st.session_state.pop("fc_quant", None)
+            return q, q.job_row(q_id.strip(), q_priority, int(q_arrival),
+                                max_gpus=s.cluster.gpus)
+
+        _keep_estimate("fc_quant", _estimate_quantization)
     if st.session_state.get("fc_quant_error"):
         st.error(st.session_state["fc_quant_error"])
     if "fc_quant" in st.session_state:
