@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from .plan import IDLE, Plan, batch_placements, check, holdings, metrics
@@ -619,6 +618,8 @@ def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, 
     `core.forecast.demand.coverage_risk`; `expected_shortfall` is E[max(0, demand - served)] in
     GPUs. Rows: step, time, job_id, planned_gpus, mean, upper, risk, expected_shortfall.
     """
+    from .forecast.demand import coverage_risk, expected_shortfall
+
     held = holdings(scenario, plan)
     T = plan.grid.shape[1]
     start = scenario.cluster.start
@@ -635,12 +636,14 @@ def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, 
         if count <= 0:
             continue
         steps = np.arange(first_step, first_step + count)
-        mean = forecast["mean"].to_numpy(dtype=float)[:count] / per_gpu
-        std = forecast["std"].to_numpy(dtype=float)[:count] / per_gpu
-        upper = (forecast["upper"].to_numpy(dtype=float)[:count] / per_gpu
+        window = forecast.iloc[:count]
+        mean = window["mean"].to_numpy(dtype=float) / per_gpu
+        std = window["std"].to_numpy(dtype=float) / per_gpu
+        upper = (window["upper"].to_numpy(dtype=float) / per_gpu
                  if "upper" in forecast else mean + 1.6448536 * std)
         planned = held[scenario.job_index(job.id), steps].astype(float)
-        risk, shortfall = _normal_excess(mean, std, planned)
+        risk = coverage_risk(window, planned, per_gpu)
+        shortfall = expected_shortfall(window, planned, per_gpu) / per_gpu
         frames.append(pd.DataFrame({
             "step": steps,
             "time": [start + timedelta(minutes=step_minutes * int(t)) if start else None
@@ -654,18 +657,6 @@ def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, 
         return pd.DataFrame(columns=columns)
     return pd.concat(frames, ignore_index=True).sort_values(["step", "job_id"],
                                                             ignore_index=True)[columns]
-
-
-def _normal_excess(mean: np.ndarray, std: np.ndarray,
-                   level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """P(X > level) and E[max(0, X - level)] for X ~ N(mean, std); a tiny std is a point mass."""
-    mean, std, level = (np.asarray(a, dtype=float) for a in (mean, std, level))
-    point = ~(std > 1e-9 * np.maximum(1.0, np.abs(mean)))
-    scale = np.where(point, 1.0, std)
-    z = np.clip((level - mean) / scale, -40.0, 40.0)  # beyond that both are 0 or 1 anyway
-    risk = np.where(point, (mean > level).astype(float), norm.sf(z))
-    excess = np.where(point, mean - level, scale * norm.pdf(z) + (mean - level) * risk)
-    return risk, np.maximum(excess, 0.0)
 
 
 def idle_windows(plan: Plan, min_gpus: int = 1, min_steps: int = 1, *, first_step: int = 0,

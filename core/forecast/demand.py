@@ -469,18 +469,30 @@ def coverage_risk(forecast: pd.DataFrame, allocated_gpus: Sequence[float] | np.n
     Demand at a step is normal with the forecast's `mean` and `std`; `capacity_per_gpu` is in
     the history's units (e.g. requests per hour one GPU serves). Non-increasing in the allocation.
     """
+    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[0]
+
+
+def expected_shortfall(forecast: pd.DataFrame,
+                       allocated_gpus: Sequence[float] | np.ndarray | float,
+                       capacity_per_gpu: float) -> np.ndarray:
+    """E[max(0, demand - served)] per step, in the history's units, under the same normal model."""
+    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[1]
+
+
+def _normal_tail(forecast: pd.DataFrame, allocated_gpus, capacity_per_gpu: float):
+    """(P(demand > capacity), E[max(0, demand - capacity)]); a tiny std is a point mass."""
     if not capacity_per_gpu > 0:
         raise ScenarioError(f"capacity_per_gpu must be > 0, got {capacity_per_gpu}")
     mean = forecast["mean"].to_numpy(dtype=float)
     std = forecast["std"].to_numpy(dtype=float)
     capacity = np.broadcast_to(np.asarray(allocated_gpus, dtype=float), mean.shape)
     capacity = capacity * capacity_per_gpu
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (capacity - mean) / std
-    risk = norm.sf(z)
-    certain = ~(std > 0)
-    risk[certain] = (mean[certain] > capacity[certain]).astype(float)
-    return risk
+    point = ~(std > 1e-9 * np.maximum(1.0, np.abs(mean)))
+    scale = np.where(point, 1.0, std)
+    z = np.clip((capacity - mean) / scale, -40.0, 40.0)  # beyond that it is 0 or 1 anyway
+    risk = np.where(point, (mean > capacity).astype(float), norm.sf(z))
+    excess = np.where(point, mean - capacity, scale * norm.pdf(z) + (mean - capacity) * risk)
+    return risk, np.maximum(excess, 0.0)
 
 
 def gpus_needed(demand: Sequence[float] | np.ndarray, capacity_per_gpu: float) -> np.ndarray:
