@@ -152,9 +152,9 @@ def _run_bench(args: argparse.Namespace) -> int:
 
         rows += run_generated(args.planners, repeat=args.repeat)
     if args.json:
-        from .io import _json_safe
+        from .io import json_safe
 
-        print(json.dumps(_json_safe(rows), indent=2))
+        print(json.dumps(json_safe(rows), indent=2))
     else:
         print(format_table(rows))
     return EXIT_OK

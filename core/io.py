@@ -555,14 +555,15 @@ def realtime_to_csv(scenario: Scenario, plan: Plan) -> str:
 
 
 def metrics_to_json(values: Mapping[str, Any]) -> str:
-    return json.dumps(_json_safe(dict(values)), indent=2) + "\n"
+    return json.dumps(json_safe(dict(values)), indent=2) + "\n"
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: numpy scalars as Python numbers, inf and NaN as null."""
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
