@@ -16,8 +16,9 @@ common.sidebar_summary()
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _bench_one(path: str, mtime: float, planners: tuple[str, ...], repeat: int,
-               time_limit: float) -> list[dict]:
+def _bench_one(
+    path: str, mtime: float, planners: tuple[str, ...], repeat: int, time_limit: float
+) -> list[dict]:
     """Pure and keyed by (file, its mtime, planners, repeat, time limit)."""
     return run_bench([path], list(planners), repeat=repeat, time_limit=time_limit)
 
@@ -26,21 +27,39 @@ available = [p for p in ("fifo", "backfill", "allocator", "full") if common.plan
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     with c1:
-        common.init_widget("bench_planners", [p for p in ("fifo", "backfill", "allocator")
-                                              if p in available])
-        planners = st.multiselect("Planners", available, key="bench_planners",
-                                  format_func=common.planner_label, on_change=common.remember,
-                                  args=("bench_planners",),
-                                  help="FIFO is always included: value gains are against it.")
+        common.init_widget(
+            "bench_planners", [p for p in ("fifo", "backfill", "allocator") if p in available]
+        )
+        planners = st.multiselect(
+            "Planners",
+            available,
+            key="bench_planners",
+            format_func=common.planner_label,
+            on_change=common.remember,
+            args=("bench_planners",),
+            help="FIFO is always included: value gains are against it.",
+        )
     with c2:
         common.init_widget("bench_repeat", 5)
-        repeat = st.number_input("Runs per planner", 1, 50, key="bench_repeat",
-                                 on_change=common.remember, args=("bench_repeat",),
-                                 help="Runtime is the median over these runs (full: 1 run).")
+        repeat = st.number_input(
+            "Runs per planner",
+            1,
+            50,
+            key="bench_repeat",
+            on_change=common.remember,
+            args=("bench_repeat",),
+            help="Runtime is the median over these runs (full: 1 run).",
+        )
     with c3:
         common.init_widget("bench_time_limit", 5)
-        time_limit = st.number_input("Full: time limit (s)", 1, 120, key="bench_time_limit",
-                                     on_change=common.remember, args=("bench_time_limit",))
+        time_limit = st.number_input(
+            "Full: time limit (s)",
+            1,
+            120,
+            key="bench_time_limit",
+            on_change=common.remember,
+            args=("bench_time_limit",),
+        )
     with c4:
         st.write("")
         run = st.button("Run benchmarks", type="primary", key="bench_run", width="stretch")
@@ -52,57 +71,99 @@ if missing:
     st.info(f"Not available in this build: {', '.join(missing)} (scenario files missing).")
 params = (chosen, int(repeat), float(time_limit))
 store = st.session_state.get("bench_rows")
-if store is None or (run and store["params"] != params) or (
-        store["params"] != params and "full" not in chosen):
+if (
+    store is None
+    or (run and store["params"] != params)
+    or (store["params"] != params and "full" not in chosen)
+):
     rows = []
     with st.status("Running the benchmarks ...", expanded=True) as status:
         bar = st.progress(0.0)
         for k, path in enumerate(paths):
             bar.progress(k / len(paths), text=f"{path.stem} ({k + 1} of {len(paths)})")
-            rows += _bench_one(str(path), path.stat().st_mtime, chosen, int(repeat),
-                               float(time_limit))
+            rows += _bench_one(
+                str(path), path.stat().st_mtime, chosen, int(repeat), float(time_limit)
+            )
         bar.progress(1.0, text="done")
-        status.update(label=f"Benchmarked {len(paths)} scenarios x {len(chosen)} planners",
-                      state="complete", expanded=False)
+        status.update(
+            label=f"Benchmarked {len(paths)} scenarios x {len(chosen)} planners",
+            state="complete",
+            expanded=False,
+        )
     store = {"params": params, "rows": rows}
     st.session_state["bench_rows"] = store
 elif store["params"] != params:
-    st.info("Settings changed: press **Run benchmarks** (the full planner takes up to its time "
-            "limit per scenario).")
+    st.info(
+        "Settings changed: press **Run benchmarks** (the full planner takes up to its time "
+        "limit per scenario)."
+    )
 
 table = pd.DataFrame(store["rows"])
 if table.empty:
     st.stop()
-table["completed"] = [f"{c}/{b}" for c, b in zip(table["completed_jobs"], table["batch_jobs"],
-                                                  strict=True)]
+table["completed"] = [
+    f"{c}/{b}" for c, b in zip(table["completed_jobs"], table["batch_jobs"], strict=True)
+]
 shown = table[["scenario", "planner", "gpus", "jobs"]].copy()
-for column in ("utilization", "published_utilization", "value_gain", "published_value_gain",
-               "rt_coverage"):
+for column in (
+    "utilization",
+    "published_utilization",
+    "value_gain",
+    "published_value_gain",
+    "rt_coverage",
+):
     shown[column] = pd.to_numeric(table[column], errors="coerce") * 100
 shown.loc[table["planner"] == "fifo", "value_gain"] = float("nan")  # the baseline itself
-shown = shown.assign(value=table["value"], completed=table["completed"],
-                     objective=table["objective"], runtime_ms=table["runtime_ms"],
-                     legal=table["legal"])
-shown = shown[["scenario", "planner", "gpus", "jobs", "utilization", "published_utilization",
-               "value", "value_gain", "published_value_gain", "completed", "rt_coverage",
-               "objective", "runtime_ms", "legal"]]
+shown = shown.assign(
+    value=table["value"],
+    completed=table["completed"],
+    objective=table["objective"],
+    runtime_ms=table["runtime_ms"],
+    legal=table["legal"],
+)
+shown = shown[
+    [
+        "scenario",
+        "planner",
+        "gpus",
+        "jobs",
+        "utilization",
+        "published_utilization",
+        "value",
+        "value_gain",
+        "published_value_gain",
+        "completed",
+        "rt_coverage",
+        "objective",
+        "runtime_ms",
+        "legal",
+    ]
+]
 percent = "%.1f%%"
-st.dataframe(shown, hide_index=True, width="stretch", key="bench_table", placeholder="",
-             height=min(36 * (len(shown) + 1) + 4, 800), column_config={
-    "utilization": st.column_config.NumberColumn("util.", format=percent),
-    "published_utilization": st.column_config.NumberColumn("published util.", format=percent),
-    "value": st.column_config.NumberColumn(format="%.1f"),
-    "value_gain": st.column_config.NumberColumn("value vs FIFO", format="%+.1f%%"),
-    "published_value_gain": st.column_config.NumberColumn("published gain", format="%+.1f%%"),
-    "rt_coverage": st.column_config.NumberColumn("rt coverage", format=percent),
-    "objective": st.column_config.NumberColumn(format="%.1f"),
-    "runtime_ms": st.column_config.NumberColumn("runtime (ms)", format="%.2f"),
-    "legal": st.column_config.CheckboxColumn("legal"),
-})
-st.caption("Published figures (SPEC section 6) where they exist; a blank means none was "
-           "published for that scenario and planner.")
-st.plotly_chart(charts.benchmark_figure(table), key="bench_chart",
-                config={"displayModeBar": False})
+st.dataframe(
+    shown,
+    hide_index=True,
+    width="stretch",
+    key="bench_table",
+    placeholder="",
+    height=min(36 * (len(shown) + 1) + 4, 800),
+    column_config={
+        "utilization": st.column_config.NumberColumn("util.", format=percent),
+        "published_utilization": st.column_config.NumberColumn("published util.", format=percent),
+        "value": st.column_config.NumberColumn(format="%.1f"),
+        "value_gain": st.column_config.NumberColumn("value vs FIFO", format="%+.1f%%"),
+        "published_value_gain": st.column_config.NumberColumn("published gain", format="%+.1f%%"),
+        "rt_coverage": st.column_config.NumberColumn("rt coverage", format=percent),
+        "objective": st.column_config.NumberColumn(format="%.1f"),
+        "runtime_ms": st.column_config.NumberColumn("runtime (ms)", format="%.2f"),
+        "legal": st.column_config.CheckboxColumn("legal"),
+    },
+)
+st.caption(
+    "Published figures (SPEC section 6) where they exist; a blank means none was "
+    "published for that scenario and planner."
+)
+st.plotly_chart(charts.benchmark_figure(table), key="bench_chart", config={"displayModeBar": False})
 
 st.subheader("The contended scenarios together")
 contended = table[table["scenario"].isin(CONTENDED)]
@@ -112,17 +173,26 @@ for planner in chosen:
     if part.empty:
         continue
     gains = part["value_gain"].dropna()
-    summary.append({
-        "planner": common.planner_label(planner),
-        "utilization band": f"{part['utilization'].min():.1%} – {part['utilization'].max():.1%}",
-        "value gain vs FIFO": "" if planner == "fifo" or gains.empty else
-        f"{gains.min():+.1%} … {gains.max():+.1%}, mean {gains.mean():+.1%}",
-    })
-published = {"FIFO (peak reservation)": ("52–85%", ""),
-             "Allocator (fast)": ("72–88%", "+24.6% … +105.1%, mean +52%")}
+    summary.append(
+        {
+            "planner": common.planner_label(planner),
+            "utilization band": (
+                f"{part['utilization'].min():.1%} – {part['utilization'].max():.1%}"
+            ),
+            "value gain vs FIFO": ""
+            if planner == "fifo" or gains.empty
+            else f"{gains.min():+.1%} … {gains.max():+.1%}, mean {gains.mean():+.1%}",
+        }
+    )
+published = {
+    "FIFO (peak reservation)": ("52–85%", ""),
+    "Allocator (fast)": ("72–88%", "+24.6% … +105.1%, mean +52%"),
+}
 for row in summary:
     band, gain = published.get(row["planner"], ("", ""))
     row["published band"], row["published gain"] = band, gain
 st.dataframe(pd.DataFrame(summary), hide_index=True, width="stretch")
-st.caption(f"Published figures exist for {', '.join(PUBLISHED)} and the contended band; "
-           "everything else is measured here, runtimes as medians of in-process runs.")
+st.caption(
+    f"Published figures exist for {', '.join(PUBLISHED)} and the contended band; "
+    "everything else is measured here, runtimes as medians of in-process runs."
+)

@@ -92,8 +92,7 @@ def scenario_source() -> str:
     return str(st.session_state.get(K_SOURCE, ""))
 
 
-def set_scenario(new: Scenario, source: str | None = None, *,
-                 reset_controls: bool = True) -> None:
+def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bool = True) -> None:
     """Make `new` the active scenario; editors re-read it (new version)."""
     st.session_state[K_SCENARIO] = new
     st.session_state.pop(K_UPLOAD_ERROR, None)  # a stale upload error no longer applies
@@ -226,5 +225,8 @@ def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool
     if cells > charts.MAX_DRAWN_CELLS:
         st.info(f"{title}: {cells:,} cells are too many to draw; download grid.csv instead.")
         return
-    st.plotly_chart(charts.grid_figure(s, plan, title, show_legend=show_legend), key=key,
-                    config={"displayModeBar": False})
+    st.plotly_chart(
+        charts.grid_figure(s, plan, title, show_legend=show_legend),
+        key=key,
+        config={"displayModeBar": False},
+    )

@@ -27,12 +27,24 @@ if st.session_state["hz_source"] not in choices:
 with st.container(border=True):
     c1, c2, c3 = st.columns([2, 1, 1])
     with c1:
-        st.radio("Scenario to replay", choices, key="hz_source", on_change=common.remember,
-                 args=("hz_source",), horizontal=True,
-                 format_func=lambda c: f"active workload ({active.name})" if c == "active"
-                 else f"{c} (built-in: demand surges beyond its history)")
-    scenario = active if st.session_state["hz_source"] == "active" else \
-        common.load_builtin(ROLLING_EXAMPLE)
+        st.radio(
+            "Scenario to replay",
+            choices,
+            key="hz_source",
+            on_change=common.remember,
+            args=("hz_source",),
+            horizontal=True,
+            format_func=lambda c: (
+                f"active workload ({active.name})"
+                if c == "active"
+                else f"{c} (built-in: demand surges beyond its history)"
+            ),
+        )
+    scenario = (
+        active
+        if st.session_state["hz_source"] == "active"
+        else common.load_builtin(ROLLING_EXAMPLE)
+    )
     c = scenario.cluster
     max_days = c.horizon_steps * c.step_minutes / 1440
     if not scenario.realtime_jobs:
@@ -44,30 +56,50 @@ with st.container(border=True):
     if st.session_state[days_key] not in day_options:
         st.session_state[days_key] = default_days
     with c2:
-        days = st.select_slider("Days", day_options, key=days_key, on_change=common.remember,
-                                args=(days_key,), format_func=lambda d: f"{d:g}",
-                                help="Real-time demand must cover the period: at most "
-                                     f"{max_days:g} days for this scenario.")
+        days = st.select_slider(
+            "Days",
+            day_options,
+            key=days_key,
+            on_change=common.remember,
+            args=(days_key,),
+            format_func=lambda d: f"{d:g}",
+            help="Real-time demand must cover the period: at most "
+            f"{max_days:g} days for this scenario.",
+        )
     with c3:
         common.init_widget("hz_replan", 60)
-        replan = st.select_slider("Re-plan every (minutes)", [60, 120, 240, 360, 720],
-                                  key="hz_replan", on_change=common.remember,
-                                  args=("hz_replan",))
+        replan = st.select_slider(
+            "Re-plan every (minutes)",
+            [60, 120, 240, 360, 720],
+            key="hz_replan",
+            on_change=common.remember,
+            args=("hz_replan",),
+        )
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
-        available = [p for p in ("fifo", "backfill", "allocator", "full")
-                     if common.planner_available(p)]
+        available = [
+            p for p in ("fifo", "backfill", "allocator", "full") if common.planner_available(p)
+        ]
         common.init_widget("hz_planners", [p for p in ("fifo", "allocator") if p in available])
-        planners = st.multiselect("Planners", available, key="hz_planners",
-                                  format_func=common.planner_label, on_change=common.remember,
-                                  args=("hz_planners",),
-                                  help="Full solves a MIP at every re-plan (2 s limit each): "
-                                       "slow over several days.")
+        planners = st.multiselect(
+            "Planners",
+            available,
+            key="hz_planners",
+            format_func=common.planner_label,
+            on_change=common.remember,
+            args=("hz_planners",),
+            help="Full solves a MIP at every re-plan (2 s limit each): slow over several days.",
+        )
     with c5:
         common.init_widget("hz_quantile", 0.9)
-        quantile = st.select_slider("Plan for demand quantile", [0.5, 0.75, 0.9, 0.95, 0.99],
-                                    key="hz_quantile", format_func=lambda v: f"{v:.0%}",
-                                    on_change=common.remember, args=("hz_quantile",))
+        quantile = st.select_slider(
+            "Plan for demand quantile",
+            [0.5, 0.75, 0.9, 0.95, 0.99],
+            key="hz_quantile",
+            format_func=lambda v: f"{v:.0%}",
+            on_change=common.remember,
+            args=("hz_quantile",),
+        )
     with c6:
         st.write("")
         run = st.button("Run simulation", type="primary", key="hz_run", width="stretch")
@@ -86,13 +118,22 @@ if planners and (run or (store is None)):
 
             options = {"time_limit": 2.0} if name == "full" else {}
             try:
-                results[name] = simulate(scenario, days=float(days), planner=name,
-                                         replan_minutes=int(replan), planner_options=options,
-                                         progress=progress, demand_quantile=float(quantile))
+                results[name] = simulate(
+                    scenario,
+                    days=float(days),
+                    planner=name,
+                    replan_minutes=int(replan),
+                    planner_options=options,
+                    progress=progress,
+                    demand_quantile=float(quantile),
+                )
             except ScenarioError as e:
                 failed[name] = str(e)
-        status.update(label=f"Simulated {days:g} days with {', '.join(results) or 'nothing'}",
-                      state="complete" if results else "error", expanded=False)
+        status.update(
+            label=f"Simulated {days:g} days with {', '.join(results) or 'nothing'}",
+            state="complete" if results else "error",
+            expanded=False,
+        )
     store = {"params": params, "results": results, "failed": failed}
     st.session_state["hz_results"] = store
     fresh = False
@@ -111,44 +152,71 @@ results = store["results"]
 sim_scenario = next(iter(results.values())).scenario
 
 # --- realised metrics ----------------------------------------------------------------------------
-st.subheader("Realised metrics per planner",
-             help="Measured on what actually ran: actual work and actual real-time traffic.")
+st.subheader(
+    "Realised metrics per planner",
+    help="Measured on what actually ran: actual work and actual real-time traffic.",
+)
 rows = []
 for name, result in results.items():
     m = result.metrics
-    rows.append({
-        "planner": common.planner_label(name), "utilization": m["utilization"] * 100,
-        "allocated": m["allocated_fraction"] * 100, "value": m["value"],
-        "completed": f"{m['completed_jobs']}/{m['batch_jobs']}",
-        "rt coverage": m["rt_coverage"] * 100, "shortfall": m["rt_shortfall_gpu_hours"],
-        "changed": (m.get("changed_fraction_mean") or 0.0) * 100,
-        "moved": m.get("moved_jobs"), "ms": m.get("planner_ms_mean"),
-    })
+    rows.append(
+        {
+            "planner": common.planner_label(name),
+            "utilization": m["utilization"] * 100,
+            "allocated": m["allocated_fraction"] * 100,
+            "value": m["value"],
+            "completed": f"{m['completed_jobs']}/{m['batch_jobs']}",
+            "rt coverage": m["rt_coverage"] * 100,
+            "shortfall": m["rt_shortfall_gpu_hours"],
+            "changed": (m.get("changed_fraction_mean") or 0.0) * 100,
+            "moved": m.get("moved_jobs"),
+            "ms": m.get("planner_ms_mean"),
+        }
+    )
 pct = st.column_config.NumberColumn(format="%.1f%%")
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", placeholder="",
-             column_config={
-    "utilization": pct, "allocated": pct, "rt coverage": pct,
-    "value": st.column_config.NumberColumn(format="%.1f"),
-    "shortfall": st.column_config.NumberColumn("shortfall (GPU-h)", format="%.2f",
-                                               help="Real-time demand not served"),
-    "changed": st.column_config.NumberColumn(
-        "changed per re-plan", format="%.1f%%",
-        help="Mean share of the still-future planned cells a re-plan changed"),
-    "moved": st.column_config.NumberColumn("moved jobs", help="Batch placements a re-plan moved"),
-    "ms": st.column_config.NumberColumn("ms per plan", format="%.2f"),
-})
+st.dataframe(
+    pd.DataFrame(rows),
+    hide_index=True,
+    width="stretch",
+    placeholder="",
+    column_config={
+        "utilization": pct,
+        "allocated": pct,
+        "rt coverage": pct,
+        "value": st.column_config.NumberColumn(format="%.1f"),
+        "shortfall": st.column_config.NumberColumn(
+            "shortfall (GPU-h)", format="%.2f", help="Real-time demand not served"
+        ),
+        "changed": st.column_config.NumberColumn(
+            "changed per re-plan",
+            format="%.1f%%",
+            help="Mean share of the still-future planned cells a re-plan changed",
+        ),
+        "moved": st.column_config.NumberColumn(
+            "moved jobs", help="Batch placements a re-plan moved"
+        ),
+        "ms": st.column_config.NumberColumn("ms per plan", format="%.2f"),
+    },
+)
 first = next(iter(results.values())).metrics
 _, run_days, run_replan, _, run_quantile = store["params"]
-st.caption(f"{first.get('replans', '?')} re-plans (every {run_replan} min) over {run_days:g} "
-           f"days, each planning a 24-hour window with real-time demand at its "
-           f"{run_quantile:.0%} forecast quantile.")
-st.plotly_chart(charts.utilization_value_figure({n: r.metrics for n, r in results.items()}),
-                key="hz_chart_uv", config={"displayModeBar": False})
+st.caption(
+    f"{first.get('replans', '?')} re-plans (every {run_replan} min) over {run_days:g} "
+    f"days, each planning a 24-hour window with real-time demand at its "
+    f"{run_quantile:.0%} forecast quantile."
+)
+st.plotly_chart(
+    charts.utilization_value_figure({n: r.metrics for n, r in results.items()}),
+    key="hz_chart_uv",
+    config={"displayModeBar": False},
+)
 
 # --- coverage risk -------------------------------------------------------------------------------
-st.subheader("Real-time coverage risk over the period",
-             help="At each committed step: the probability, under the forecast the planner was "
-                  "given, that demand exceeded the GPUs it planned.")
+st.subheader(
+    "Real-time coverage risk over the period",
+    help="At each committed step: the probability, under the forecast the planner was "
+    "given, that demand exceeded the GPUs it planned.",
+)
 labels = charts.step_labels(sim_scenario)
 strips, names = [], []
 for name, result in results.items():
@@ -158,52 +226,76 @@ for name, result in results.items():
         strips.append(risk.reindex(range(len(labels))).to_numpy())
         names.append(f"{name} · {job_id}")
 if strips:
-    st.plotly_chart(charts.coverage_risk_figure(strips, labels, names), key="hz_chart_risk",
-                    config={"displayModeBar": False})
+    st.plotly_chart(
+        charts.coverage_risk_figure(strips, labels, names),
+        key="hz_chart_risk",
+        config={"displayModeBar": False},
+    )
 else:
     st.caption("No real-time jobs in this scenario: no coverage risk.")
 
 # --- stability -----------------------------------------------------------------------------------
-st.subheader("Plan stability", help="Share of the still-future planned cells that a re-plan "
-             "changed: low means the day-ahead plan can be trusted.")
-st.plotly_chart(charts.stability_figure({n: r.replans for n, r in results.items()}, labels),
-                key="hz_chart_stability", config={"displayModeBar": False})
+st.subheader(
+    "Plan stability",
+    help="Share of the still-future planned cells that a re-plan "
+    "changed: low means the day-ahead plan can be trusted.",
+)
+st.plotly_chart(
+    charts.stability_figure({n: r.replans for n, r in results.items()}, labels),
+    key="hz_chart_stability",
+    config={"displayModeBar": False},
+)
 
 # --- realised grid and idle windows --------------------------------------------------------------
 st.subheader("Realised grid and idle windows")
 g1, g2, g3 = st.columns([2, 1, 1])
 with g1:
-    pick = st.selectbox("Planner", list(results), key="hz_pick",
-                        format_func=common.planner_label)
+    pick = st.selectbox("Planner", list(results), key="hz_pick", format_func=common.planner_label)
 with g2:
-    min_gpus = st.select_slider("Window at least (GPUs)", [1, 2, 4, 8, 16, 32, 64],
-                                value=2, key="hz_min_gpus")
+    min_gpus = st.select_slider(
+        "Window at least (GPUs)", [1, 2, 4, 8, 16, 32, 64], value=2, key="hz_min_gpus"
+    )
 with g3:
     min_steps = st.number_input("and at least (steps)", 1, 1000, 3, key="hz_min_steps")
 result = results[pick]
-common.show_grid(result.scenario, result.plan, f"{common.planner_label(pick)}: what ran",
-                 key="hz_chart_grid")
-windows = idle_windows(result.plan, int(min_gpus), int(min_steps),
-                       step_minutes=result.scenario.cluster.step_minutes)
+common.show_grid(
+    result.scenario, result.plan, f"{common.planner_label(pick)}: what ran", key="hz_chart_grid"
+)
+windows = idle_windows(
+    result.plan, int(min_gpus), int(min_steps), step_minutes=result.scenario.cluster.step_minutes
+)
 if windows.empty:
     st.caption(f"No idle block of {min_gpus}+ GPUs for {min_steps}+ steps.")
 else:
-    shown = pd.DataFrame({
-        "from": [labels[s] for s in windows["start_step"]],
-        "until": [labels[e - 1] for e in windows["end_step"]],
-        "steps": windows["steps"],
-        "GPUs": [f"{g}–{g + n - 1}" for g, n in zip(windows["gpu_start"], windows["gpus"],
-                                                     strict=True)],
-        "size": windows["gpus"], "GPU-hours": windows["gpu_hours"],
-    })
+    shown = pd.DataFrame(
+        {
+            "from": [labels[s] for s in windows["start_step"]],
+            "until": [labels[e - 1] for e in windows["end_step"]],
+            "steps": windows["steps"],
+            "GPUs": [
+                f"{g}–{g + n - 1}"
+                for g, n in zip(windows["gpu_start"], windows["gpus"], strict=True)
+            ],
+            "size": windows["gpus"],
+            "GPU-hours": windows["gpu_hours"],
+        }
+    )
     left, right = st.columns([1, 1])
     with left:
-        st.dataframe(shown, hide_index=True, width="stretch",
-                     height="auto" if len(shown) <= 10 else 400,
-                     column_config={"GPU-hours": st.column_config.NumberColumn(format="%.0f")})
-        st.caption(f"{len(windows)} windows, {windows['gpu_hours'].sum():,.0f} GPU-hours that "
-                   "a job of that shape could have used.")
+        st.dataframe(
+            shown,
+            hide_index=True,
+            width="stretch",
+            height="auto" if len(shown) <= 10 else 400,
+            column_config={"GPU-hours": st.column_config.NumberColumn(format="%.0f")},
+        )
+        st.caption(
+            f"{len(windows)} windows, {windows['gpu_hours'].sum():,.0f} GPU-hours that "
+            "a job of that shape could have used."
+        )
     with right:
-        st.plotly_chart(charts.idle_windows_figure(windows, result.scenario.cluster.gpus,
-                                                   len(labels), labels),
-                        key="hz_chart_idle", config={"displayModeBar": False})
+        st.plotly_chart(
+            charts.idle_windows_figure(windows, result.scenario.cluster.gpus, len(labels), labels),
+            key="hz_chart_idle",
+            config={"displayModeBar": False},
+        )

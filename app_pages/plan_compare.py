@@ -24,12 +24,18 @@ P = common.SCENARIO_CONTROL_PREFIX  # keys derived from the scenario, reset when
 
 def _apply_controls() -> None:
     current = common.scenario()
-    caps = {j.id: st.session_state[f"{P}swap_{j.id}"] for j in current.realtime_jobs
-            if f"{P}swap_{j.id}" in st.session_state}
+    caps = {
+        j.id: st.session_state[f"{P}swap_{j.id}"]
+        for j in current.realtime_jobs
+        if f"{P}swap_{j.id}" in st.session_state
+    }
     try:
-        new = common.with_controls(current, decay=st.session_state[f"{P}decay"],
-                                   penalty_weight=st.session_state[f"{P}penalty"],
-                                   swap_caps=caps)
+        new = common.with_controls(
+            current,
+            decay=st.session_state[f"{P}decay"],
+            penalty_weight=st.session_state[f"{P}penalty"],
+            swap_caps=caps,
+        )
     except ScenarioError as e:
         st.session_state["plan_control_error"] = str(e)
         return
@@ -42,54 +48,82 @@ def _apply_controls() -> None:
 policy, step_minutes = s.policy, s.cluster.step_minutes
 common.init_widget(f"{P}decay", float(policy.decay))
 common.init_widget(f"{P}penalty", float(policy.penalty_weight))
-common.init_widget("plan_planners", [p for p in ("fifo", "backfill", "allocator")
-                                     if p in available])
+common.init_widget(
+    "plan_planners", [p for p in ("fifo", "backfill", "allocator") if p in available]
+)
 common.init_widget("plan_time_limit", 10)
 
 with st.container(border=True):
     c1, c2, c3 = st.columns([3, 3, 2])
     with c1:
-        st.slider("Reward decay per step", min_value=min(0.80, policy.decay),
-                          max_value=1.0, step=0.005, format="%.3f", key=f"{P}decay",
-                          on_change=_apply_controls,
-                          help="A GPU-step of batch work at step t is worth decay^t: lower "
-                               "decay rewards starting valuable work sooner.")
+        st.slider(
+            "Reward decay per step",
+            min_value=min(0.80, policy.decay),
+            max_value=1.0,
+            step=0.005,
+            format="%.3f",
+            key=f"{P}decay",
+            on_change=_apply_controls,
+            help="A GPU-step of batch work at step t is worth decay^t: lower "
+            "decay rewards starting valuable work sooner.",
+        )
         hours = policy.half_life_hours(step_minutes)
         if hours == float("inf"):
             st.caption("No decay: batch work counts the same whenever it runs.")
         else:
             half_life = common.format_hours(hours)
-            st.caption(f"Half-life **{half_life}**: a GPU-hour of batch work {half_life} from "
-                       "now counts half as much as one now.")
+            st.caption(
+                f"Half-life **{half_life}**: a GPU-hour of batch work {half_life} from "
+                "now counts half as much as one now."
+            )
     with c2:
-        st.slider("Penalty weight for unmet real-time demand", key=f"{P}penalty",
-                  min_value=min(5.0, policy.penalty_weight),
-                  max_value=max(10.0, policy.penalty_weight), step=0.5,
-                  on_change=_apply_controls,
-                  help="One GPU-step of unmet real-time demand costs this many GPU-steps of "
-                       "equal-priority batch work (default 8).")
+        st.slider(
+            "Penalty weight for unmet real-time demand",
+            key=f"{P}penalty",
+            min_value=min(5.0, policy.penalty_weight),
+            max_value=max(10.0, policy.penalty_weight),
+            step=0.5,
+            on_change=_apply_controls,
+            help="One GPU-step of unmet real-time demand costs this many GPU-steps of "
+            "equal-priority batch work (default 8).",
+        )
     with c3:
-        st.number_input("MIP time limit (s)", min_value=1, max_value=600, step=1,
-                        key="plan_time_limit", on_change=common.remember,
-                        args=("plan_time_limit",),
-                        help="Seconds the full planner (Pyomo + HiGHS) may search.")
+        st.number_input(
+            "MIP time limit (s)",
+            min_value=1,
+            max_value=600,
+            step=1,
+            key="plan_time_limit",
+            on_change=common.remember,
+            args=("plan_time_limit",),
+            help="Seconds the full planner (Pyomo + HiGHS) may search.",
+        )
     if s.realtime_jobs:
         caps = st.columns(max(3, min(4, len(s.realtime_jobs))))
         for k, job in enumerate(s.realtime_jobs):
             key = f"{P}swap_{job.id}"
             common.init_widget(key, job.swap_cap)
             caps[k % len(caps)].number_input(
-                f"Swap cap: {job.id}", min_value=0,
-                max_value=max(2 * s.cluster.gpus, job.swap_cap), step=1,
-                key=key, on_change=_apply_controls,
-                help="GPUs this real-time job may gain plus release from one step to the next.")
+                f"Swap cap: {job.id}",
+                min_value=0,
+                max_value=max(2 * s.cluster.gpus, job.swap_cap),
+                step=1,
+                key=key,
+                on_change=_apply_controls,
+                help="GPUs this real-time job may gain plus release from one step to the next.",
+            )
     p1, p2 = st.columns([4, 1])
     with p1:
         chosen = st.multiselect(
-            "Planners", available, key="plan_planners", format_func=common.planner_label,
-            on_change=common.remember, args=("plan_planners",),
+            "Planners",
+            available,
+            key="plan_planners",
+            format_func=common.planner_label,
+            on_change=common.remember,
+            args=("plan_planners",),
             help="FIFO is always run as the baseline for the deltas. Full solves a MIP and "
-                 "runs only when you press Run.")
+            "runs only when you press Run.",
+        )
     with p2:
         st.write("")
         run = st.button("Run planners", type="primary", key="plan_run", width="stretch")
@@ -97,8 +131,7 @@ with st.container(border=True):
 if st.session_state.get("plan_control_error"):
     st.error(st.session_state["plan_control_error"])
 if missing:
-    st.info(f"Not available in this build: {', '.join(missing)} (the module is not installed "
-            "yet).")
+    st.info(f"Not available in this build: {', '.join(missing)} (the module is not installed yet).")
 
 s = common.scenario()  # controls may have changed it
 store = common.stored_plans(s)
@@ -142,14 +175,18 @@ if to_run:
             line.write(f"{common.planner_label(name)} ...")
             _run_planner(name)
             stats = store["plans"][name].stats
-            line.write(f"{common.planner_label(name)}: {stats.get('runtime_ms', 0.0):,.1f} ms"
-                       + (f" · {stats['status']}" if "status" in stats else ""))
+            line.write(
+                f"{common.planner_label(name)}: {stats.get('runtime_ms', 0.0):,.1f} ms"
+                + (f" · {stats['status']}" if "status" in stats else "")
+            )
         status.update(label=f"Planned: {', '.join(to_run)}", state="complete", expanded=False)
 
 plans = {p: store["plans"][p] for p in wanted if p in store["plans"]}
 if "full" in chosen and "full" not in plans:
-    st.info("Full (Pyomo + HiGHS) runs when you press **Run planners** (it searches up to the "
-            "MIP time limit).")
+    st.info(
+        "Full (Pyomo + HiGHS) runs when you press **Run planners** (it searches up to the "
+        "MIP time limit)."
+    )
 for name, message in store["errors"].items():
     st.error(f"{name} produced an illegal plan: {message}")
 if not plans:
@@ -180,59 +217,96 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         def d(key: str, m=m, b=b) -> float | None:
             return None if b is None else m[key] - b[key]
 
-        _card("Utilization", f"{m['utilization']:.1%}", d("utilization"),
-              f"{(d('utilization') or 0) * 100:+.1f} pp",
-              "GPU-time doing work (reserved-but-idle real-time GPUs do not count)")
+        _card(
+            "Utilization",
+            f"{m['utilization']:.1%}",
+            d("utilization"),
+            f"{(d('utilization') or 0) * 100:+.1f} pp",
+            "GPU-time doing work (reserved-but-idle real-time GPUs do not count)",
+        )
         gain = m["value"] / b["value"] - 1 if b is not None and b["value"] > 0 else None
-        _card("Value", f"{m['value']:,.1f}", d("value"),
-              f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
-              "Priority-weighted GPU-hours delivered in the horizon")
-        _card("Objective", f"{m['objective']:,.1f}", d("objective"),
-              f"{d('objective') or 0:+,.1f}",
-              "Decayed batch reward minus the weighted real-time shortfall")
-        _card("Completed jobs", f"{m['completed_jobs']}/{m['batch_jobs']}",
-              d("completed_jobs"), f"{d('completed_jobs') or 0:+d}")
-        _card("Real-time coverage", f"{m['rt_coverage']:.1%}", d("rt_coverage"),
-              f"{(d('rt_coverage') or 0) * 100:+.1f} pp",
-              "Served / demanded real-time GPU-hours")
-        st.caption(f"allocated {m['allocated_fraction']:.1%} · runtime "
-                   f"{m['runtime_ms']:,.1f} ms")
+        _card(
+            "Value",
+            f"{m['value']:,.1f}",
+            d("value"),
+            f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
+            "Priority-weighted GPU-hours delivered in the horizon",
+        )
+        _card(
+            "Objective",
+            f"{m['objective']:,.1f}",
+            d("objective"),
+            f"{d('objective') or 0:+,.1f}",
+            "Decayed batch reward minus the weighted real-time shortfall",
+        )
+        _card(
+            "Completed jobs",
+            f"{m['completed_jobs']}/{m['batch_jobs']}",
+            d("completed_jobs"),
+            f"{d('completed_jobs') or 0:+d}",
+        )
+        _card(
+            "Real-time coverage",
+            f"{m['rt_coverage']:.1%}",
+            d("rt_coverage"),
+            f"{(d('rt_coverage') or 0) * 100:+.1f} pp",
+            "Served / demanded real-time GPU-hours",
+        )
+        st.caption(f"allocated {m['allocated_fraction']:.1%} · runtime {m['runtime_ms']:,.1f} ms")
         if name == "full":
             bound, gap = m.get("bound"), m.get("gap")
-            st.caption(f"status {m.get('status', '?')} · bound "
-                       f"{'-' if bound is None else f'{bound:,.1f}'} · gap "
-                       f"{'-' if gap is None else f'{gap:.2%}'}")
+            st.caption(
+                f"status {m.get('status', '?')} · bound "
+                f"{'-' if bound is None else f'{bound:,.1f}'} · gap "
+                f"{'-' if gap is None else f'{gap:.2%}'}"
+            )
 
-st.plotly_chart(charts.utilization_value_figure(values), key="plan_chart_uv",
-                config={"displayModeBar": False})
+st.plotly_chart(
+    charts.utilization_value_figure(values), key="plan_chart_uv", config={"displayModeBar": False}
+)
 
 # --- grids ---------------------------------------------------------------------------------------
-st.subheader("GPU x time grids", help="One colour per job; grey cells are idle; pale real-time "
-             "cells are reserved above demand. Hover a cell for job, type, priority and time.")
+st.subheader(
+    "GPU x time grids",
+    help="One colour per job; grey cells are idle; pale real-time "
+    "cells are reserved above demand. Hover a cell for job, type, priority and time.",
+)
 names = list(plans)
 common.colour_legend(charts.grid_legend(s, list(plans.values())))
 for row_start in range(0, len(names), 2):
     row = st.columns(2)
-    for col, name in zip(row, names[row_start:row_start + 2], strict=False):
+    for col, name in zip(row, names[row_start : row_start + 2], strict=False):
         with col:
-            common.show_grid(s, plans[name], common.planner_label(name),
-                             key=f"plan_grid_{name}", show_legend=False)
+            common.show_grid(
+                s,
+                plans[name],
+                common.planner_label(name),
+                key=f"plan_grid_{name}",
+                show_legend=False,
+            )
 
 if s.realtime_jobs:
     rt_ids = [j.id for j in s.realtime_jobs]
     rt_pick = rt_ids[0]
     if len(rt_ids) > 1:
         rt_pick = st.selectbox("Real-time job", rt_ids, key="plan_rt_job")
-    st.plotly_chart(charts.realtime_figure(s, plans, rt_pick), key="plan_chart_rt",
-                    config={"displayModeBar": False})
+    st.plotly_chart(
+        charts.realtime_figure(s, plans, rt_pick),
+        key="plan_chart_rt",
+        config={"displayModeBar": False},
+    )
 
 # --- exports -----------------------------------------------------------------------------------
 st.subheader("Download a plan")
-export = st.selectbox("Plan to export", names, key="plan_export",
-                      format_func=common.planner_label)
+export = st.selectbox("Plan to export", names, key="plan_export", format_func=common.planner_label)
 files = plan_exports(s, plans[export])
 cols = st.columns(len(files))
 for col, (file_name, text) in zip(cols, files.items(), strict=True):
-    col.download_button(file_name, text, file_name=file_name, key=f"plan_dl_{file_name}",
-                        mime="application/json" if file_name.endswith(".json") else "text/csv",
-                        width="stretch")
+    col.download_button(
+        file_name,
+        text,
+        file_name=file_name,
+        key=f"plan_dl_{file_name}",
+        mime="application/json" if file_name.endswith(".json") else "text/csv",
+        width="stretch",
+    )

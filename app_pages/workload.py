@@ -28,17 +28,27 @@ with pick:
     current = common.scenario_source().removeprefix("built-in: ")
     if "wl_builtin" not in st.session_state and current in names:
         st.session_state["wl_builtin"] = current
-    st.selectbox("Built-in scenario", names, key="wl_builtin", on_change=_load_selected,
-                 help="Scenarios shipped in data/scenarios/. Choosing one replaces the workload.")
-    if st.button("Reload built-in", key="wl_reload",
-                 help="Discard edits and uploads; load the selected built-in scenario again."):
+    st.selectbox(
+        "Built-in scenario",
+        names,
+        key="wl_builtin",
+        on_change=_load_selected,
+        help="Scenarios shipped in data/scenarios/. Choosing one replaces the workload.",
+    )
+    if st.button(
+        "Reload built-in",
+        key="wl_reload",
+        help="Discard edits and uploads; load the selected built-in scenario again.",
+    ):
         _load_selected()
 with upload:
     files = st.file_uploader(
         "Upload a scenario (.json) or the CSV pair (jobs.csv + demand.csv)",
-        type=["json", "csv"], accept_multiple_files=True, key="wl_upload",
+        type=["json", "csv"],
+        accept_multiple_files=True,
+        key="wl_upload",
         help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair takes cluster, horizon and policy "
-             "from the active scenario.",
+        "from the active scenario.",
     )
     common.load_uploads(files or [])
 
@@ -78,32 +88,47 @@ with jobs_tab:
         "is already on GPUs [gpu_start, gpu_start+gpus)."
     )
     edited_jobs = st.data_editor(
-        jobs_table, key=f"wl_jobs_{version}", num_rows="dynamic", width="stretch",
-        hide_index=False, placeholder="", height=min(35 * (len(jobs_table) + 2) + 3, 740),
+        jobs_table,
+        key=f"wl_jobs_{version}",
+        num_rows="dynamic",
+        width="stretch",
+        hide_index=False,
+        placeholder="",
+        height=min(35 * (len(jobs_table) + 2) + 3, 740),
         column_config={
             "id": st.column_config.TextColumn("id", required=True, help="unique job id"),
-            "type": st.column_config.SelectboxColumn("type", options=common.JOB_TYPE_OPTIONS,
-                                                     required=True),
-            "priority": st.column_config.NumberColumn("priority", min_value=0.0, format="%g",
-                                                      help="> 0; higher is more valuable"),
-            "arrival_step": st.column_config.NumberColumn("arrival", min_value=0, step=1,
-                                                          help="batch: first step it may start"),
+            "type": st.column_config.SelectboxColumn(
+                "type", options=common.JOB_TYPE_OPTIONS, required=True
+            ),
+            "priority": st.column_config.NumberColumn(
+                "priority", min_value=0.0, format="%g", help="> 0; higher is more valuable"
+            ),
+            "arrival_step": st.column_config.NumberColumn(
+                "arrival", min_value=0, step=1, help="batch: first step it may start"
+            ),
             "gpus_min": st.column_config.NumberColumn("gpus_min", min_value=0, step=1),
             "gpus_max": st.column_config.NumberColumn("gpus_max", min_value=0, step=1),
-            "gpu_hours": st.column_config.NumberColumn("gpu_hours", min_value=0.0, format="%g",
-                                                       help="batch: total work in GPU-hours"),
-            "swap_cap": st.column_config.NumberColumn("swap_cap", min_value=0, step=1,
-                                                      help="real-time: GPUs gained + released "
-                                                           "per step at most"),
-            "running_gpu_start": st.column_config.NumberColumn("running from GPU", min_value=0,
-                                                               step=1),
+            "gpu_hours": st.column_config.NumberColumn(
+                "gpu_hours", min_value=0.0, format="%g", help="batch: total work in GPU-hours"
+            ),
+            "swap_cap": st.column_config.NumberColumn(
+                "swap_cap",
+                min_value=0,
+                step=1,
+                help="real-time: GPUs gained + released per step at most",
+            ),
+            "running_gpu_start": st.column_config.NumberColumn(
+                "running from GPU", min_value=0, step=1
+            ),
             "running_gpus": st.column_config.NumberColumn("running GPUs", min_value=1, step=1),
-            "running_remaining_steps": st.column_config.NumberColumn("running steps left",
-                                                                     min_value=1, step=1),
+            "running_remaining_steps": st.column_config.NumberColumn(
+                "running steps left", min_value=1, step=1
+            ),
             "previous_gpus": st.column_config.TextColumn(
                 "previous GPUs",
                 help="real-time: GPUs held just before step 0, e.g. '6 7'; '[]' = held no GPU "
-                     "(step 0 then obeys the swap cap); blank = step 0 is free"),
+                "(step 0 then obeys the swap cap); blank = step 0 is free",
+            ),
         },
     )
 with demand_tab:
@@ -118,16 +143,23 @@ with demand_tab:
         table_col, chart_col = st.columns([2, 3])
         with table_col:
             edited = st.data_editor(
-                shown, key=f"wl_demand_{version}", num_rows="fixed", width="stretch",
+                shown,
+                key=f"wl_demand_{version}",
+                num_rows="fixed",
+                width="stretch",
                 height=min(35 * (len(shown) + 1) + 3, 420),
-                column_config={"time": st.column_config.TextColumn("time", disabled=True),
-                               **{j: st.column_config.NumberColumn(j, min_value=0.0,
-                                                                   format="%g")
-                                  for j in demand_table.columns}},
+                column_config={
+                    "time": st.column_config.TextColumn("time", disabled=True),
+                    **{
+                        j: st.column_config.NumberColumn(j, min_value=0.0, format="%g")
+                        for j in demand_table.columns
+                    },
+                },
             )
         with chart_col:
-            st.plotly_chart(demand_figure(s), key="wl_chart_demand",
-                            config={"displayModeBar": False})
+            st.plotly_chart(
+                demand_figure(s), key="wl_chart_demand", config={"displayModeBar": False}
+            )
         edited_demand = edited.drop(columns=["time"])
 
 result = common.scenario_from_editor(s, edited_jobs, edited_demand)
@@ -135,12 +167,20 @@ if result.ok and result.scenario != s:
     common.set_scenario(result.scenario, "edited")
     st.rerun()
 if not result.ok:
-    st.error("These edits break a rule, so they are **not** active yet; the last valid workload "
-             "is still planned. Fix the rows listed here:")
-    st.dataframe(common.issues_table(edited_jobs, result), hide_index=True, width="stretch",
-                 key="wl_issues",
-                 column_config={"row": st.column_config.NumberColumn("row", format="%d"),
-                                "issue": st.column_config.TextColumn("issue", width="large")})
+    st.error(
+        "These edits break a rule, so they are **not** active yet; the last valid workload "
+        "is still planned. Fix the rows listed here:"
+    )
+    st.dataframe(
+        common.issues_table(edited_jobs, result),
+        hide_index=True,
+        width="stretch",
+        key="wl_issues",
+        column_config={
+            "row": st.column_config.NumberColumn("row", format="%d"),
+            "issue": st.column_config.TextColumn("issue", width="large"),
+        },
+    )
 elif common.scenario_source() == "edited":
     st.success("Edits are valid and active.")
 
@@ -148,9 +188,22 @@ st.subheader("Download the workload")
 st.caption("The active workload: the last valid one, with the policy set on Plan & compare.")
 jobs_csv, demand_csv = scenario_to_tables(s)
 d1, d2, d3 = st.columns(3)
-d1.download_button("scenario.json", scenario_to_json(s), file_name=f"{s.name}.json",
-                   mime="application/json", key="wl_dl_json", width="stretch")
-d2.download_button("jobs.csv", jobs_csv, file_name="jobs.csv", mime="text/csv",
-                   key="wl_dl_jobs", width="stretch")
-d3.download_button("demand.csv", demand_csv, file_name="demand.csv", mime="text/csv",
-                   key="wl_dl_demand", width="stretch")
+d1.download_button(
+    "scenario.json",
+    scenario_to_json(s),
+    file_name=f"{s.name}.json",
+    mime="application/json",
+    key="wl_dl_json",
+    width="stretch",
+)
+d2.download_button(
+    "jobs.csv", jobs_csv, file_name="jobs.csv", mime="text/csv", key="wl_dl_jobs", width="stretch"
+)
+d3.download_button(
+    "demand.csv",
+    demand_csv,
+    file_name="demand.csv",
+    mime="text/csv",
+    key="wl_dl_demand",
+    width="stretch",
+)

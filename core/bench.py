@@ -20,32 +20,62 @@ from .planners import solve
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 
 # The benchmark set, in the order the tables show it.
-BENCHMARKS = ("mixed-control", "training-heavy", "batch-inference-heavy", "quantization-burst",
-              "realtime-peak", "scale-64", "uniform-priority")
-CONTENDED = ("mixed-control", "training-heavy", "batch-inference-heavy", "quantization-burst",
-             "realtime-peak")
+BENCHMARKS = (
+    "mixed-control",
+    "training-heavy",
+    "batch-inference-heavy",
+    "quantization-burst",
+    "realtime-peak",
+    "scale-64",
+    "uniform-priority",
+)
+CONTENDED = (
+    "mixed-control",
+    "training-heavy",
+    "batch-inference-heavy",
+    "quantization-burst",
+    "realtime-peak",
+)
 
 # SPEC section 6: the published figures (utilization as fractions, value gain over fifo).
 PUBLISHED: dict[str, dict[str, Any]] = {
     "mixed-control": {"fifo_utilization": 0.516},
-    "training-heavy": {"fifo_utilization": 0.536, "allocator_utilization": 0.870,
-                       "value_gain": 1.05},
-    "scale-64": {"fifo_utilization": 0.449, "fifo_completed": 27,
-                 "allocator_utilization": 0.449, "value_gain": 0.159},
-    "uniform-priority": {"fifo_utilization": 0.768, "allocator_utilization": 0.875,
-                         "value_gain": 0.231},
+    "training-heavy": {
+        "fifo_utilization": 0.536,
+        "allocator_utilization": 0.870,
+        "value_gain": 1.05,
+    },
+    "scale-64": {
+        "fifo_utilization": 0.449,
+        "fifo_completed": 27,
+        "allocator_utilization": 0.449,
+        "value_gain": 0.159,
+    },
+    "uniform-priority": {
+        "fifo_utilization": 0.768,
+        "allocator_utilization": 0.875,
+        "value_gain": 0.231,
+    },
 }
 
 
 def benchmark_paths(paths: Sequence[str | Path] | None = None) -> list[Path]:
     if paths:
         return [Path(p) for p in paths]
-    return [SCENARIO_DIR / f"{name}.json" for name in BENCHMARKS
-            if (SCENARIO_DIR / f"{name}.json").exists()]
+    return [
+        SCENARIO_DIR / f"{name}.json"
+        for name in BENCHMARKS
+        if (SCENARIO_DIR / f"{name}.json").exists()
+    ]
 
 
-def run_bench(paths: Sequence[str | Path] | None, planners: Sequence[str], *, repeat: int = 20,
-              time_limit: float = 10.0) -> list[dict[str, Any]]:
+def run_bench(
+    paths: Sequence[str | Path] | None,
+    planners: Sequence[str],
+    *,
+    repeat: int = 20,
+    time_limit: float = 10.0,
+) -> list[dict[str, Any]]:
     """One row per scenario and planner: every SPEC metric, median runtime, value gain vs fifo."""
     rows = []
     for path in benchmark_paths(paths):
@@ -60,15 +90,20 @@ def run_bench(paths: Sequence[str | Path] | None, planners: Sequence[str], *, re
             for _ in range(runs):
                 plan = solve(scenario, planner, **options)
                 times.append(plan.stats["runtime_ms"])
-            row = {"scenario": scenario.name, "gpus": scenario.cluster.gpus,
-                   "jobs": len(scenario.jobs), **metrics(scenario, plan)}
+            row = {
+                "scenario": scenario.name,
+                "gpus": scenario.cluster.gpus,
+                "jobs": len(scenario.jobs),
+                **metrics(scenario, plan),
+            }
             row["runtime_ms"] = statistics.median(times)
             row["legal"] = not check(scenario, plan)
             row["value_gain"] = row["value"] / fifo_value - 1 if fifo_value > 0 else None
             published = PUBLISHED.get(scenario.name, {})
             row["published_utilization"] = published.get(f"{planner}_utilization")
-            row["published_value_gain"] = published.get("value_gain") if planner == "allocator" \
-                else None
+            row["published_value_gain"] = (
+                published.get("value_gain") if planner == "allocator" else None
+            )
             rows.append(row)
     return rows
 
@@ -87,10 +122,20 @@ def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int
     n_serving = min(4, jobs)
     for k in range(n_serving):
         peak = gpus * 0.08 * (1 + k % 2)
-        demand = tuple(round(peak * (0.35 + 0.65 * math.exp(-0.5 * (((t % 24) - 13) / 4) ** 2)),
-                             2) for t in range(steps))
-        out.append(RealtimeJob(f"serve-{k}", 8, 1, min(gpus, math.ceil(peak) + 8),
-                               swap_cap=max(1, gpus // 64), demand=demand))
+        demand = tuple(
+            round(peak * (0.35 + 0.65 * math.exp(-0.5 * (((t % 24) - 13) / 4) ** 2)), 2)
+            for t in range(steps)
+        )
+        out.append(
+            RealtimeJob(
+                f"serve-{k}",
+                8,
+                1,
+                min(gpus, math.ceil(peak) + 8),
+                swap_cap=max(1, gpus // 64),
+                demand=demand,
+            )
+        )
     largest = 1
     while largest * 2 <= min(64, gpus):
         largest *= 2
@@ -98,14 +143,34 @@ def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int
         high = int(2 ** rng.integers(0, int(math.log2(largest)) + 1))
         low = max(1, high // int(2 ** rng.integers(0, 3)))
         hours = float(max(1, round(math.exp(rng.uniform(math.log(2), math.log(2000))))))
-        out.append(BatchJob(f"job-{k}", BATCH_TYPES[k % 3], int(rng.integers(1, 10)), low, high,
-                            hours, int(rng.integers(0, min(steps, 24)))))
-    return Scenario("generated-large", Cluster(gpus, 60, steps), tuple(out),
-                    description=f"generated: {gpus} GPUs, {jobs} jobs, {steps} steps, seed {seed}")
+        out.append(
+            BatchJob(
+                f"job-{k}",
+                BATCH_TYPES[k % 3],
+                int(rng.integers(1, 10)),
+                low,
+                high,
+                hours,
+                int(rng.integers(0, min(steps, 24))),
+            )
+        )
+    return Scenario(
+        "generated-large",
+        Cluster(gpus, 60, steps),
+        tuple(out),
+        description=f"generated: {gpus} GPUs, {jobs} jobs, {steps} steps, seed {seed}",
+    )
 
 
-def run_generated(planners: Sequence[str], *, repeat: int = 20, gpus: int = 1024, jobs: int = 500,
-                  steps: int = 48, seed: int = 0) -> list[dict[str, Any]]:
+def run_generated(
+    planners: Sequence[str],
+    *,
+    repeat: int = 20,
+    gpus: int = 1024,
+    jobs: int = 500,
+    steps: int = 48,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Bench rows for `generated_case` (the published speed target: allocator <= 1 s)."""
     scenario = generated_case(gpus, jobs, steps, seed)
     rows = []
@@ -130,16 +195,41 @@ def run_generated(planners: Sequence[str], *, repeat: int = 20, gpus: int = 1024
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A fixed-width table a person can read in a terminal."""
     columns = [
-        ("scenario", "{}", 22), ("planner", "{}", 9), ("gpus", "{}", 4), ("util", "{:.1%}", 6),
-        ("pub", "{:.1%}", 6), ("alloc", "{:.1%}", 6), ("value", "{:.1f}", 8),
-        ("gain", "{:+.1%}", 7), ("pub", "{:+.1%}", 7), ("done", "{}", 7), ("started", "{}", 7),
-        ("rt cov", "{:.1%}", 6), ("short h", "{:.2f}", 7), ("objective", "{:.1f}", 10),
-        ("ms", "{:.2f}", 8), ("legal", "{}", 5),
+        ("scenario", "{}", 22),
+        ("planner", "{}", 9),
+        ("gpus", "{}", 4),
+        ("util", "{:.1%}", 6),
+        ("pub", "{:.1%}", 6),
+        ("alloc", "{:.1%}", 6),
+        ("value", "{:.1f}", 8),
+        ("gain", "{:+.1%}", 7),
+        ("pub", "{:+.1%}", 7),
+        ("done", "{}", 7),
+        ("started", "{}", 7),
+        ("rt cov", "{:.1%}", 6),
+        ("short h", "{:.2f}", 7),
+        ("objective", "{:.1f}", 10),
+        ("ms", "{:.2f}", 8),
+        ("legal", "{}", 5),
     ]
-    keys = ["scenario", "planner", "gpus", "utilization", "published_utilization",
-            "allocated_fraction", "value", "value_gain", "published_value_gain", "completed",
-            "started_jobs", "rt_coverage", "rt_shortfall_gpu_hours", "objective", "runtime_ms",
-            "legal"]
+    keys = [
+        "scenario",
+        "planner",
+        "gpus",
+        "utilization",
+        "published_utilization",
+        "allocated_fraction",
+        "value",
+        "value_gain",
+        "published_value_gain",
+        "completed",
+        "started_jobs",
+        "rt_coverage",
+        "rt_shortfall_gpu_hours",
+        "objective",
+        "runtime_ms",
+        "legal",
+    ]
     lines = ["  ".join(f"{title:>{width}}" for title, _, width in columns)]
     for row in rows:
         row = {**row, "completed": f"{row['completed_jobs']}/{row['batch_jobs']}"}

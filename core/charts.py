@@ -26,9 +26,30 @@ IDLE_COLOUR = "#e9ecef"
 # Real-time jobs: dark reds and purples only, so serving is never mistaken for batch work; their
 # pale shade marks GPUs held above demand.
 JOB_COLOURS = (
-    "#0072B2", "#E69F00", "#009E73", "#56B4E9", "#F0E442", "#9C755F", "#4E79A7", "#F28E2B",
-    "#59A14F", "#76B7B2", "#EDC948", "#3969AC", "#80BA5A", "#B6992D", "#008695", "#A0CBE8",
-    "#FFBE7D", "#8CD17D", "#499894", "#86BCB6", "#D4A6C8", "#BAB0AC", "#F1CE63", "#79706E",
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#56B4E9",
+    "#F0E442",
+    "#9C755F",
+    "#4E79A7",
+    "#F28E2B",
+    "#59A14F",
+    "#76B7B2",
+    "#EDC948",
+    "#3969AC",
+    "#80BA5A",
+    "#B6992D",
+    "#008695",
+    "#A0CBE8",
+    "#FFBE7D",
+    "#8CD17D",
+    "#499894",
+    "#86BCB6",
+    "#D4A6C8",
+    "#BAB0AC",
+    "#F1CE63",
+    "#79706E",
 )
 REALTIME_COLOURS = ("#C0392B", "#6C3483", "#922B21", "#A04000", "#4A235A", "#78281F")
 # Above this many cells the grid's hover names only GPU and step (the per-cell text would
@@ -36,8 +57,12 @@ REALTIME_COLOURS = ("#C0392B", "#6C3483", "#922B21", "#A04000", "#4A235A", "#782
 MAX_HOVER_CELLS = 200_000
 MAX_DRAWN_CELLS = 2_000_000
 PLANNER_ORDER = ("fifo", "backfill", "allocator", "full")
-PLANNER_COLOURS = {"fifo": "#6C757D", "backfill": "#A9B4BE", "allocator": "#0072B2",
-                   "full": "#009E73"}
+PLANNER_COLOURS = {
+    "fifo": "#6C757D",
+    "backfill": "#A9B4BE",
+    "allocator": "#0072B2",
+    "full": "#009E73",
+}
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
 
 
@@ -56,7 +81,7 @@ def job_colours(scenario: Scenario) -> list[str]:
 
 def pale(colour: str, amount: float = 0.6) -> str:
     """A colour mixed with white (amount 0: unchanged, 1: white)."""
-    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    r, g, b = (int(colour[k : k + 2], 16) for k in (1, 3, 5))
     mix = [round(c + (255 - c) * amount) for c in (r, g, b)]
     return "#" + "".join(f"{c:02x}" for c in mix)
 
@@ -66,8 +91,10 @@ def step_labels(scenario: Scenario) -> list[str]:
     c = scenario.cluster
     if c.start is None:
         return [f"step {t}" for t in range(c.horizon_steps)]
-    return [(c.start + timedelta(minutes=c.step_minutes * t)).strftime("%a %H:%M")
-            for t in range(c.horizon_steps)]
+    return [
+        (c.start + timedelta(minutes=c.step_minutes * t)).strftime("%a %H:%M")
+        for t in range(c.horizon_steps)
+    ]
 
 
 def _time_axis(scenario: Scenario, max_ticks: int = 12) -> dict[str, Any]:
@@ -118,16 +145,24 @@ def grid_legend(scenario: Scenario, plans: Sequence[Plan] = ()) -> list[tuple[st
         present |= set(np.unique(plan.grid[plan.grid != IDLE]).tolist())
         above = serving_mask(scenario, plan)
         reserved |= set(np.unique(plan.grid[above]).tolist())
-    entries = [(job.id, colours[j]) for j, job in enumerate(scenario.jobs)
-               if j in present or not plans]
-    entries += [(f"{scenario.jobs[j].id}: held above demand", pale(colours[j]))
-                for j in sorted(reserved)]
+    entries = [
+        (job.id, colours[j]) for j, job in enumerate(scenario.jobs) if j in present or not plans
+    ]
+    entries += [
+        (f"{scenario.jobs[j].id}: held above demand", pale(colours[j])) for j in sorted(reserved)
+    ]
     entries.append(("idle", IDLE_COLOUR))
     return entries
 
 
-def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
-                height: int | None = None, show_legend: bool = True) -> go.Figure:
+def grid_figure(
+    scenario: Scenario,
+    plan: Plan,
+    title: str | None = None,
+    *,
+    height: int | None = None,
+    show_legend: bool = True,
+) -> go.Figure:
     """GPU x time Gantt grid: one heatmap, one colour per job, idle cells visible, rich hover."""
     grid = plan.grid
     G, T = grid.shape
@@ -136,8 +171,9 @@ def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
     # Category codes index the distinct colours (idle first), so the colour scale stays small
     # however many jobs there are; the hover tells jobs of a shared colour apart.
     rt_positions = [scenario.job_index(j.id) for j in scenario.realtime_jobs]
-    palette = list(dict.fromkeys([IDLE_COLOUR, *colours,
-                                  *(pale(colours[j]) for j in rt_positions)]))
+    palette = list(
+        dict.fromkeys([IDLE_COLOUR, *colours, *(pale(colours[j]) for j in rt_positions)])
+    )
     code_of = {colour: k for k, colour in enumerate(palette)}
     job_code = np.array([code_of[c] for c in colours] or [0], dtype=np.int32)
     codes = np.where(grid == IDLE, 0, job_code[np.maximum(grid, 0)]).astype(np.int32)
@@ -151,18 +187,27 @@ def grid_figure(scenario: Scenario, plan: Plan, title: str | None = None, *,
     labels = step_labels(scenario)
     hover = None if G * T > MAX_HOVER_CELLS else _grid_hover(scenario, plan, above, labels)
 
-    fig = go.Figure(go.Heatmap(
-        z=codes, x=list(range(T)), y=list(range(G)), zmin=-0.5, zmax=K - 0.5,
-        colorscale=scale, showscale=False, text=hover,
-        hovertemplate="%{text}<extra></extra>" if hover is not None
-        else "GPU %{y} · step %{x}<extra></extra>",
-        xgap=1 if T <= 96 else 0, ygap=1 if G <= 128 else 0,
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=codes,
+            x=list(range(T)),
+            y=list(range(G)),
+            zmin=-0.5,
+            zmax=K - 0.5,
+            colorscale=scale,
+            showscale=False,
+            text=hover,
+            hovertemplate="%{text}<extra></extra>"
+            if hover is not None
+            else "GPU %{y} · step %{x}<extra></extra>",
+            xgap=1 if T <= 96 else 0,
+            ygap=1 if G <= 128 else 0,
+        )
+    )
     return _finish_grid(fig, scenario, plan, title, height, show_legend)
 
 
-def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray,
-                labels: list[str]) -> np.ndarray:
+def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray, labels: list[str]) -> np.ndarray:
     """Per cell: job, type, priority, serving or reserved, GPU, step and clock time."""
     grid = plan.grid
     G, T = grid.shape
@@ -183,34 +228,59 @@ def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray,
                 hover[g, t] = f"idle<br>{where}"
             elif j in demand:
                 state = "reserved above demand" if above[g, t] else "serving"
-                hover[g, t] = (f"{describe[j]}<br>{state} (demand {demand[j][t]:g})<br>{where}")
+                hover[g, t] = f"{describe[j]}<br>{state} (demand {demand[j][t]:g})<br>{where}"
             else:
                 hover[g, t] = f"{describe[j]}<br>{where}"
     return hover
 
 
-def _finish_grid(fig: go.Figure, scenario: Scenario, plan: Plan, title: str | None,
-                 height: int | None, show_legend: bool) -> go.Figure:
+def _finish_grid(
+    fig: go.Figure,
+    scenario: Scenario,
+    plan: Plan,
+    title: str | None,
+    height: int | None,
+    show_legend: bool,
+) -> go.Figure:
     G = plan.grid.shape[0]
     jobs = scenario.jobs
     if show_legend:
         for name, colour in grid_legend(scenario, [plan]):
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
-                                     marker={"symbol": "square", "size": 12, "color": colour,
-                                             "line": {"width": 1, "color": "#adb5bd"}},
-                                     hoverinfo="skip"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[None],
+                    y=[None],
+                    mode="markers",
+                    name=name,
+                    marker={
+                        "symbol": "square",
+                        "size": 12,
+                        "color": colour,
+                        "line": {"width": 1, "color": "#adb5bd"},
+                    },
+                    hoverinfo="skip",
+                )
+            )
     px_per_gpu = min(28, max(4, 640 // max(G, 1)))
     legend_rows = math.ceil((len(jobs) + 2) / 4) if show_legend else 0
     fig.update_layout(
-        title=title, height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
+        title=title,
+        height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
         margin={"l": 50, "r": 10, "t": 40 if title else 10, "b": 10},
-        plot_bgcolor="white", showlegend=show_legend,
+        plot_bgcolor="white",
+        showlegend=show_legend,
         legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "font": {"size": 11}},
     )
-    fig.update_xaxes(**_time_axis(scenario, max_ticks=7), showgrid=False, zeroline=False,
-                     tickangle=0)
-    fig.update_yaxes(title="GPU", autorange="reversed", showgrid=False, zeroline=False,
-                     dtick=1 if G <= 16 else (8 if G <= 128 else None))
+    fig.update_xaxes(
+        **_time_axis(scenario, max_ticks=7), showgrid=False, zeroline=False, tickangle=0
+    )
+    fig.update_yaxes(
+        title="GPU",
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+        dtick=1 if G <= 16 else (8 if G <= 128 else None),
+    )
     return fig
 
 
@@ -219,8 +289,9 @@ def _planner_rows(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> list[s
     return known + [p for p in metrics_by_planner if p not in known]
 
 
-def utilization_value_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]],
-                             baseline: str = "fifo") -> go.Figure:
+def utilization_value_figure(
+    metrics_by_planner: Mapping[str, Mapping[str, Any]], baseline: str = "fifo"
+) -> go.Figure:
     """Utilization and priority-weighted value per planner, both as an index (baseline = 100).
 
     Side-by-side bars make the divergence plain: a plan can hold utilization level while its
@@ -239,89 +310,166 @@ def utilization_value_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]]
         value_index = value / max(value.max(), 1e-12) * 100
         axis_title = "index (best planner = 100)"
     fig = go.Figure()
-    fig.add_trace(go.Bar(
-        name="utilization (GPU-time doing work)", x=planners, y=util_index,
-        marker_color=METRIC_COLOURS["utilization"],
-        text=[f"{u:.1%}" for u in util], textposition="outside",
-        hovertemplate="%{x}: utilization %{text} (index %{y:.0f})<extra></extra>",
-    ))
-    fig.add_trace(go.Bar(
-        name="value (priority-weighted GPU-hours)", x=planners, y=value_index,
-        marker_color=METRIC_COLOURS["value"],
-        text=[f"{v:,.0f}" for v in value], textposition="outside",
-        hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Bar(
+            name="utilization (GPU-time doing work)",
+            x=planners,
+            y=util_index,
+            marker_color=METRIC_COLOURS["utilization"],
+            text=[f"{u:.1%}" for u in util],
+            textposition="outside",
+            hovertemplate="%{x}: utilization %{text} (index %{y:.0f})<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            name="value (priority-weighted GPU-hours)",
+            x=planners,
+            y=value_index,
+            marker_color=METRIC_COLOURS["value"],
+            text=[f"{v:,.0f}" for v in value],
+            textposition="outside",
+            hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
+        )
+    )
     top = float(max(util_index.max(initial=0), value_index.max(initial=0)))
     fig.add_hline(y=100, line_dash="dot", line_color="#6c757d")
     fig.update_layout(
-        barmode="group", height=360, title="Utilization vs priority-weighted value",
-        margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
+        barmode="group",
+        height=360,
+        title="Utilization vs priority-weighted value",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
         yaxis={"title": axis_title, "range": [0, top * 1.18 + 1], "gridcolor": "#eee"},
     )
     return fig
 
 
-def realtime_figure(scenario: Scenario, plans: Mapping[str, Plan],
-                    job_id: str | None = None) -> go.Figure:
+def realtime_figure(
+    scenario: Scenario, plans: Mapping[str, Plan], job_id: str | None = None
+) -> go.Figure:
     """A real-time job's demand (step line) against the GPUs each planner gave it."""
     rt = scenario.realtime_jobs
     fig = go.Figure()
     if not rt:
-        fig.update_layout(height=120, annotations=[{"text": "no real-time jobs", "showarrow":
-                                                    False}])
+        fig.update_layout(
+            height=120, annotations=[{"text": "no real-time jobs", "showarrow": False}]
+        )
         return fig
     job = next((j for j in rt if j.id == job_id), rt[0])
     j = scenario.job_index(job.id)
     steps = list(range(scenario.cluster.horizon_steps))
     labels = step_labels(scenario)
-    fig.add_trace(go.Scatter(x=steps, y=list(job.demand), name="demand", mode="lines",
-                             line={"shape": "hv", "color": "#212529", "width": 3},
-                             customdata=labels,
-                             hovertemplate="%{customdata}: demand %{y:g}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=steps,
+            y=list(job.demand),
+            name="demand",
+            mode="lines",
+            line={"shape": "hv", "color": "#212529", "width": 3},
+            customdata=labels,
+            hovertemplate="%{customdata}: demand %{y:g}<extra></extra>",
+        )
+    )
     dashes = ("dot", "solid", "dash", "longdash", "dashdot")
     for k, name in enumerate(_planner_rows(plans)):
         held = holdings(scenario, plans[name])[j]
-        fig.add_trace(go.Scatter(x=steps, y=held.tolist(), name=f"{name} allocated",
-                                 mode="lines", line={"shape": "hv", "dash": dashes[k % 5],
-                                                     "color": PLANNER_COLOURS.get(name)},
-                                 customdata=labels,
-                                 hovertemplate="%{customdata}: " + name
-                                 + " holds %{y} GPUs<extra></extra>"))
-    fig.update_layout(height=300, title=f"Real-time '{job.id}': demand vs GPUs allocated",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
-                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=held.tolist(),
+                name=f"{name} allocated",
+                mode="lines",
+                line={"shape": "hv", "dash": dashes[k % 5], "color": PLANNER_COLOURS.get(name)},
+                customdata=labels,
+                hovertemplate="%{customdata}: " + name + " holds %{y} GPUs<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        height=300,
+        title=f"Real-time '{job.id}': demand vs GPUs allocated",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+        yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
+    )
     fig.update_xaxes(**_time_axis(scenario))
     return fig
 
 
-def forecast_figure(forecast: pd.DataFrame, history: pd.Series | None = None, *,
-                    level: float = 0.9, history_hours: int = 336, unit: str = "traffic",
-                    highlight: tuple[Any, Any] | None = None) -> go.Figure:
+def forecast_figure(
+    forecast: pd.DataFrame,
+    history: pd.Series | None = None,
+    *,
+    level: float = 0.9,
+    history_hours: int = 336,
+    unit: str = "traffic",
+    highlight: tuple[Any, Any] | None = None,
+) -> go.Figure:
     """Recent history, the forecast mean and its central interval band; `highlight` shades a
     span of time (e.g. the scenario's horizon)."""
     fig = go.Figure()
     if history is not None and len(history):
         recent = history.iloc[-history_hours:]
-        fig.add_trace(go.Scatter(x=recent.index, y=recent.to_numpy(), name="history",
-                                 mode="lines", line={"color": "#6c757d", "width": 1}))
+        fig.add_trace(
+            go.Scatter(
+                x=recent.index,
+                y=recent.to_numpy(),
+                name="history",
+                mode="lines",
+                line={"color": "#6c757d", "width": 1},
+            )
+        )
     x = forecast.index
-    fig.add_trace(go.Scatter(x=x, y=forecast["upper"], mode="lines", line={"width": 0},
-                             showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=x, y=forecast["lower"], mode="lines", line={"width": 0},
-                             fill="tonexty", fillcolor="rgba(0,114,178,0.2)",
-                             name=f"{level:.0%} interval", hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=x, y=forecast["mean"], mode="lines", name="forecast mean",
-                             line={"color": "#0072B2", "width": 2}))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=forecast["upper"],
+            mode="lines",
+            line={"width": 0},
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=forecast["lower"],
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor="rgba(0,114,178,0.2)",
+            name=f"{level:.0%} interval",
+            hoverinfo="skip",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=forecast["mean"],
+            mode="lines",
+            name="forecast mean",
+            line={"color": "#0072B2", "width": 2},
+        )
+    )
     if highlight is not None:
-        fig.add_vrect(x0=highlight[0], x1=highlight[1], fillcolor="rgba(230,159,0,0.12)",
-                      line_width=0, annotation_text="scenario horizon",
-                      annotation_position="top left")
-    fig.update_layout(height=340, title="Weekly demand profile: history and forecast",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
-                      yaxis={"title": unit, "gridcolor": "#eee", "rangemode": "tozero"})
+        fig.add_vrect(
+            x0=highlight[0],
+            x1=highlight[1],
+            fillcolor="rgba(230,159,0,0.12)",
+            line_width=0,
+            annotation_text="scenario horizon",
+            annotation_position="top left",
+        )
+    fig.update_layout(
+        height=340,
+        title="Weekly demand profile: history and forecast",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
+        yaxis={"title": unit, "gridcolor": "#eee", "rangemode": "tozero"},
+    )
     return fig
 
 
@@ -330,69 +478,127 @@ def _label_ticks(labels: Sequence[str], max_ticks: int = 12) -> dict[str, Any]:
     n = len(labels)
     every = max(1, math.ceil(n / max_ticks))
     ticks = list(range(0, n, every))
-    return {"tickvals": ticks, "ticktext": [str(labels[t]) for t in ticks], "tickangle": 0,
-            "range": [-0.5, n - 0.5]}
+    return {
+        "tickvals": ticks,
+        "ticktext": [str(labels[t]) for t in ticks],
+        "tickangle": 0,
+        "range": [-0.5, n - 0.5],
+    }
 
 
-def gpu_path_figure(labels: Sequence[str], needed_mean: Sequence[float],
-                    needed_upper: Sequence[float] | None, path: Sequence[float],
-                    allocated: Sequence[float] | None = None,
-                    swap_cap: int | None = None,
-                    allocated_name: str | None = None,
-                    upper_name: str = "GPUs at the upper quantile") -> go.Figure:
+def gpu_path_figure(
+    labels: Sequence[str],
+    needed_mean: Sequence[float],
+    needed_upper: Sequence[float] | None,
+    path: Sequence[float],
+    allocated: Sequence[float] | None = None,
+    swap_cap: int | None = None,
+    allocated_name: str | None = None,
+    upper_name: str = "GPUs at the upper quantile",
+) -> go.Figure:
     """GPUs the forecast needs (mean, a quantile) against the path under the swap cap, one
     value per step (`labels` name the steps)."""
     x = list(range(len(labels)))
     hover = "%{customdata}: %{y} GPUs<extra>%{fullData.name}</extra>"
     fig = go.Figure()
     if needed_upper is not None:
-        fig.add_trace(go.Scatter(x=x, y=list(needed_upper), name=upper_name, mode="lines",
-                                 line={"color": "#9aa5b1", "dash": "dot", "shape": "hv"},
-                                 customdata=list(labels), hovertemplate=hover))
-    fig.add_trace(go.Scatter(x=x, y=list(needed_mean), name="GPUs at the forecast mean",
-                             mode="lines", line={"color": "#0072B2", "shape": "hv"},
-                             customdata=list(labels), hovertemplate=hover))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=list(needed_upper),
+                name=upper_name,
+                mode="lines",
+                line={"color": "#9aa5b1", "dash": "dot", "shape": "hv"},
+                customdata=list(labels),
+                hovertemplate=hover,
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=list(needed_mean),
+            name="GPUs at the forecast mean",
+            mode="lines",
+            line={"color": "#0072B2", "shape": "hv"},
+            customdata=list(labels),
+            hovertemplate=hover,
+        )
+    )
     cap = f" (swap cap {swap_cap})" if swap_cap is not None else ""
-    fig.add_trace(go.Scatter(x=x, y=list(path), name=f"GPU path{cap}", mode="lines",
-                             line={"color": "#D55E00", "shape": "hv", "width": 3},
-                             customdata=list(labels), hovertemplate=hover))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=list(path),
+            name=f"GPU path{cap}",
+            mode="lines",
+            line={"color": "#D55E00", "shape": "hv", "width": 3},
+            customdata=list(labels),
+            hovertemplate=hover,
+        )
+    )
     if allocated is not None:
-        fig.add_trace(go.Scatter(x=x, y=list(allocated),
-                                 name=allocated_name or "plan allocation",
-                                 mode="lines", line={"color": "#009E73", "shape": "hv",
-                                                     "dash": "dash"},
-                                 customdata=list(labels), hovertemplate=hover))
-    fig.update_layout(height=320, title="GPUs needed and the path under the swap cap",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.3},
-                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
-                      xaxis=_label_ticks(labels))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=list(allocated),
+                name=allocated_name or "plan allocation",
+                mode="lines",
+                line={"color": "#009E73", "shape": "hv", "dash": "dash"},
+                customdata=list(labels),
+                hovertemplate=hover,
+            )
+        )
+    fig.update_layout(
+        height=320,
+        title="GPUs needed and the path under the swap cap",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.3},
+        yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
+        xaxis=_label_ticks(labels),
+    )
     return fig
 
 
-def coverage_risk_figure(risk: np.ndarray | Sequence[float] | Sequence[Sequence[float]],
-                         x: Sequence[Any] | None = None,
-                         rows: Sequence[str] | None = None,
-                         title: str = "Coverage risk: P(demand > GPUs allocated)") -> go.Figure:
+def coverage_risk_figure(
+    risk: np.ndarray | Sequence[float] | Sequence[Sequence[float]],
+    x: Sequence[Any] | None = None,
+    rows: Sequence[str] | None = None,
+    title: str = "Coverage risk: P(demand > GPUs allocated)",
+) -> go.Figure:
     """A strip (one row per job) coloured by the probability that demand exceeds allocation."""
     z = np.atleast_2d(np.asarray(risk, dtype=float))
     labels = [str(v) for v in x] if x is not None else [str(t) for t in range(z.shape[1])]
     names = list(rows) if rows is not None else [f"row {k}" for k in range(z.shape[0])]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(range(z.shape[1])), y=names, zmin=0, zmax=1, xgap=1 if z.shape[1] <= 96
-        else 0, ygap=2, customdata=np.broadcast_to(np.array(labels, dtype=object), z.shape),
-        colorscale=[[0, "#e8f5e9"], [0.1, "#fff3bf"], [0.5, "#f59f00"], [1, "#c92a2a"]],
-        colorbar={"title": "risk", "tickformat": ".0%", "len": 0.9, "thickness": 12},
-        hovertemplate="%{y} · %{customdata}<br>P(shortfall) = %{z:.1%}<extra></extra>",
-    ))
-    fig.update_layout(height=130 + 34 * z.shape[0], title=title,
-                      margin={"l": 110, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white",
-                      xaxis=_label_ticks(labels), yaxis={"autorange": "reversed"})
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=list(range(z.shape[1])),
+            y=names,
+            zmin=0,
+            zmax=1,
+            xgap=1 if z.shape[1] <= 96 else 0,
+            ygap=2,
+            customdata=np.broadcast_to(np.array(labels, dtype=object), z.shape),
+            colorscale=[[0, "#e8f5e9"], [0.1, "#fff3bf"], [0.5, "#f59f00"], [1, "#c92a2a"]],
+            colorbar={"title": "risk", "tickformat": ".0%", "len": 0.9, "thickness": 12},
+            hovertemplate="%{y} · %{customdata}<br>P(shortfall) = %{z:.1%}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=130 + 34 * z.shape[0],
+        title=title,
+        margin={"l": 110, "r": 10, "t": 40, "b": 10},
+        plot_bgcolor="white",
+        xaxis=_label_ticks(labels),
+        yaxis={"autorange": "reversed"},
+    )
     return fig
 
 
-def idle_windows_figure(windows: pd.DataFrame, gpus: int, steps: int,
-                        labels: Sequence[str] | None = None) -> go.Figure:
+def idle_windows_figure(
+    windows: pd.DataFrame, gpus: int, steps: int, labels: Sequence[str] | None = None
+) -> go.Figure:
     """Idle windows as rectangles on the GPU x time plane (columns gpu_start, gpus,
     start_step, end_step; end exclusive)."""
     fig = go.Figure()
@@ -401,20 +607,35 @@ def idle_windows_figure(windows: pd.DataFrame, gpus: int, steps: int,
         g0, n = int(row.gpu_start), int(row.gpus)
         s0, s1 = int(row.start_step), int(row.end_step)
         colour = palette[k % len(palette)]
-        fig.add_trace(go.Scatter(
-            x=[s0 - 0.5, s1 - 0.5, s1 - 0.5, s0 - 0.5, s0 - 0.5],
-            y=[g0 - 0.5, g0 - 0.5, g0 + n - 0.5, g0 + n - 0.5, g0 - 0.5],
-            fill="toself", mode="lines", line={"color": colour}, fillcolor=pale(colour, 0.4),
-            name=f"{n} GPUs x {s1 - s0} steps",
-            hovertemplate=(f"GPUs {g0}..{g0 + n - 1}, steps {s0}..{s1 - 1}"
-                           f"{' (' + labels[s0] + ')' if labels else ''}<extra></extra>"),
-        ))
-    fig.update_layout(height=max(260, min(700, gpus * 10 + 120)), title="Idle windows",
-                      margin={"l": 50, "r": 10, "t": 40, "b": 10}, plot_bgcolor="white",
-                      showlegend=len(windows) <= 12,
-                      xaxis={"title": "step", "range": [-0.5, steps - 0.5], "gridcolor": "#eee",
-                             **(_label_ticks(labels, max_ticks=6) if labels else {})},
-                      yaxis={"title": "GPU", "range": [gpus - 0.5, -0.5], "gridcolor": "#eee"})
+        fig.add_trace(
+            go.Scatter(
+                x=[s0 - 0.5, s1 - 0.5, s1 - 0.5, s0 - 0.5, s0 - 0.5],
+                y=[g0 - 0.5, g0 - 0.5, g0 + n - 0.5, g0 + n - 0.5, g0 - 0.5],
+                fill="toself",
+                mode="lines",
+                line={"color": colour},
+                fillcolor=pale(colour, 0.4),
+                name=f"{n} GPUs x {s1 - s0} steps",
+                hovertemplate=(
+                    f"GPUs {g0}..{g0 + n - 1}, steps {s0}..{s1 - 1}"
+                    f"{' (' + labels[s0] + ')' if labels else ''}<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(
+        height=max(260, min(700, gpus * 10 + 120)),
+        title="Idle windows",
+        margin={"l": 50, "r": 10, "t": 40, "b": 10},
+        plot_bgcolor="white",
+        showlegend=len(windows) <= 12,
+        xaxis={
+            "title": "step",
+            "range": [-0.5, steps - 0.5],
+            "gridcolor": "#eee",
+            **(_label_ticks(labels, max_ticks=6) if labels else {}),
+        },
+        yaxis={"title": "GPU", "range": [gpus - 0.5, -0.5], "gridcolor": "#eee"},
+    )
     return fig
 
 
@@ -425,34 +646,57 @@ def benchmark_figure(rows: pd.DataFrame) -> go.Figure:
     planners = [p for p in PLANNER_ORDER if p in set(rows["planner"])]
     for planner in planners:
         part = rows[rows["planner"] == planner]
-        fig.add_trace(go.Bar(x=part["scenario"], y=part["utilization"], name=planner,
-                             offsetgroup=planner, marker_color=PLANNER_COLOURS.get(planner),
-                             hovertemplate="%{x}: %{y:.1%}<extra>" + planner + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=part["scenario"],
+                y=part["utilization"],
+                name=planner,
+                offsetgroup=planner,
+                marker_color=PLANNER_COLOURS.get(planner),
+                hovertemplate="%{x}: %{y:.1%}<extra>" + planner + "</extra>",
+            )
+        )
     if "published_utilization" in rows:
         first = True
         for planner in planners:
             part = rows[(rows["planner"] == planner) & rows["published_utilization"].notna()]
             if part.empty:
                 continue
-            fig.add_trace(go.Scatter(
-                x=part["scenario"], y=part["published_utilization"], mode="markers",
-                name="published", legendgroup="published", showlegend=first,
-                offsetgroup=planner,
-                marker={"symbol": "line-ew-open", "size": 18, "color": "#212529",
-                        "line": {"width": 3, "color": "#212529"}},
-                hovertemplate="%{x}: published " + planner + " %{y:.1%}<extra></extra>",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=part["scenario"],
+                    y=part["published_utilization"],
+                    mode="markers",
+                    name="published",
+                    legendgroup="published",
+                    showlegend=first,
+                    offsetgroup=planner,
+                    marker={
+                        "symbol": "line-ew-open",
+                        "size": 18,
+                        "color": "#212529",
+                        "line": {"width": 3, "color": "#212529"},
+                    },
+                    hovertemplate="%{x}: published " + planner + " %{y:.1%}<extra></extra>",
+                )
+            )
             first = False
-    fig.update_layout(barmode="group", scattermode="group", height=380,
-                      title="Utilization by scenario and planner (black: published)",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
-                      yaxis={"tickformat": ".0%", "gridcolor": "#eee", "range": [0, 1.05]})
+    fig.update_layout(
+        barmode="group",
+        scattermode="group",
+        height=380,
+        title="Utilization by scenario and planner (black: published)",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
+        yaxis={"tickformat": ".0%", "gridcolor": "#eee", "range": [0, 1.05]},
+    )
     return fig
 
 
-def stability_figure(replans: Mapping[str, pd.DataFrame],
-                     labels: Sequence[str] | None = None) -> go.Figure:
+def stability_figure(
+    replans: Mapping[str, pd.DataFrame], labels: Sequence[str] | None = None
+) -> go.Figure:
     """Per planner, the share of still-future planned cells each re-plan changed (columns
     `step`, `changed_fraction` of `core.rolling.simulate`'s replans table)."""
     fig = go.Figure()
@@ -460,19 +704,31 @@ def stability_figure(replans: Mapping[str, pd.DataFrame],
         table = replans[name]
         steps = table["step"].astype(int).tolist()
         when = [labels[s] if labels is not None and s < len(labels) else str(s) for s in steps]
-        fig.add_trace(go.Scatter(x=steps, y=table["changed_fraction"], name=name,
-                                 mode="lines+markers", marker={"size": 4}, customdata=when,
-                                 line={"color": PLANNER_COLOURS.get(name)},
-                                 hovertemplate="%{customdata}: %{y:.1%} of future cells changed"
-                                 "<extra>" + name + "</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=table["changed_fraction"],
+                name=name,
+                mode="lines+markers",
+                marker={"size": 4},
+                customdata=when,
+                line={"color": PLANNER_COLOURS.get(name)},
+                hovertemplate="%{customdata}: %{y:.1%} of future cells changed"
+                "<extra>" + name + "</extra>",
+            )
+        )
     layout_x: dict[str, Any] = {"title": "re-plan at step", "gridcolor": "#eee"}
     if labels is not None:
         layout_x.update(_label_ticks(labels))
-    fig.update_layout(height=300, title="Plan stability: cells changed by each re-plan",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
-                      yaxis={"tickformat": ".0%", "gridcolor": "#eee", "rangemode": "tozero"},
-                      xaxis=layout_x)
+    fig.update_layout(
+        height=300,
+        title="Plan stability: cells changed by each re-plan",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
+        yaxis={"tickformat": ".0%", "gridcolor": "#eee", "rangemode": "tozero"},
+        xaxis=layout_x,
+    )
     return fig
 
 
@@ -484,19 +740,35 @@ def demand_figure(scenario: Scenario) -> go.Figure:
     colours = job_colours(scenario)
     for job in scenario.realtime_jobs:
         colour = colours[scenario.job_index(job.id)]
-        fig.add_trace(go.Scatter(x=steps, y=list(job.demand), name=job.id, mode="lines",
-                                 line={"shape": "hv", "color": colour, "width": 2.5},
-                                 customdata=labels,
-                                 hovertemplate="%{customdata}: %{y:g} GPUs<extra>" + job.id
-                                 + "</extra>"))
-        fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5],
-                                 y=[job.gpus_max, job.gpus_max], mode="lines",
-                                 name=f"{job.id} gpus_max", showlegend=False,
-                                 line={"color": colour, "dash": "dot", "width": 1},
-                                 hovertemplate=f"{job.id}: gpus_max {job.gpus_max}<extra></extra>"))
-    fig.update_layout(height=360, title="Real-time demand (dotted: gpus_max)",
-                      margin={"l": 50, "r": 10, "t": 50, "b": 10}, plot_bgcolor="white",
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
-                      yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"})
+        fig.add_trace(
+            go.Scatter(
+                x=steps,
+                y=list(job.demand),
+                name=job.id,
+                mode="lines",
+                line={"shape": "hv", "color": colour, "width": 2.5},
+                customdata=labels,
+                hovertemplate="%{customdata}: %{y:g} GPUs<extra>" + job.id + "</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[steps[0] - 0.5, steps[-1] + 0.5],
+                y=[job.gpus_max, job.gpus_max],
+                mode="lines",
+                name=f"{job.id} gpus_max",
+                showlegend=False,
+                line={"color": colour, "dash": "dot", "width": 1},
+                hovertemplate=f"{job.id}: gpus_max {job.gpus_max}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        height=360,
+        title="Real-time demand (dotted: gpus_max)",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.5},
+        yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
+    )
     fig.update_xaxes(**_time_axis(scenario, max_ticks=8), tickangle=0)
     return fig

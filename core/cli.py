@@ -40,12 +40,24 @@ def _parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="plan a scenario and print its metrics as JSON")
     plan.add_argument("scenario", help="scenario JSON file")
     plan.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
-    plan.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S",
-                      help="seconds for the full planner's MIP (default 10)")
-    plan.add_argument("--gap", type=_non_negative_float, default=1e-4,
-                      help="relative MIP gap at which the full planner stops (default 1e-4)")
-    plan.add_argument("--out", metavar="DIR",
-                      help="write grid.csv, assignments.csv, realtime.csv and metrics.json")
+    plan.add_argument(
+        "--time-limit",
+        type=_positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds for the full planner's MIP (default 10)",
+    )
+    plan.add_argument(
+        "--gap",
+        type=_non_negative_float,
+        default=1e-4,
+        help="relative MIP gap at which the full planner stops (default 1e-4)",
+    )
+    plan.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write grid.csv, assignments.csv, realtime.csv and metrics.json",
+    )
     plan.set_defaults(run=_run_plan)
 
     check = sub.add_parser("check", help="check a grid CSV against a scenario's constraints")
@@ -54,25 +66,39 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(run=_run_check)
 
     bench = sub.add_parser("bench", help="run the benchmark scenarios through the planners")
-    bench.add_argument("--planners", nargs="+", choices=PLANNER_NAMES,
-                       default=["fifo", "backfill", "allocator"])
-    bench.add_argument("--scenarios", nargs="+", metavar="FILE",
-                       help="scenario files (default: data/scenarios/*.json benchmarks)")
-    bench.add_argument("--repeat", type=int, default=20,
-                       help="runs per planner for the median runtime (default 20; full: 1)")
+    bench.add_argument(
+        "--planners", nargs="+", choices=PLANNER_NAMES, default=["fifo", "backfill", "allocator"]
+    )
+    bench.add_argument(
+        "--scenarios",
+        nargs="+",
+        metavar="FILE",
+        help="scenario files (default: data/scenarios/*.json benchmarks)",
+    )
+    bench.add_argument(
+        "--repeat",
+        type=int,
+        default=20,
+        help="runs per planner for the median runtime (default 20; full: 1)",
+    )
     bench.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
     bench.add_argument("--json", action="store_true", help="print rows as JSON")
-    bench.add_argument("--large", action="store_true",
-                       help="also time the generated 1,024-GPU, 500-job, 48-step case")
+    bench.add_argument(
+        "--large",
+        action="store_true",
+        help="also time the generated 1,024-GPU, 500-job, 48-step case",
+    )
     bench.set_defaults(run=_run_bench)
 
     forecast = sub.add_parser("forecast", help="fit the weekly demand profile to a history")
     forecast.add_argument("history_csv")
     forecast.add_argument("--column", help="column to forecast (default: the first numeric)")
-    forecast.add_argument("--horizon", type=int, default=168, metavar="H",
-                          help="hours to forecast (default 168)")
-    forecast.add_argument("--level", type=float, default=0.9, metavar="L",
-                          help="central interval level (default 0.9)")
+    forecast.add_argument(
+        "--horizon", type=int, default=168, metavar="H", help="hours to forecast (default 168)"
+    )
+    forecast.add_argument(
+        "--level", type=float, default=0.9, metavar="L", help="central interval level (default 0.9)"
+    )
     forecast.add_argument("--out", metavar="CSV", help="write the forecast here, not stdout")
     forecast.set_defaults(run=_run_forecast)
 
@@ -116,8 +142,11 @@ def _run_plan(args: argparse.Namespace) -> int:
     plan = solve(scenario, args.planner, **_planner_options(args))
     violations = check(scenario, plan)
     if violations:  # a planner bug, not bad input: say so loudly
-        print(f"internal error: the {args.planner} plan breaks {len(violations)} constraint(s); "
-              f"first: {violations[0]}", file=sys.stderr)
+        print(
+            f"internal error: the {args.planner} plan breaks {len(violations)} constraint(s); "
+            f"first: {violations[0]}",
+            file=sys.stderr,
+        )
         return EXIT_ILLEGAL
     if args.out:
         write_exports(scenario, plan, args.out)
@@ -133,8 +162,10 @@ def _run_check(args: argparse.Namespace) -> int:
     plan = plan_from_grid_csv(scenario, read_text(args.grid_csv), Path(args.grid_csv).name)
     violations = check(scenario, plan)
     if not violations:
-        print(f"legal: {Path(args.grid_csv).name} obeys all five constraints "
-              f"({int((plan.grid >= 0).sum())} held cells)")
+        print(
+            f"legal: {Path(args.grid_csv).name} obeys all five constraints "
+            f"({int((plan.grid >= 0).sum())} held cells)"
+        )
         return EXIT_OK
     print(f"illegal: {len(violations)} violation(s)")
     for v in violations:
@@ -145,8 +176,7 @@ def _run_check(args: argparse.Namespace) -> int:
 def _run_bench(args: argparse.Namespace) -> int:
     from .bench import format_table, run_bench
 
-    rows = run_bench(args.scenarios, args.planners, repeat=args.repeat,
-                     time_limit=args.time_limit)
+    rows = run_bench(args.scenarios, args.planners, repeat=args.repeat, time_limit=args.time_limit)
     if args.large:
         from .bench import run_generated
 
@@ -167,8 +197,9 @@ def _run_forecast(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--horizon must be at least 1 hour, got {args.horizon}")
     if not 0 < args.level < 1:
         raise ScenarioError(f"--level must be between 0 and 1, got {args.level}")
-    table, warnings = forecast_file(args.history_csv, column=args.column, horizon=args.horizon,
-                                    level=args.level)
+    table, warnings = forecast_file(
+        args.history_csv, column=args.column, horizon=args.horizon, level=args.level
+    )
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     text = table.to_csv(index=False, float_format="%.4f", date_format="%Y-%m-%dT%H:%M:%S")
@@ -184,9 +215,13 @@ def _run_simulate(args: argparse.Namespace) -> int:
     from .rolling import simulate, write_simulation
 
     scenario = load_scenario(args.scenario)
-    result = simulate(scenario, days=args.days, planner=args.planner,
-                      replan_minutes=args.replan_minutes,
-                      planner_options=_planner_options(args))
+    result = simulate(
+        scenario,
+        days=args.days,
+        planner=args.planner,
+        replan_minutes=args.replan_minutes,
+        planner_options=_planner_options(args),
+    )
     if args.out:
         write_simulation(result, args.out)
     sys.stdout.write(metrics_to_json(result.metrics))

@@ -35,19 +35,50 @@ from .plan import IDLE, Conflict, Plan, batch_placements, holdings, metrics
 MAX_UPLOAD_MB = 20
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
 
-JOBS_COLUMNS = ("id", "type", "priority", "arrival_step", "gpus_min", "gpus_max", "gpu_hours",
-                "swap_cap")
-JOBS_OPTIONAL_COLUMNS = ("running_gpu_start", "running_gpus", "running_remaining_steps",
-                         "previous_gpus", "gpu_hours_actual")
+JOBS_COLUMNS = (
+    "id",
+    "type",
+    "priority",
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "gpu_hours",
+    "swap_cap",
+)
+JOBS_OPTIONAL_COLUMNS = (
+    "running_gpu_start",
+    "running_gpus",
+    "running_remaining_steps",
+    "previous_gpus",
+    "gpu_hours_actual",
+)
 DEMAND_COLUMNS = ("step", "job_id", "demand")
 GRID_COLUMNS = ("step", "gpu", "job_id")
 
 _CLUSTER_KEYS = {"gpus", "step_minutes", "horizon_steps", "start"}
 _POLICY_KEYS = {"penalty_weight", "decay", "reward_weight"}
-_BATCH_KEYS = {"id", "type", "priority", "arrival_step", "gpus_min", "gpus_max", "gpu_hours",
-               "running", "gpu_hours_actual"}
-_REALTIME_KEYS = {"id", "type", "priority", "gpus_min", "gpus_max", "swap_cap", "demand",
-                  "previous_gpus", "history"}
+_BATCH_KEYS = {
+    "id",
+    "type",
+    "priority",
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "gpu_hours",
+    "running",
+    "gpu_hours_actual",
+}
+_REALTIME_KEYS = {
+    "id",
+    "type",
+    "priority",
+    "gpus_min",
+    "gpus_max",
+    "swap_cap",
+    "demand",
+    "previous_gpus",
+    "history",
+}
 _RUNNING_KEYS = {"gpu_start", "gpus", "remaining_steps"}
 
 
@@ -141,8 +172,13 @@ def scenario_from_dict(raw: Any) -> Scenario:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ScenarioError("scenario: description must be a string")
-    return Scenario(name=name if isinstance(name, str) else str(name), cluster=cluster,
-                    jobs=tuple(jobs), policy=policy, description=description)
+    return Scenario(
+        name=name if isinstance(name, str) else str(name),
+        cluster=cluster,
+        jobs=tuple(jobs),
+        policy=policy,
+        description=description,
+    )
 
 
 def job_from_dict(raw: Any, position: int) -> Job:
@@ -163,9 +199,12 @@ def job_from_dict(raw: Any, position: int) -> Job:
         if history is not None and not isinstance(history, list):
             raise ScenarioError(f"{owner}: history must be a list of numbers")
         return RealtimeJob(
-            id=raw["id"], priority=raw["priority"], gpus_min=raw["gpus_min"],
-            gpus_max=raw["gpus_max"], swap_cap=raw["swap_cap"], demand=_list(owner, "demand",
-                                                                             raw["demand"]),
+            id=raw["id"],
+            priority=raw["priority"],
+            gpus_min=raw["gpus_min"],
+            gpus_max=raw["gpus_max"],
+            swap_cap=raw["swap_cap"],
+            demand=_list(owner, "demand", raw["demand"]),
             previous_gpus=tuple(previous) if previous is not None else None,
             history=tuple(history) if history is not None else None,
         )
@@ -178,17 +217,25 @@ def job_from_dict(raw: Any, position: int) -> Job:
         _require(f"{owner}: running", running_raw, tuple(sorted(_RUNNING_KEYS)))
         running = Running(**running_raw)
     return BatchJob(
-        id=raw["id"], type=job_type, priority=raw["priority"], gpus_min=raw["gpus_min"],
-        gpus_max=raw["gpus_max"], gpu_hours=raw["gpu_hours"],
-        arrival_step=raw.get("arrival_step", 0), running=running,
+        id=raw["id"],
+        type=job_type,
+        priority=raw["priority"],
+        gpus_min=raw["gpus_min"],
+        gpus_max=raw["gpus_max"],
+        gpu_hours=raw["gpu_hours"],
+        arrival_step=raw.get("arrival_step", 0),
+        running=running,
         gpu_hours_actual=raw.get("gpu_hours_actual"),
     )
 
 
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
     c = scenario.cluster
-    cluster: dict[str, Any] = {"gpus": c.gpus, "step_minutes": c.step_minutes,
-                               "horizon_steps": c.horizon_steps}
+    cluster: dict[str, Any] = {
+        "gpus": c.gpus,
+        "step_minutes": c.step_minutes,
+        "horizon_steps": c.horizon_steps,
+    }
     if c.start is not None:
         cluster["start"] = c.start.isoformat()
     p = scenario.policy
@@ -196,8 +243,11 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
         "name": scenario.name,
         "description": scenario.description,
         "cluster": cluster,
-        "policy": {"penalty_weight": _num(p.penalty_weight), "decay": _num(p.decay),
-                   "reward_weight": _num(p.reward_weight)},
+        "policy": {
+            "penalty_weight": _num(p.penalty_weight),
+            "decay": _num(p.decay),
+            "reward_weight": _num(p.reward_weight),
+        },
         "jobs": [job_to_dict(job) for job in scenario.jobs],
     }
 
@@ -205,8 +255,12 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
 def job_to_dict(job: Job) -> dict[str, Any]:
     if isinstance(job, RealtimeJob):
         out: dict[str, Any] = {
-            "id": job.id, "type": job.type, "priority": _num(job.priority),
-            "gpus_min": job.gpus_min, "gpus_max": job.gpus_max, "swap_cap": job.swap_cap,
+            "id": job.id,
+            "type": job.type,
+            "priority": _num(job.priority),
+            "gpus_min": job.gpus_min,
+            "gpus_max": job.gpus_max,
+            "swap_cap": job.swap_cap,
             "demand": [_num(d) for d in job.demand],
         }
         if job.previous_gpus is not None:
@@ -215,16 +269,23 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             out["history"] = [None if math.isnan(h) else _num(h) for h in job.history]
         return out
     out = {
-        "id": job.id, "type": job.type, "priority": _num(job.priority),
-        "arrival_step": job.arrival_step, "gpus_min": job.gpus_min, "gpus_max": job.gpus_max,
+        "id": job.id,
+        "type": job.type,
+        "priority": _num(job.priority),
+        "arrival_step": job.arrival_step,
+        "gpus_min": job.gpus_min,
+        "gpus_max": job.gpus_max,
         "gpu_hours": _num(job.gpu_hours),
     }
     if job.gpu_hours_actual is not None:
         out["gpu_hours_actual"] = _num(job.gpu_hours_actual)
     if job.running is not None:
         r = job.running
-        out["running"] = {"gpu_start": r.gpu_start, "gpus": r.gpus,
-                          "remaining_steps": r.remaining_steps}
+        out["running"] = {
+            "gpu_start": r.gpu_start,
+            "gpus": r.gpus,
+            "remaining_steps": r.remaining_steps,
+        }
     return out
 
 
@@ -242,13 +303,19 @@ def save_scenario(scenario: Scenario, path: str | Path) -> None:
 
 def scenario_to_tables(scenario: Scenario) -> tuple[str, str]:
     """(jobs.csv, demand.csv) text. History hours go into demand.csv as negative steps."""
-    extras = [c for c in JOBS_OPTIONAL_COLUMNS if any(_optional_value(j, c) != ""
-                                                      for j in scenario.jobs)]
+    extras = [
+        c for c in JOBS_OPTIONAL_COLUMNS if any(_optional_value(j, c) != "" for j in scenario.jobs)
+    ]
     jobs_rows = []
     for job in scenario.jobs:
         row = {c: "" for c in (*JOBS_COLUMNS, *extras)}
-        row.update(id=job.id, type=job.type, priority=_num(job.priority),
-                   gpus_min=job.gpus_min, gpus_max=job.gpus_max)
+        row.update(
+            id=job.id,
+            type=job.type,
+            priority=_num(job.priority),
+            gpus_min=job.gpus_min,
+            gpus_max=job.gpus_max,
+        )
         if isinstance(job, RealtimeJob):
             row["swap_cap"] = job.swap_cap
         else:
@@ -260,12 +327,16 @@ def scenario_to_tables(scenario: Scenario) -> tuple[str, str]:
     for job in scenario.realtime_jobs:
         history = job.history or ()
         for k, h in enumerate(history):
-            demand_rows.append({"step": k - len(history), "job_id": job.id,
-                                "demand": "" if math.isnan(h) else _num(h)})
+            demand_rows.append(
+                {
+                    "step": k - len(history),
+                    "job_id": job.id,
+                    "demand": "" if math.isnan(h) else _num(h),
+                }
+            )
         for t, d in enumerate(job.demand):
             demand_rows.append({"step": t, "job_id": job.id, "demand": _num(d)})
-    return (write_csv(jobs_rows, (*JOBS_COLUMNS, *extras)),
-            write_csv(demand_rows, DEMAND_COLUMNS))
+    return (write_csv(jobs_rows, (*JOBS_COLUMNS, *extras)), write_csv(demand_rows, DEMAND_COLUMNS))
 
 
 def _optional_value(job: Job, column: str) -> Any:
@@ -281,15 +352,21 @@ def _optional_value(job: Job, column: str) -> Any:
     return ""
 
 
-def scenario_from_tables(jobs_text: str, demand_text: str, base: Scenario, *,
-                         jobs_name: str = "jobs.csv",
-                         demand_name: str = "demand.csv") -> Scenario:
+def scenario_from_tables(
+    jobs_text: str,
+    demand_text: str,
+    base: Scenario,
+    *,
+    jobs_name: str = "jobs.csv",
+    demand_name: str = "demand.csv",
+) -> Scenario:
     """A scenario from the CSV pair; name, description, cluster and policy come from `base`.
 
     The horizon is the base cluster's; every real-time job needs one demand row per step.
     """
-    demand_by_job, history_by_job = _read_demand(demand_text, demand_name,
-                                                 base.cluster.horizon_steps)
+    demand_by_job, history_by_job = _read_demand(
+        demand_text, demand_name, base.cluster.horizon_steps
+    )
     header, rows = _read_csv(jobs_text, jobs_name, JOBS_COLUMNS, JOBS_OPTIONAL_COLUMNS)
     jobs: list[Job] = []
     problems: list[str] = []
@@ -298,18 +375,26 @@ def scenario_from_tables(jobs_text: str, demand_text: str, base: Scenario, *,
         try:
             jobs.append(_job_from_row(row, where, demand_by_job, history_by_job))
         except ScenarioError as e:
-            problems.extend(f"{where}: {p}" if not p.startswith(jobs_name) else p
-                            for p in e.problems)
+            problems.extend(
+                f"{where}: {p}" if not p.startswith(jobs_name) else p for p in e.problems
+            )
     known = {j.id for j in jobs}
     for job_id, (line, _) in demand_by_job.items():
         if job_id not in known:
-            problems.append(f"{demand_name}: row {line}: job_id '{job_id}' is not a real-time "
-                            f"job in {jobs_name}")
+            problems.append(
+                f"{demand_name}: row {line}: job_id '{job_id}' is not a real-time "
+                f"job in {jobs_name}"
+            )
     if problems:
         raise ScenarioError("; ".join(problems[:5]), problems)
     try:
-        return Scenario(name=base.name, description=base.description, cluster=base.cluster,
-                        policy=base.policy, jobs=tuple(jobs))
+        return Scenario(
+            name=base.name,
+            description=base.description,
+            cluster=base.cluster,
+            policy=base.policy,
+            jobs=tuple(jobs),
+        )
     except ScenarioError as e:
         raise e.with_prefix(jobs_name) from None
 
@@ -322,8 +407,10 @@ def _job_from_row(row: dict[str, str], where: str, demand_by_job, history_by_job
     owner = f"{where} (job '{job_id}')"
     if job_type not in JOB_TYPES:
         raise ScenarioError(f"{owner}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}")
-    number = lambda field, required=True: _cell_number(owner, field, row.get(field, ""),  # noqa: E731
-                                                       required)
+
+    def number(field: str, required: bool = True) -> Any:
+        return _cell_number(owner, field, row.get(field, ""), required)
+
     try:
         if job_type == REALTIME_TYPE:
             if job_id not in demand_by_job:
@@ -332,23 +419,35 @@ def _job_from_row(row: dict[str, str], where: str, demand_by_job, history_by_job
             empty_set = previous.replace(" ", "") == "[]"
             previous = previous.strip("[]").replace(",", " ")
             return RealtimeJob(
-                id=job_id, priority=number("priority"), gpus_min=number("gpus_min"),
-                gpus_max=number("gpus_max"), swap_cap=number("swap_cap"),
+                id=job_id,
+                priority=number("priority"),
+                gpus_min=number("gpus_min"),
+                gpus_max=number("gpus_max"),
+                swap_cap=number("swap_cap"),
                 demand=demand_by_job[job_id][1],
-                previous_gpus=tuple(_cell_number(owner, "previous_gpus", g)
-                                    for g in previous.split())
-                if previous or empty_set else None,
+                previous_gpus=tuple(
+                    _cell_number(owner, "previous_gpus", g) for g in previous.split()
+                )
+                if previous or empty_set
+                else None,
                 history=history_by_job.get(job_id),
             )
         running = None
         if row.get("running_gpus", "").strip():
-            running = Running(gpu_start=number("running_gpu_start"),
-                              gpus=number("running_gpus"),
-                              remaining_steps=number("running_remaining_steps"))
+            running = Running(
+                gpu_start=number("running_gpu_start"),
+                gpus=number("running_gpus"),
+                remaining_steps=number("running_remaining_steps"),
+            )
         return BatchJob(
-            id=job_id, type=job_type, priority=number("priority"),
-            arrival_step=number("arrival_step", False) or 0, gpus_min=number("gpus_min"),
-            gpus_max=number("gpus_max"), gpu_hours=number("gpu_hours"), running=running,
+            id=job_id,
+            type=job_type,
+            priority=number("priority"),
+            arrival_step=number("arrival_step", False) or 0,
+            gpus_min=number("gpus_min"),
+            gpus_max=number("gpus_max"),
+            gpu_hours=number("gpu_hours"),
+            running=running,
             gpu_hours_actual=number("gpu_hours_actual", False),
         )
     except ScenarioError as e:
@@ -389,8 +488,9 @@ def _read_demand(text: str, name: str, steps: int):
         past = sorted(t for t in by_step if t < 0)
         if past:
             if past != list(range(past[0], 0)):
-                raise ScenarioError(f"{name}: job '{job_id}' history steps must run without gaps "
-                                    f"up to -1")
+                raise ScenarioError(
+                    f"{name}: job '{job_id}' history steps must run without gaps up to -1"
+                )
             history_by_job[job_id] = tuple(by_step[t] for t in past)
     return demand_by_job, history_by_job
 
@@ -407,12 +507,16 @@ def _read_csv(text: str, name: str, required: Iterable[str], optional: Iterable[
     required, optional = tuple(required), tuple(optional)
     missing = [c for c in required if c not in header]
     if missing:
-        raise ScenarioError(f"{name}: missing column{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(missing)} (the header must have {', '.join(required)})")
+        raise ScenarioError(
+            f"{name}: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} (the header must have {', '.join(required)})"
+        )
     unknown = [c for c in header if c not in required and c not in optional]
     if unknown:
-        raise ScenarioError(f"{name}: unknown column{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(repr(c) for c in unknown)}")
+        raise ScenarioError(
+            f"{name}: unknown column{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(c) for c in unknown)}"
+        )
     if len(set(header)) != len(header):
         raise ScenarioError(f"{name}: a column appears twice in the header")
     rows = []
@@ -421,8 +525,9 @@ def _read_csv(text: str, name: str, required: Iterable[str], optional: Iterable[
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) != len(header):
-                raise ScenarioError(f"{name}: row {line}: has {len(cells)} cells, the header has "
-                                    f"{len(header)}")
+                raise ScenarioError(
+                    f"{name}: row {line}: has {len(cells)} cells, the header has {len(header)}"
+                )
             rows.append((line, dict(zip(header, cells, strict=True))))
     except csv.Error as e:
         raise ScenarioError(f"{name}: row {reader.line_num}: cannot be read as CSV ({e})") from None
@@ -480,8 +585,10 @@ def step_times(scenario: Scenario) -> list[str]:
     c = scenario.cluster
     if c.start is None:
         return [""] * c.horizon_steps
-    return [(c.start + timedelta(minutes=c.step_minutes * t)).isoformat(timespec="minutes")
-            for t in range(c.horizon_steps)]
+    return [
+        (c.start + timedelta(minutes=c.step_minutes * t)).isoformat(timespec="minutes")
+        for t in range(c.horizon_steps)
+    ]
 
 
 def grid_to_csv(scenario: Scenario, plan: Plan) -> str:
@@ -492,8 +599,13 @@ def grid_to_csv(scenario: Scenario, plan: Plan) -> str:
     ids = [job.id for job in scenario.jobs]
     types = [job.type for job in scenario.jobs]
     rows = (
-        {"step": int(steps[k]), "gpu": int(gpus[k]), "job_id": ids[plan.grid[gpus[k], steps[k]]],
-         "time": times[steps[k]], "type": types[plan.grid[gpus[k], steps[k]]]}
+        {
+            "step": int(steps[k]),
+            "gpu": int(gpus[k]),
+            "job_id": ids[plan.grid[gpus[k], steps[k]]],
+            "time": times[steps[k]],
+            "type": types[plan.grid[gpus[k], steps[k]]],
+        }
         for k in order
     )
     return write_csv(rows, (*GRID_COLUMNS, "time", "type"))
@@ -533,13 +645,20 @@ def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
     rows = []
     for job in scenario.batch_jobs:
         p = placements.get(job.id)
-        rows.append({
-            "job_id": job.id, "type": job.type, "priority": _num(job.priority),
-            "gpu_start": p.gpu_start if p else "", "gpus": p.gpus if p else "",
-            "start_step": p.start_step if p else "", "end_step": p.end_step if p else "",
-        })
-    return write_csv(rows, ("job_id", "type", "priority", "gpu_start", "gpus", "start_step",
-                            "end_step"))
+        rows.append(
+            {
+                "job_id": job.id,
+                "type": job.type,
+                "priority": _num(job.priority),
+                "gpu_start": p.gpu_start if p else "",
+                "gpus": p.gpus if p else "",
+                "start_step": p.start_step if p else "",
+                "end_step": p.end_step if p else "",
+            }
+        )
+    return write_csv(
+        rows, ("job_id", "type", "priority", "gpu_start", "gpus", "start_step", "end_step")
+    )
 
 
 def realtime_to_csv(scenario: Scenario, plan: Plan) -> str:
@@ -549,8 +668,15 @@ def realtime_to_csv(scenario: Scenario, plan: Plan) -> str:
         allocated = held[scenario.job_index(job.id)]
         for t, demand in enumerate(job.demand):
             n = int(allocated[t])
-            rows.append({"step": t, "job_id": job.id, "demand": _num(demand), "allocated": n,
-                         "shortfall": _num(round(max(0.0, demand - n), 9))})
+            rows.append(
+                {
+                    "step": t,
+                    "job_id": job.id,
+                    "demand": _num(demand),
+                    "allocated": n,
+                    "shortfall": _num(round(max(0.0, demand - n), 9)),
+                }
+            )
     return write_csv(rows, ("step", "job_id", "demand", "allocated", "shortfall"))
 
 
@@ -618,8 +744,10 @@ def _require(owner: str, raw: dict, keys: Iterable[str]) -> None:
 def _no_unknown(owner: str, raw: dict, allowed: set[str]) -> None:
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise ScenarioError(f"{owner}: unknown field{'s' if len(unknown) > 1 else ''} "
-                            f"{', '.join(repr(k) for k in unknown)}")
+        raise ScenarioError(
+            f"{owner}: unknown field{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)}"
+        )
 
 
 def _list(owner: str, field: str, value: Any) -> tuple:
@@ -637,4 +765,3 @@ def _timestamp(owner: str, field: str, value: Any) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         raise ScenarioError(f"{owner}: {field} {value!r} is not an ISO timestamp") from None
-

@@ -60,8 +60,15 @@ def powers_of_two_between(low: int, high: int) -> list[int]:
     return sizes
 
 
-def _check_number(owner: str, name: str, value: object, *, integer: bool = False,
-                  minimum: float | None = None, strictly_positive: bool = False) -> None:
+def _check_number(
+    owner: str,
+    name: str,
+    value: object,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    strictly_positive: bool = False,
+) -> None:
     """Raise a ScenarioError unless value is a finite (integer) number in range."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ScenarioError(f"{owner}: {name} must be a number, got {value!r}")
@@ -171,21 +178,23 @@ class BatchJob:
         _check_number(owner, "gpu_hours", self.gpu_hours, strictly_positive=True)
         for name in ("gpus_min", "gpus_max"):
             if not is_power_of_two(int(getattr(self, name))):
-                raise ScenarioError(
-                    f"{owner}: {name} {getattr(self, name)} is not a power of two"
-                )
+                raise ScenarioError(f"{owner}: {name} {getattr(self, name)} is not a power of two")
         if self.gpus_min > self.gpus_max:
             raise ScenarioError(
                 f"{owner}: gpus_min {self.gpus_min} is larger than gpus_max {self.gpus_max}"
             )
         if self.gpu_hours_actual is not None:
-            _check_number(owner, "gpu_hours_actual", self.gpu_hours_actual,
-                          strictly_positive=True)
+            _check_number(owner, "gpu_hours_actual", self.gpu_hours_actual, strictly_positive=True)
         if self.running is not None:
             r = self.running
             for name in ("gpu_start", "gpus", "remaining_steps"):
-                _check_number(owner, f"running.{name}", getattr(r, name), integer=True,
-                              minimum=0 if name == "gpu_start" else 1)
+                _check_number(
+                    owner,
+                    f"running.{name}",
+                    getattr(r, name),
+                    integer=True,
+                    minimum=0 if name == "gpu_start" else 1,
+                )
             if not is_power_of_two(r.gpus):
                 raise ScenarioError(f"{owner}: running.gpus {r.gpus} is not a power of two")
             if r.gpu_start % r.gpus:
@@ -235,12 +244,15 @@ class RealtimeJob:
             raise ScenarioError(
                 f"{owner}: gpus_min {self.gpus_min} is larger than gpus_max {self.gpus_max}"
             )
-        object.__setattr__(self, "demand", tuple(float(d) for d in _numbers(owner, "demand",
-                                                                             self.demand)))
+        object.__setattr__(
+            self, "demand", tuple(float(d) for d in _numbers(owner, "demand", self.demand))
+        )
         if self.history is not None:
-            object.__setattr__(self, "history",
-                               tuple(float(h) for h in _numbers(owner, "history", self.history,
-                                                                allow_nan=True)))
+            object.__setattr__(
+                self,
+                "history",
+                tuple(float(h) for h in _numbers(owner, "history", self.history, allow_nan=True)),
+            )
         if self.previous_gpus is not None:
             gpus = tuple(self.previous_gpus)
             for i, g in enumerate(gpus):
@@ -346,8 +358,7 @@ def _scenario_problems(s: Scenario):
             yield f"{owner}: gpus_max {job.gpus_max} is larger than the cluster's {G} GPUs"
         if isinstance(job, RealtimeJob):
             if len(job.demand) != T:
-                yield (f"{owner}: demand has {len(job.demand)} values, expected one per step "
-                       f"({T})")
+                yield (f"{owner}: demand has {len(job.demand)} values, expected one per step ({T})")
             for g in job.previous_gpus or ():
                 if g >= G:
                     yield f"{owner}: previous_gpus lists GPU {g}, the cluster has GPUs 0..{G - 1}"
@@ -355,8 +366,10 @@ def _scenario_problems(s: Scenario):
         elif job.running is not None:
             r = job.running
             if r.gpu_start + r.gpus > G:
-                yield (f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
-                       f"outside the cluster's {G} GPUs")
+                yield (
+                    f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
+                    f"outside the cluster's {G} GPUs"
+                )
     yield from _pinned_problems(s)
 
 
@@ -383,12 +396,18 @@ def _pinned_problems(s: Scenario):
         held = len(job.previous_gpus) if job.previous_gpus is not None else 0
         if job.previous_gpus is not None:
             if held - job.swap_cap > job.gpus_max:
-                yield (f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
-                       f"{job.swap_cap} it cannot get down to gpus_max {job.gpus_max} at step 0")
+                yield (
+                    f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
+                    f"{job.swap_cap} it cannot get down to gpus_max {job.gpus_max} at step 0"
+                )
             if held + job.swap_cap < job.gpus_min:
-                yield (f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
-                       f"{job.swap_cap} it cannot reach gpus_min {job.gpus_min} at step 0")
+                yield (
+                    f"job '{job.id}': previous_gpus holds {held} GPUs; with swap_cap "
+                    f"{job.swap_cap} it cannot reach gpus_min {job.gpus_min} at step 0"
+                )
         needed += max(0, job.gpus_min - held)
     if needed > free_at_start:
-        yield (f"scenario: real-time gpus_min needs {needed} more GPUs at step 0 than the "
-               f"{free_at_start} left free by running jobs and previous_gpus")
+        yield (
+            f"scenario: real-time gpus_min needs {needed} more GPUs at step 0 than the "
+            f"{free_at_start} left free by running jobs and previous_gpus"
+        )

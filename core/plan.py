@@ -88,8 +88,10 @@ class Violation:
         if self.step is not None:
             where.append(f"step {self.step}")
         at = f" at {', '.join(where)}" if where else ""
-        return (f"constraint {self.constraint} ({CONSTRAINTS[self.constraint]}): "
-                f"job '{self.job_id}'{at}: {self.message}")
+        return (
+            f"constraint {self.constraint} ({CONSTRAINTS[self.constraint]}): "
+            f"job '{self.job_id}'{at}: {self.message}"
+        )
 
 
 def pin_running(scenario: Scenario, grid: np.ndarray) -> None:
@@ -97,7 +99,7 @@ def pin_running(scenario: Scenario, grid: np.ndarray) -> None:
     for i, job in enumerate(scenario.jobs):
         if isinstance(job, BatchJob) and job.running is not None:
             r = job.running
-            grid[r.gpu_start:r.gpu_start + r.gpus, :r.remaining_steps] = i
+            grid[r.gpu_start : r.gpu_start + r.gpus, : r.remaining_steps] = i
 
 
 def holdings(scenario: Scenario, plan: Plan) -> np.ndarray:
@@ -120,7 +122,7 @@ def _job_cells(grid: np.ndarray, n_jobs: int) -> list[tuple[np.ndarray, np.ndarr
     G = grid.shape[0]
     cells = []
     for j in range(n_jobs):
-        idx = order[bounds[j]:bounds[j + 1]]
+        idx = order[bounds[j] : bounds[j + 1]]
         cells.append((idx % G, idx // G))
     return cells
 
@@ -137,8 +139,9 @@ def batch_placements(scenario: Scenario, plan: Plan) -> dict[str, Placement]:
             continue
         first = steps[0]
         at_first = gpus[steps == first]
-        out[job.id] = Placement(job.id, int(at_first.min()), int(len(at_first)), int(first),
-                                int(steps.max()) + 1)
+        out[job.id] = Placement(
+            job.id, int(at_first.min()), int(len(at_first)), int(first), int(steps.max()) + 1
+        )
     return out
 
 
@@ -147,9 +150,15 @@ def check(scenario: Scenario, plan: Plan) -> list[Violation]:
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     grid = plan.grid
     if grid.shape != (G, T):
-        return [Violation(1, "*", None, None,
-                          f"grid is {grid.shape[0]} GPUs x {grid.shape[1]} steps, the scenario "
-                          f"has {G} x {T}")]
+        return [
+            Violation(
+                1,
+                "*",
+                None,
+                None,
+                f"grid is {grid.shape[0]} GPUs x {grid.shape[1]} steps, the scenario has {G} x {T}",
+            )
+        ]
     n_jobs = len(scenario.jobs)
     bad = (grid < IDLE) | (grid >= n_jobs)
     if bad.any():
@@ -173,8 +182,13 @@ def _check_realtime(scenario: Scenario, grid: np.ndarray, j: int, job: RealtimeJ
     held = grid == j  # (G, T)
     counts = held.sum(axis=0)
     for t in np.nonzero((counts < job.gpus_min) | (counts > job.gpus_max))[0]:
-        yield Violation(2, job.id, None, int(t),
-                        f"holds {int(counts[t])} GPUs, allowed {job.gpus_min}..{job.gpus_max}")
+        yield Violation(
+            2,
+            job.id,
+            None,
+            int(t),
+            f"holds {int(counts[t])} GPUs, allowed {job.gpus_min}..{job.gpus_max}",
+        )
     if job.previous_gpus is not None:
         before = np.zeros((grid.shape[0], 1), dtype=bool)
         before[list(job.previous_gpus), 0] = True
@@ -188,15 +202,21 @@ def _check_realtime(scenario: Scenario, grid: np.ndarray, j: int, job: RealtimeJ
     for k in np.nonzero(swaps > job.swap_cap)[0]:
         t = int(k) + first_step
         g = int(np.nonzero(changed[:, k])[0][0])
-        yield Violation(4, job.id, g, t,
-                        f"gains plus releases {int(swaps[k])} GPUs, swap_cap is {job.swap_cap}")
+        yield Violation(
+            4, job.id, g, t, f"gains plus releases {int(swaps[k])} GPUs, swap_cap is {job.swap_cap}"
+        )
 
 
 def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.ndarray):
     if len(steps) == 0:
         if job.running is not None:
-            yield Violation(5, job.id, job.running.gpu_start, 0,
-                            "is running but holds no GPU: running work must be held as given")
+            yield Violation(
+                5,
+                job.id,
+                job.running.gpu_start,
+                0,
+                "is running but holds no GPU: running work must be held as given",
+            )
         return
     T = scenario.cluster.horizon_steps
     held_steps, first_cell, per_step = np.unique(steps, return_index=True, return_counts=True)
@@ -208,31 +228,48 @@ def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.
     # 3: at each step the job's GPUs form one contiguous, aligned, power-of-two block.
     for t, low, high, count in zip(held_steps, lows, highs, per_step, strict=True):
         if high - low + 1 != count:
-            yield Violation(3, job.id, int(low), int(t),
-                            f"GPUs {int(low)}..{int(high)} are not one contiguous block")
+            yield Violation(
+                3,
+                job.id,
+                int(low),
+                int(t),
+                f"GPUs {int(low)}..{int(high)} are not one contiguous block",
+            )
             return
         if not is_power_of_two(int(count)) or low % count:
-            yield Violation(3, job.id, int(low), int(t),
-                            f"block [{int(low)}, {int(high) + 1}) of {int(count)} GPUs is not a "
-                            f"power-of-two block aligned to its size")
+            yield Violation(
+                3,
+                job.id,
+                int(low),
+                int(t),
+                f"block [{int(low)}, {int(high) + 1}) of {int(count)} GPUs is not a "
+                f"power-of-two block aligned to its size",
+            )
             return
     # 2: the block size is allowed (running work: exactly the inherited block).
     if job.running is not None:
         r = job.running
         if (b, n) != (r.gpu_start, r.gpus):
-            yield Violation(2, job.id, b, start,
-                            f"holds [{b}, {b + n}), its running block is "
-                            f"[{r.gpu_start}, {r.gpu_start + r.gpus})")
+            yield Violation(
+                2,
+                job.id,
+                b,
+                start,
+                f"holds [{b}, {b + n}), its running block is "
+                f"[{r.gpu_start}, {r.gpu_start + r.gpus})",
+            )
             return
     elif not job.gpus_min <= n <= job.gpus_max:
-        yield Violation(2, job.id, b, start,
-                        f"block of {n} GPUs, allowed {job.gpus_min}..{job.gpus_max}")
+        yield Violation(
+            2, job.id, b, start, f"block of {n} GPUs, allowed {job.gpus_min}..{job.gpus_max}"
+        )
     # 5: one block, held without gaps from a start no earlier than arrival, for its duration.
     changed = np.nonzero((lows != b) | (per_step != n))[0]
     if len(changed):
         t = int(held_steps[changed[0]])
-        yield Violation(5, job.id, int(lows[changed[0]]), t,
-                        f"moves or resizes from [{b}, {b + n}) at step {t}")
+        yield Violation(
+            5, job.id, int(lows[changed[0]]), t, f"moves or resizes from [{b}, {b + n}) at step {t}"
+        )
         return
     gaps = np.nonzero(np.diff(held_steps) != 1)[0]
     if len(gaps):
@@ -244,14 +281,24 @@ def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.
             yield Violation(5, job.id, b, start, "is running but does not hold its block at 0")
             return
     elif start < job.arrival_step:
-        yield Violation(5, job.id, b, start,
-                        f"starts at step {start}, before its arrival_step {job.arrival_step}")
+        yield Violation(
+            5,
+            job.id,
+            b,
+            start,
+            f"starts at step {start}, before its arrival_step {job.arrival_step}",
+        )
     expected = min(scenario.duration(job, n), T - start)
     held = int(held_steps[-1]) - start + 1
     if held != expected:
-        yield Violation(5, job.id, b, start + min(held, expected),
-                        f"holds its block for {held} steps, its work needs {expected} "
-                        f"(from step {start}, cut at the horizon)")
+        yield Violation(
+            5,
+            job.id,
+            b,
+            start + min(held, expected),
+            f"holds its block for {held} steps, its work needs {expected} "
+            f"(from step {start}, cut at the horizon)",
+        )
 
 
 def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
@@ -283,7 +330,8 @@ def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
     placements = batch_placements(scenario, plan)
     by_id = {j.id: j for j in scenario.batch_jobs}
     completed = sum(
-        1 for p in placements.values()
+        1
+        for p in placements.values()
         if p.start_step + scenario.duration(by_id[p.job_id], p.gpus) <= T
     )
     cells = G * T
@@ -292,7 +340,8 @@ def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
         "utilization": (batch_cells + served_total) / cells,
         "allocated_fraction": (batch_cells + rt_allocated) / cells,
         "value": float(priority[is_batch] @ batch_held.sum(axis=1)) * c.step_hours
-        if len(batch_held) else 0.0,
+        if len(batch_held)
+        else 0.0,
         "objective": policy.reward_weight * (reward - policy.penalty_weight * penalty),
         "completed_jobs": completed,
         "started_jobs": len(placements),

@@ -199,8 +199,9 @@ def simulate(
         clock = time.perf_counter()
         window_forecasts = demand_model.forecasts(t0, steps)
         forecast_ms = (time.perf_counter() - clock) * 1000.0
-        window, mapping = _window_scenario(actual, scenario, t0, steps, started, held_before,
-                                           window_forecasts, demand_model)
+        window, mapping = _window_scenario(
+            actual, scenario, t0, steps, started, held_before, window_forecasts, demand_model
+        )
         window_plan = solve(window, planner, **options)
         lookup = np.append(mapping, IDLE).astype(np.int32)  # window IDLE (-1) stays IDLE
         planned = lookup[window_plan.grid]
@@ -213,24 +214,35 @@ def simulate(
         if t0 >= next_scheduled:
             next_scheduled = t0 + commit_steps
         end = min(next_scheduled, period)
-        executed = _execute(actual, estimates, grid, t0, end, planned, placements, started,
-                            held_before)
+        executed = _execute(
+            actual, estimates, grid, t0, end, planned, placements, started, held_before
+        )
         for job in actual.realtime_jobs:
             frame = window_forecasts[job.id].iloc[:executed]
             committed_forecasts[job.id].append(frame.set_axis(range(t0, t0 + executed)))
-        rows.append({
-            "step": t0, "trigger": trigger, "window_steps": steps, "committed_steps": executed,
-            **stability,
-            "changed_fraction": stability["changed_cells"] / stability["future_cells"]
-            if stability["future_cells"] else 0.0,
-            "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
-            "forecast_ms": forecast_ms, "refit": demand_model.refitted,
-        })
+        rows.append(
+            {
+                "step": t0,
+                "trigger": trigger,
+                "window_steps": steps,
+                "committed_steps": executed,
+                **stability,
+                "changed_fraction": stability["changed_cells"] / stability["future_cells"]
+                if stability["future_cells"]
+                else 0.0,
+                "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
+                "forecast_ms": forecast_ms,
+                "refit": demand_model.refitted,
+            }
+        )
         previous = (t0, planned, placements)
         windows.append(HorizonWindow(t0, window, window_plan, window_forecasts))
         if on_replan is not None:
-            on_replan(ReplanView(t0, executed, trigger, window, window_plan,
-                                 grid[:, :t0 + executed].copy()))
+            on_replan(
+                ReplanView(
+                    t0, executed, trigger, window, window_plan, grid[:, : t0 + executed].copy()
+                )
+            )
         trigger = "scheduled" if t0 + executed >= next_scheduled else "overrun"
         t0 += executed
         if progress is not None:
@@ -242,12 +254,20 @@ def simulate(
     result_metrics = metrics(actual, plan)
     result_metrics["violations"] = len(check(actual, plan))  # 0 unless a planner has a bug
     result_metrics.update(_stability_metrics(replans, actual, period, replan_minutes))
-    forecasts = {job_id: pd.concat(frames) for job_id, frames in committed_forecasts.items()
-                 if frames}
+    forecasts = {
+        job_id: pd.concat(frames) for job_id, frames in committed_forecasts.items() if frames
+    }
     return SimulationResult(
-        scenario=actual, source=scenario, plan=plan, metrics=result_metrics, replans=replans,
-        forecasts=forecasts, horizon_scenario=window, horizon_plan=window_plan,
-        horizon_forecasts=window_forecasts, horizon_start=t0 - rows[-1]["committed_steps"],
+        scenario=actual,
+        source=scenario,
+        plan=plan,
+        metrics=result_metrics,
+        replans=replans,
+        forecasts=forecasts,
+        horizon_scenario=window,
+        horizon_plan=window_plan,
+        horizon_forecasts=window_forecasts,
+        horizon_start=t0 - rows[-1]["committed_steps"],
         windows=windows,
     )
 
@@ -289,8 +309,9 @@ def realised_scenario(scenario: Scenario, period: int) -> Scenario:
     return scenario.replace(cluster=cluster, jobs=tuple(jobs))
 
 
-def _steps(scenario: Scenario, days: float, replan_minutes: int,
-           window_hours: float) -> tuple[int, int, int]:
+def _steps(
+    scenario: Scenario, days: float, replan_minutes: int, window_hours: float
+) -> tuple[int, int, int]:
     """Period, commit and window lengths in steps, with messages for impossible requests."""
     step = scenario.cluster.step_minutes
     if not (isinstance(days, int | float) and math.isfinite(days) and days > 0):
@@ -316,18 +337,25 @@ def _steps(scenario: Scenario, days: float, replan_minutes: int,
 # ------------------------------------------------------------------------------ the window
 
 
-def _window_scenario(actual: Scenario, source: Scenario, t0: int, steps: int,
-                     started: dict[int, _Started], held_before: dict[int, tuple[int, ...] | None],
-                     forecasts: dict[str, pd.DataFrame],
-                     demand_model: _DemandModel) -> tuple[Scenario, np.ndarray]:
+def _window_scenario(
+    actual: Scenario,
+    source: Scenario,
+    t0: int,
+    steps: int,
+    started: dict[int, _Started],
+    held_before: dict[int, tuple[int, ...] | None],
+    forecasts: dict[str, pd.DataFrame],
+    demand_model: _DemandModel,
+) -> tuple[Scenario, np.ndarray]:
     """The planner's view at t0 and the map from its job numbers to the period's."""
     picked: list[tuple[tuple[int, int], int, Any]] = []
     for i, job in enumerate(actual.jobs):
         estimate = source.jobs[i]
         if isinstance(job, RealtimeJob):
             demand = demand_model.planning_demand(forecasts[job.id])
-            window_job = replace(job, demand=tuple(demand), previous_gpus=held_before[i],
-                                 history=None)
+            window_job = replace(
+                job, demand=tuple(demand), previous_gpus=held_before[i], history=None
+            )
             picked.append(((-1, i), i, window_job))
             continue
         state = started.get(i)
@@ -335,26 +363,45 @@ def _window_scenario(actual: Scenario, source: Scenario, t0: int, steps: int,
             if state.actual_end <= t0:
                 continue  # finished
             remaining = min(max(1, state.estimated_end - t0), steps)
-            window_job = replace(estimate, arrival_step=0, gpu_hours_actual=None,
-                                 running=Running(state.gpu_start, state.gpus, remaining))
+            window_job = replace(
+                estimate,
+                arrival_step=0,
+                gpu_hours_actual=None,
+                running=Running(state.gpu_start, state.gpus, remaining),
+            )
             picked.append(((-1, i), i, window_job))
         elif job.arrival_step <= t0:
             window_job = replace(estimate, arrival_step=0, gpu_hours_actual=None, running=None)
             picked.append(((job.arrival_step, i), i, window_job))  # fifo keeps arrival order
     picked.sort(key=lambda item: item[0])
     start = actual.cluster.start
-    cluster = Cluster(actual.cluster.gpus, actual.cluster.step_minutes, steps,
-                      start + timedelta(minutes=actual.cluster.step_minutes * t0)
-                      if start is not None else None)
-    window = Scenario(name=f"{actual.name}@{t0}", cluster=cluster,
-                      jobs=tuple(item[2] for item in picked), policy=actual.policy,
-                      description=f"rolling window from step {t0}")
+    cluster = Cluster(
+        actual.cluster.gpus,
+        actual.cluster.step_minutes,
+        steps,
+        start + timedelta(minutes=actual.cluster.step_minutes * t0) if start is not None else None,
+    )
+    window = Scenario(
+        name=f"{actual.name}@{t0}",
+        cluster=cluster,
+        jobs=tuple(item[2] for item in picked),
+        policy=actual.policy,
+        description=f"rolling window from step {t0}",
+    )
     return window, np.array([item[1] for item in picked], dtype=np.int32)
 
 
-def _execute(actual: Scenario, estimates: list[float], grid: np.ndarray, t0: int, end: int,
-             planned: np.ndarray, placements: dict[int, tuple[int, int, int]],
-             started: dict[int, _Started], held_before: dict[int, tuple[int, ...] | None]) -> int:
+def _execute(
+    actual: Scenario,
+    estimates: list[float],
+    grid: np.ndarray,
+    t0: int,
+    end: int,
+    planned: np.ndarray,
+    placements: dict[int, tuple[int, int, int]],
+    started: dict[int, _Started],
+    held_before: dict[int, tuple[int, ...] | None],
+) -> int:
     """Commit planned steps t0..end-1 against reality; return how many were committed.
 
     Stops early (for an `overrun` re-plan) at a step where a job still running past its estimate
@@ -368,7 +415,7 @@ def _execute(actual: Scenario, estimates: list[float], grid: np.ndarray, t0: int
         running = {i: s for i, s in started.items() if s.actual_end > t}
         blocked = False
         for i, s in running.items():
-            cells = column[s.gpu_start:s.gpu_start + s.gpus]
+            cells = column[s.gpu_start : s.gpu_start + s.gpus]
             if np.any((cells != i) & (cells != IDLE)):
                 blocked = True
                 break
@@ -379,13 +426,18 @@ def _execute(actual: Scenario, estimates: list[float], grid: np.ndarray, t0: int
         # Batch cells follow reality: finished jobs free their block, running ones hold it.
         column[is_batch[column]] = IDLE
         for i, s in running.items():
-            column[s.gpu_start:s.gpu_start + s.gpus] = i
+            column[s.gpu_start : s.gpu_start + s.gpus] = i
         for i, (gpu_start, gpus, start) in placements.items():
             if start == t and i not in started:
                 job = actual.jobs[i]
-                started[i] = _Started(gpu_start, gpus, t, t + actual.duration(job, gpus),
-                                      t + _duration_of(estimates[i], gpus, step_minutes))
-                column[gpu_start:gpu_start + gpus] = i
+                started[i] = _Started(
+                    gpu_start,
+                    gpus,
+                    t,
+                    t + actual.duration(job, gpus),
+                    t + _duration_of(estimates[i], gpus, step_minutes),
+                )
+                column[gpu_start : gpu_start + gpus] = i
         grid[:, t] = column
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
@@ -396,9 +448,13 @@ def _duration_of(gpu_hours: float, gpus: int, step_minutes: int) -> int:
     return max(1, math.ceil(gpu_hours * 60.0 / (gpus * step_minutes) - 1e-9))
 
 
-def _stability(previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None,
-               t0: int, planned: np.ndarray, placements: dict[int, tuple[int, int, int]],
-               is_batch: np.ndarray) -> dict[str, int]:
+def _stability(
+    previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None,
+    t0: int,
+    planned: np.ndarray,
+    placements: dict[int, tuple[int, int, int]],
+    is_batch: np.ndarray,
+) -> dict[str, int]:
     """Cells of the previously planned future that changed (all, and those where a batch job
     was or now is planned), cells compared, and batch jobs whose planned start or block moved."""
     out = {"changed_cells": 0, "changed_batch_cells": 0, "future_cells": 0, "moved_jobs": 0}
@@ -409,20 +465,25 @@ def _stability(previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]]
     overlap = min(before.shape[1] - offset, planned.shape[1])
     if overlap <= 0:
         return out
-    old = before[:, offset:offset + overlap]
+    old = before[:, offset : offset + overlap]
     new = planned[:, :overlap]
     changed = old != new
     out["changed_cells"] = int(np.count_nonzero(changed))
     out["changed_batch_cells"] = int(np.count_nonzero(changed & (is_batch[old] | is_batch[new])))
     out["future_cells"] = int(old.size)
-    out["moved_jobs"] = sum(1 for i, where in placements.items()
-                            if i in before_placements and before_placements[i] != where
-                            and before_placements[i][2] >= t0)
+    out["moved_jobs"] = sum(
+        1
+        for i, where in placements.items()
+        if i in before_placements
+        and before_placements[i] != where
+        and before_placements[i][2] >= t0
+    )
     return out
 
 
-def _stability_metrics(replans: pd.DataFrame, actual: Scenario, period: int,
-                       replan_minutes: int) -> dict[str, Any]:
+def _stability_metrics(
+    replans: pd.DataFrame, actual: Scenario, period: int, replan_minutes: int
+) -> dict[str, Any]:
     scheduled = replans[replans["step"] > 0]
     return {
         "mode": "rolling",
@@ -433,9 +494,11 @@ def _stability_metrics(replans: pd.DataFrame, actual: Scenario, period: int,
         "changed_cells": int(replans["changed_cells"].sum()),
         "changed_batch_cells": int(replans["changed_batch_cells"].sum()),
         "changed_fraction_mean": float(scheduled["changed_fraction"].mean())
-        if len(scheduled) else 0.0,
+        if len(scheduled)
+        else 0.0,
         "changed_fraction_max": float(scheduled["changed_fraction"].max())
-        if len(scheduled) else 0.0,
+        if len(scheduled)
+        else 0.0,
         "moved_jobs": int(replans["moved_jobs"].sum()),
         "planner_ms_mean": float(replans["planner_ms"].mean()),
         "planner_ms_max": float(replans["planner_ms"].max()),
@@ -450,8 +513,9 @@ def _stability_metrics(replans: pd.DataFrame, actual: Scenario, period: int,
 class _DemandModel:
     """Per real-time job: forecasts in GPUs for a window, refitted every `refit_hours`."""
 
-    def __init__(self, actual: Scenario, forecaster: Forecaster, quantile: float | None,
-                 refit_hours: float) -> None:
+    def __init__(
+        self, actual: Scenario, forecaster: Forecaster, quantile: float | None, refit_hours: float
+    ) -> None:
         self.step = actual.cluster.step_minutes
         self.origin = pd.Timestamp(actual.cluster.start or DEFAULT_START)
         self.jobs = actual.realtime_jobs
@@ -504,8 +568,9 @@ class _DemandModel:
         """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
         parts = []
         if job.history:
-            index = pd.date_range(end=self.origin - pd.Timedelta(hours=1),
-                                  periods=len(job.history), freq="h")
+            index = pd.date_range(
+                end=self.origin - pd.Timedelta(hours=1), periods=len(job.history), freq="h"
+            )
             parts.append(pd.Series(job.history, index=index, dtype=float))
         if t0 > 0:
             index = self.origin + pd.to_timedelta(np.arange(t0) * self.step, unit="min")
@@ -524,16 +589,16 @@ class _DemandModel:
             series = series.asfreq("h")
         return series
 
-    def _hourly_forecast(self, job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp,
-                         hours: int) -> pd.DataFrame:
+    def _hourly_forecast(
+        self, job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
+    ) -> pd.DataFrame:
         """Hourly frame from first_hour on: refit when due, else carry the last fit forward."""
         fit = self.fits.get(job.id)
         needed_end = first_hour + pd.Timedelta(hours=hours - 1)
         finite = int(np.isfinite(observed.to_numpy()).sum()) if len(observed) else 0
         if finite < MIN_FORECAST_HOURS:
             return _persistence(job, observed, first_hour, hours)
-        due = (fit is None or first_hour - fit[0] >= self.refit
-               or fit[1].index[-1] < needed_end)
+        due = fit is None or first_hour - fit[0] >= self.refit or fit[1].index[-1] < needed_end
         if due:
             horizon = hours + math.ceil(self.refit / pd.Timedelta(hours=1)) + 1
             try:
@@ -558,8 +623,9 @@ class _DemandModel:
             window["mean"] = mean
         return window
 
-    def _to_steps(self, hourly: pd.DataFrame, now: pd.Timestamp, first_hour: pd.Timestamp,
-                  steps: int) -> pd.DataFrame:
+    def _to_steps(
+        self, hourly: pd.DataFrame, now: pd.Timestamp, first_hour: pd.Timestamp, steps: int
+    ) -> pd.DataFrame:
         """Average the hours each window step overlaps (a step is rarely longer than an hour)."""
         values = hourly[["mean", "lower", "upper", "std"]].to_numpy(dtype=float)
         offset = (now - first_hour).total_seconds() / 60
@@ -573,8 +639,9 @@ class _DemandModel:
         else:
             cumulative = np.vstack([np.zeros((1, 4)), np.cumsum(values, axis=0)])
             rows = (cumulative[last + 1] - cumulative[first]) / (last - first + 1)[:, None]
-        return pd.DataFrame(rows, columns=["mean", "lower", "upper", "std"],
-                            index=pd.RangeIndex(steps, name="step"))
+        return pd.DataFrame(
+            rows, columns=["mean", "lower", "upper", "std"], index=pd.RangeIndex(steps, name="step")
+        )
 
 
 def _boosted(frame: pd.DataFrame, boost: float) -> pd.DataFrame:
@@ -585,8 +652,9 @@ def _boosted(frame: pd.DataFrame, boost: float) -> pd.DataFrame:
     return frame.mul(factor, axis=0)
 
 
-def _persistence(job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp,
-                 hours: int) -> pd.DataFrame:
+def _persistence(
+    job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
+) -> pd.DataFrame:
     """Too little data to fit: the last value (or what the job held), with the values' spread."""
     values = observed.dropna().to_numpy() if len(observed) else np.array([])
     if len(values):
@@ -599,17 +667,27 @@ def _persistence(job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp
     spread = max(spread, 0.25 * level, 0.5)
     z = NormalDist().inv_cdf(0.95)
     mean = np.full(hours, level)
-    return pd.DataFrame({"mean": mean, "lower": np.maximum(mean - z * spread, 0.0),
-                         "upper": mean + z * spread, "std": np.full(hours, spread)},
-                        index=pd.date_range(first_hour, periods=hours, freq="h"))
+    return pd.DataFrame(
+        {
+            "mean": mean,
+            "lower": np.maximum(mean - z * spread, 0.0),
+            "upper": mean + z * spread,
+            "std": np.full(hours, spread),
+        },
+        index=pd.date_range(first_hour, periods=hours, freq="h"),
+    )
 
 
 # ------------------------------------------------------------------------------ horizon products
 
 
-def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, pd.DataFrame],
-                        capacity: float | Mapping[str, float] = 1.0,
-                        first_step: int = 0) -> pd.DataFrame:
+def coverage_risk_table(
+    scenario: Scenario,
+    plan: Plan,
+    forecasts: Mapping[str, pd.DataFrame],
+    capacity: float | Mapping[str, float] = 1.0,
+    first_step: int = 0,
+) -> pd.DataFrame:
     """Per step and real-time job: the GPUs planned and the probability demand exceeds them.
 
     `forecasts[job_id]` holds `mean` and `std` (and optionally `lower`, `upper`) of the demand for
@@ -639,28 +717,56 @@ def coverage_risk_table(scenario: Scenario, plan: Plan, forecasts: Mapping[str, 
         window = forecast.iloc[:count]
         mean = window["mean"].to_numpy(dtype=float) / per_gpu
         std = window["std"].to_numpy(dtype=float) / per_gpu
-        upper = (window["upper"].to_numpy(dtype=float) / per_gpu
-                 if "upper" in forecast else mean + 1.6448536 * std)
+        upper = (
+            window["upper"].to_numpy(dtype=float) / per_gpu
+            if "upper" in forecast
+            else mean + 1.6448536 * std
+        )
         planned = held[scenario.job_index(job.id), steps].astype(float)
         risk = coverage_risk(window, planned, per_gpu)
         shortfall = expected_shortfall(window, planned, per_gpu) / per_gpu
-        frames.append(pd.DataFrame({
-            "step": steps,
-            "time": [start + timedelta(minutes=step_minutes * int(t)) if start else None
-                     for t in steps],
-            "job_id": job.id, "planned_gpus": planned.astype(int), "mean": mean,
-            "upper": upper, "risk": risk, "expected_shortfall": shortfall,
-        }))
-    columns = ["step", "time", "job_id", "planned_gpus", "mean", "upper", "risk",
-               "expected_shortfall"]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "step": steps,
+                    "time": [
+                        start + timedelta(minutes=step_minutes * int(t)) if start else None
+                        for t in steps
+                    ],
+                    "job_id": job.id,
+                    "planned_gpus": planned.astype(int),
+                    "mean": mean,
+                    "upper": upper,
+                    "risk": risk,
+                    "expected_shortfall": shortfall,
+                }
+            )
+        )
+    columns = [
+        "step",
+        "time",
+        "job_id",
+        "planned_gpus",
+        "mean",
+        "upper",
+        "risk",
+        "expected_shortfall",
+    ]
     if not frames:
         return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True).sort_values(["step", "job_id"],
-                                                            ignore_index=True)[columns]
+    return pd.concat(frames, ignore_index=True).sort_values(["step", "job_id"], ignore_index=True)[
+        columns
+    ]
 
 
-def idle_windows(plan: Plan, min_gpus: int = 1, min_steps: int = 1, *, first_step: int = 0,
-                 step_minutes: int | None = None) -> pd.DataFrame:
+def idle_windows(
+    plan: Plan,
+    min_gpus: int = 1,
+    min_steps: int = 1,
+    *,
+    first_step: int = 0,
+    step_minutes: int | None = None,
+) -> pd.DataFrame:
     """Predictable idle windows: aligned blocks of idle GPUs that stay idle for a run of steps.
 
     A window is an aligned power-of-two block `[gpu_start, gpu_start + gpus)` (the shape a batch
@@ -680,8 +786,7 @@ def idle_windows(plan: Plan, min_gpus: int = 1, min_steps: int = 1, *, first_ste
         sizes.append(size)
         blocks = G // size
         free = idle[: blocks * size].reshape(blocks, size, -1).all(axis=1)
-        runs_by_size[size] = {(b * size, s, e) for b in range(blocks)
-                              for s, e in _runs(free[b])}
+        runs_by_size[size] = {(b * size, s, e) for b in range(blocks) for s, e in _runs(free[b])}
         size *= 2
     rows = []
     for size in sizes:
@@ -694,8 +799,15 @@ def idle_windows(plan: Plan, min_gpus: int = 1, min_steps: int = 1, *, first_ste
             parent_start = gpu_start - gpu_start % (size * 2)
             if (parent_start, s, e) in parent:
                 continue
-            rows.append({"start_step": s + first_step, "end_step": e + first_step,
-                         "steps": e - s, "gpu_start": gpu_start, "gpus": size})
+            rows.append(
+                {
+                    "start_step": s + first_step,
+                    "end_step": e + first_step,
+                    "steps": e - s,
+                    "gpu_start": gpu_start,
+                    "gpus": size,
+                }
+            )
     columns = ["start_step", "end_step", "steps", "gpu_start", "gpus"]
     table = pd.DataFrame(rows, columns=columns)
     if step_minutes is not None:

@@ -33,8 +33,9 @@ def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tup
     csvs = [(n, t) for n, t in texts if n.lower().endswith(".csv")]
     if len(csvs) != len(texts) or len(csvs) not in (1, 2):
         names = ", ".join(n for n, _ in texts)
-        raise ScenarioError(f"{names}: upload one scenario .json file, or jobs.csv together with "
-                            f"demand.csv")
+        raise ScenarioError(
+            f"{names}: upload one scenario .json file, or jobs.csv together with demand.csv"
+        )
     jobs = [(n, t) for n, t in csvs if _header(t) >= {"id", "type"}]
     demand = [(n, t) for n, t in csvs if _header(t) >= {"step", "job_id", "demand"}]
     if len(jobs) != 1 or len(demand) != 1:
@@ -42,10 +43,12 @@ def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tup
         raise ScenarioError(
             f"{names}: need a jobs CSV (header {','.join(JOBS_COLUMNS)}) and a demand CSV "
             f"(header step,job_id,demand); the horizon, cluster and policy come from the active "
-            f"scenario")
+            f"scenario"
+        )
     (jobs_name, jobs_text), (demand_name, demand_text) = jobs[0], demand[0]
-    new = scenario_from_tables(jobs_text, demand_text, base, jobs_name=jobs_name,
-                               demand_name=demand_name)
+    new = scenario_from_tables(
+        jobs_text, demand_text, base, jobs_name=jobs_name, demand_name=demand_name
+    )
     return new, f"upload: {jobs_name} + {demand_name}"
 
 
@@ -57,14 +60,32 @@ def _header(text: str) -> set[str]:
 # ---------------------------------------------------------------------------------------------
 # The editor's tables (pure)
 
-JOB_TABLE_COLUMNS = ("id", "type", "priority", "arrival_step", "gpus_min", "gpus_max",
-                     "gpu_hours", "swap_cap", "running_gpu_start", "running_gpus",
-                     "running_remaining_steps", "previous_gpus")
+JOB_TABLE_COLUMNS = (
+    "id",
+    "type",
+    "priority",
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "gpu_hours",
+    "swap_cap",
+    "running_gpu_start",
+    "running_gpus",
+    "running_remaining_steps",
+    "previous_gpus",
+)
 # previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0
 # (the notation of jobs.csv).
 NO_GPUS = "[]"
-_INT_COLUMNS = ("arrival_step", "gpus_min", "gpus_max", "swap_cap", "running_gpu_start",
-                "running_gpus", "running_remaining_steps")
+_INT_COLUMNS = (
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "swap_cap",
+    "running_gpu_start",
+    "running_gpus",
+    "running_remaining_steps",
+)
 
 
 def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -72,8 +93,13 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = []
     for job in s.jobs:
         row: dict[str, Any] = {c: None for c in JOB_TABLE_COLUMNS}
-        row.update(id=job.id, type=job.type, priority=float(job.priority),
-                   gpus_min=job.gpus_min, gpus_max=job.gpus_max)
+        row.update(
+            id=job.id,
+            type=job.type,
+            priority=float(job.priority),
+            gpus_min=job.gpus_min,
+            gpus_max=job.gpus_max,
+        )
         if isinstance(job, RealtimeJob):
             row["swap_cap"] = job.swap_cap
             if job.previous_gpus is not None:
@@ -81,20 +107,25 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
         else:
             row.update(arrival_step=job.arrival_step, gpu_hours=float(job.gpu_hours))
             if job.running is not None:
-                row.update(running_gpu_start=job.running.gpu_start,
-                           running_gpus=job.running.gpus,
-                           running_remaining_steps=job.running.remaining_steps)
+                row.update(
+                    running_gpu_start=job.running.gpu_start,
+                    running_gpus=job.running.gpus,
+                    running_remaining_steps=job.running.remaining_steps,
+                )
         rows.append(row)
-    jobs = pd.DataFrame(rows, columns=list(JOB_TABLE_COLUMNS),
-                        index=pd.RangeIndex(1, len(rows) + 1, name="row"))
+    jobs = pd.DataFrame(
+        rows, columns=list(JOB_TABLE_COLUMNS), index=pd.RangeIndex(1, len(rows) + 1, name="row")
+    )
     for c in _INT_COLUMNS:
         jobs[c] = pd.array(jobs[c].tolist(), dtype="Int64")
     for c in ("priority", "gpu_hours"):
         jobs[c] = pd.array(jobs[c].tolist(), dtype="Float64")
     for c in ("id", "type", "previous_gpus"):
         jobs[c] = jobs[c].astype("string")
-    demand = pd.DataFrame({j.id: list(j.demand) for j in s.realtime_jobs},
-                          index=pd.RangeIndex(s.cluster.horizon_steps, name="step"))
+    demand = pd.DataFrame(
+        {j.id: list(j.demand) for j in s.realtime_jobs},
+        index=pd.RangeIndex(s.cluster.horizon_steps, name="step"),
+    )
     return jobs, demand.astype(float)
 
 
@@ -128,8 +159,9 @@ def _cell(value: Any, integer: bool) -> Any:
     return number
 
 
-def scenario_from_editor(base: Scenario, jobs: pd.DataFrame,
-                         demand: pd.DataFrame | None) -> EditResult:
+def scenario_from_editor(
+    base: Scenario, jobs: pd.DataFrame, demand: pd.DataFrame | None
+) -> EditResult:
     """Validate the edited tables by building a Scenario; problems are keyed by table row.
 
     A new real-time job without a demand column starts at gpus_min for every step.
@@ -169,8 +201,13 @@ def scenario_from_editor(base: Scenario, jobs: pd.DataFrame,
 
 def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: int) -> dict:
     job_id = raw["id"]
-    out: dict[str, Any] = {"id": job_id, "type": raw["type"], "priority": raw["priority"],
-                           "gpus_min": raw["gpus_min"], "gpus_max": raw["gpus_max"]}
+    out: dict[str, Any] = {
+        "id": job_id,
+        "type": raw["type"],
+        "priority": raw["priority"],
+        "gpus_min": raw["gpus_min"],
+        "gpus_max": raw["gpus_max"],
+    }
     if raw["type"] == REALTIME_TYPE:
         out["swap_cap"] = raw["swap_cap"] if raw["swap_cap"] is not None else 0
         if demand is not None and job_id in demand.columns:
@@ -182,21 +219,32 @@ def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: in
             out["demand"] = [raw["gpus_min"] or 0] * T
         if raw["previous_gpus"]:
             text = str(raw["previous_gpus"]).strip()
-            out["previous_gpus"] = [] if text.lower() in (NO_GPUS, "none") else [
-                _gpu_number(g) for g in text.replace(",", " ").split()]
+            out["previous_gpus"] = (
+                []
+                if text.lower() in (NO_GPUS, "none")
+                else [_gpu_number(g) for g in text.replace(",", " ").split()]
+            )
         previous = old.get(job_id)
         if isinstance(previous, RealtimeJob) and previous.history is not None:
             out["history"] = list(previous.history)
         return {k: v for k, v in out.items() if v is not None}
-    out.update(arrival_step=raw["arrival_step"] if raw["arrival_step"] is not None else 0,
-               gpu_hours=raw["gpu_hours"])
+    out.update(
+        arrival_step=raw["arrival_step"] if raw["arrival_step"] is not None else 0,
+        gpu_hours=raw["gpu_hours"],
+    )
     running = [raw["running_gpu_start"], raw["running_gpus"], raw["running_remaining_steps"]]
     if any(v is not None for v in running):
-        out["running"] = {"gpu_start": running[0], "gpus": running[1],
-                          "remaining_steps": running[2]}
+        out["running"] = {
+            "gpu_start": running[0],
+            "gpus": running[1],
+            "remaining_steps": running[2],
+        }
     previous = old.get(job_id)
-    if (previous is not None and not isinstance(previous, RealtimeJob)
-            and previous.gpu_hours_actual is not None):
+    if (
+        previous is not None
+        and not isinstance(previous, RealtimeJob)
+        and previous.gpu_hours_actual is not None
+    ):
         out["gpu_hours_actual"] = previous.gpu_hours_actual
     return {k: v for k, v in out.items() if v is not None}
 
@@ -210,8 +258,11 @@ def _gpu_number(text: str) -> Any:
 
 def _strip_owner(problem: str) -> str:
     """'job 'x': gpus_max 3 ...' -> 'gpus_max 3 ...' (the row already names the job)."""
-    return re.sub(r"^(jobs\[\d+\]|job '.*?')(: running)?: ", lambda m: (
-        "running: " if m.group(2) else ""), problem)
+    return re.sub(
+        r"^(jobs\[\d+\]|job '.*?')(: running)?: ",
+        lambda m: "running: " if m.group(2) else "",
+        problem,
+    )
 
 
 def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
@@ -220,20 +271,26 @@ def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
     for r in sorted(result.row_issues):
         job_id = jobs.iloc[r]["id"] if r < len(jobs) else ""
         for problem in result.row_issues[r]:
-            lines.append({"row": r + 1, "job": "" if pd.isna(job_id) else str(job_id),
-                          "issue": problem})
+            lines.append(
+                {"row": r + 1, "job": "" if pd.isna(job_id) else str(job_id), "issue": problem}
+            )
     for problem in result.general:
         lines.append({"row": None, "job": "", "issue": problem})
     return pd.DataFrame(lines, columns=["row", "job", "issue"])
 
 
-def with_controls(s: Scenario, *, decay: float, penalty_weight: float,
-                  swap_caps: dict[str, int]) -> Scenario:
+def with_controls(
+    s: Scenario, *, decay: float, penalty_weight: float, swap_caps: dict[str, int]
+) -> Scenario:
     """The scenario with the page's policy and per-job swap caps (validated again)."""
     from dataclasses import replace
 
-    jobs = tuple(replace(j, swap_cap=int(swap_caps[j.id]))
-                 if isinstance(j, RealtimeJob) and j.id in swap_caps else j for j in s.jobs)
+    jobs = tuple(
+        replace(j, swap_cap=int(swap_caps[j.id]))
+        if isinstance(j, RealtimeJob) and j.id in swap_caps
+        else j
+        for j in s.jobs
+    )
     policy = replace(s.policy, decay=float(decay), penalty_weight=float(penalty_weight))
     if policy == s.policy and jobs == s.jobs:
         return s
@@ -257,8 +314,11 @@ class ForecastWindow:
         return max(self.hours) + 1
 
 
-def forecast_window(history_end: pd.Timestamp, s: Scenario, max_gap_hours: int = 28 * 24,
-                    ) -> ForecastWindow:
+def forecast_window(
+    history_end: pd.Timestamp,
+    s: Scenario,
+    max_gap_hours: int = 28 * 24,
+) -> ForecastWindow:
     """Line the scenario's steps up with the hours after the history (by clock when possible)."""
     c = s.cluster
     offset, note = 0, ""
@@ -270,11 +330,15 @@ def forecast_window(history_end: pd.Timestamp, s: Scenario, max_gap_hours: int =
         if 0 <= gap <= max_gap_hours:
             offset = int(math.floor(gap))
         elif gap < 0:
-            note = (f"The scenario starts ({c.start:%Y-%m-%d %H:%M}) before the history ends "
-                    f"({history_end:%Y-%m-%d %H:%M}): its steps follow the history's last hour.")
+            note = (
+                f"The scenario starts ({c.start:%Y-%m-%d %H:%M}) before the history ends "
+                f"({history_end:%Y-%m-%d %H:%M}): its steps follow the history's last hour."
+            )
         else:
-            note = (f"The scenario starts {gap / 24:.0f} days after the history ends: its steps "
-                    f"follow the history's last hour.")
+            note = (
+                f"The scenario starts {gap / 24:.0f} days after the history ends: its steps "
+                f"follow the history's last hour."
+            )
     hours = tuple(offset + int(t * c.step_minutes // 60) for t in range(c.horizon_steps))
     return ForecastWindow(hours, note)
 

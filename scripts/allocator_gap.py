@@ -58,23 +58,45 @@ def random_small_scenario(seed: int, day: bool = False) -> Scenario:
             if not taken.intersection(range(start, start + size)):
                 taken.update(range(start, start + size))
                 running = Running(start, size, rng.randint(1, T // 2))
-        jobs.append(BatchJob(
-            f"b{k}", rng.choice(BATCH_TYPES), rng.choice([1, 2, 3, 4, 5, 8]), low, high,
-            gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24] + ([32, 48] if day else []))),
-            arrival_step=rng.randint(0, T // 2), running=running))
+        jobs.append(
+            BatchJob(
+                f"b{k}",
+                rng.choice(BATCH_TYPES),
+                rng.choice([1, 2, 3, 4, 5, 8]),
+                low,
+                high,
+                gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24] + ([32, 48] if day else []))),
+                arrival_step=rng.randint(0, T // 2),
+                running=running,
+            )
+        )
     for r in range(rng.choice([0, 1, 1, 2])):
         free = [g for g in range(G) if g not in taken]
         gpus_max = rng.randint(1, min(4, G))
         swap_cap = rng.randint(1, 3)
         previous = None
         if free and rng.random() < 0.5:
-            previous = tuple(free[-min(len(free), rng.randint(1, gpus_max)):])
+            previous = tuple(free[-min(len(free), rng.randint(1, gpus_max)) :])
             taken.update(previous)
         level, phase = rng.uniform(0.5, gpus_max), rng.random() * 2 * math.pi
-        demand = tuple(min(float(gpus_max), round(max(0.0, level * (
-            1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1)) for t in range(T))
-        jobs.append(RealtimeJob(f"rt{r}", rng.choice([2, 4, 8]), 0 if previous is None else 1,
-                                gpus_max, swap_cap, demand, previous_gpus=previous))
+        demand = tuple(
+            min(
+                float(gpus_max),
+                round(max(0.0, level * (1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1),
+            )
+            for t in range(T)
+        )
+        jobs.append(
+            RealtimeJob(
+                f"rt{r}",
+                rng.choice([2, 4, 8]),
+                0 if previous is None else 1,
+                gpus_max,
+                swap_cap,
+                demand,
+                previous_gpus=previous,
+            )
+        )
     rng.shuffle(jobs)
     policy = Policy(penalty_weight=rng.choice([5, 8, 10]), decay=rng.choice([0.97, 0.97, 0.9, 1.0]))
     return Scenario(f"small-{seed}", Cluster(G, 60, T), tuple(jobs), policy)
@@ -92,15 +114,29 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict
         j_alloc, j_full = objective(scenario, allocator), objective(scenario, full)
         optimal = full.stats["status"] == "optimal"
         gap = (j_full - j_alloc) / j_full if j_full > 1e-9 else math.nan
-        rows.append({"scenario": scenario.name, "gpus": scenario.cluster.gpus,
-                     "steps": scenario.cluster.horizon_steps, "jobs": len(scenario.jobs),
-                     "realtime": len(scenario.realtime_jobs), "allocator": j_alloc,
-                     "optimum" if optimal else "best": j_full, "bound": full.stats["bound"],
-                     "status": full.stats["status"], "gap": gap, "seconds": seconds})
-        print(f"{scenario.name:>10} G={scenario.cluster.gpus} T={scenario.cluster.horizon_steps:2d}"
-              f" jobs={len(scenario.jobs)} rt={len(scenario.realtime_jobs)}"
-              f" allocator={j_alloc:10.3f} full={j_full:10.3f} {full.stats['status']:>22}"
-              f" gap={100 * gap:6.2f}% {seconds:6.1f}s", file=sys.stderr, flush=True)
+        rows.append(
+            {
+                "scenario": scenario.name,
+                "gpus": scenario.cluster.gpus,
+                "steps": scenario.cluster.horizon_steps,
+                "jobs": len(scenario.jobs),
+                "realtime": len(scenario.realtime_jobs),
+                "allocator": j_alloc,
+                "optimum" if optimal else "best": j_full,
+                "bound": full.stats["bound"],
+                "status": full.stats["status"],
+                "gap": gap,
+                "seconds": seconds,
+            }
+        )
+        print(
+            f"{scenario.name:>10} G={scenario.cluster.gpus} T={scenario.cluster.horizon_steps:2d}"
+            f" jobs={len(scenario.jobs)} rt={len(scenario.realtime_jobs)}"
+            f" allocator={j_alloc:10.3f} full={j_full:10.3f} {full.stats['status']:>22}"
+            f" gap={100 * gap:6.2f}% {seconds:6.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     optimal = [r for r in rows if r["status"] == "optimal"]
     solved = [r["gap"] for r in optimal if not math.isnan(r["gap"])]
     summary = {
@@ -108,8 +144,9 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict
         "solved_to_optimality": len(optimal),
         "with_positive_optimum": len(solved),
         # J* <= 0 (unavoidable real-time shortfall dominates): no relative gap, the absolute one
-        "nonpositive_optimum_abs_gaps": [r["optimum"] - r["allocator"] for r in optimal
-                                         if math.isnan(r["gap"])],
+        "nonpositive_optimum_abs_gaps": [
+            r["optimum"] - r["allocator"] for r in optimal if math.isnan(r["gap"])
+        ],
         "mean_gap": statistics.fmean(solved) if solved else math.nan,
         "median_gap": statistics.median(solved) if solved else math.nan,
         "worst_gap": max(solved) if solved else math.nan,
@@ -133,16 +170,25 @@ def benchmarks(time_limit: float) -> list[dict]:
         full = plan_full(scenario, time_limit=time_limit, warm_start=allocator)
         seconds = time.perf_counter() - started
         assert not check(scenario, full)
-        row = {"scenario": path.stem, "allocator": objective(scenario, allocator),
-               "full": objective(scenario, full), "bound": full.stats["bound"],
-               "gap": full.stats["gap"], "status": full.stats["status"],
-               "build_ms": full.stats["build_ms"], "solve_ms": full.stats["solve_ms"],
-               "seconds": seconds}
+        row = {
+            "scenario": path.stem,
+            "allocator": objective(scenario, allocator),
+            "full": objective(scenario, full),
+            "bound": full.stats["bound"],
+            "gap": full.stats["gap"],
+            "status": full.stats["status"],
+            "build_ms": full.stats["build_ms"],
+            "solve_ms": full.stats["solve_ms"],
+            "seconds": seconds,
+        }
         rows.append(row)
-        print(f"{row['scenario']:>22} allocator={row['allocator']:10.3f} full={row['full']:10.3f}"
-              f" bound={row['bound']:10.3f} gap={100 * row['gap']:6.2f}% {row['status']:>22}"
-              f" build={row['build_ms']:7.0f}ms solve={row['solve_ms']:7.0f}ms",
-              file=sys.stderr, flush=True)
+        print(
+            f"{row['scenario']:>22} allocator={row['allocator']:10.3f} full={row['full']:10.3f}"
+            f" bound={row['bound']:10.3f} gap={100 * row['gap']:6.2f}% {row['status']:>22}"
+            f" build={row['build_ms']:7.0f}ms solve={row['solve_ms']:7.0f}ms",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
@@ -152,11 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=120.0)
     parser.add_argument("--json", action="store_true", help="print every row as JSON")
-    parser.add_argument("--day", action="store_true",
-                        help="scenarios of the benchmarks' shape: 8 GPUs x 24 steps")
-    parser.add_argument("--benchmarks", action="store_true",
-                        help="instead: allocator vs full vs bound on data/scenarios benchmarks "
-                             "(time limit default 10 s)")
+    parser.add_argument(
+        "--day", action="store_true", help="scenarios of the benchmarks' shape: 8 GPUs x 24 steps"
+    )
+    parser.add_argument(
+        "--benchmarks",
+        action="store_true",
+        help="instead: allocator vs full vs bound on data/scenarios benchmarks "
+        "(time limit default 10 s)",
+    )
     args = parser.parse_args(argv)
     if args.benchmarks:
         rows = benchmarks(args.time_limit if args.time_limit != 120.0 else 10.0)
@@ -168,12 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"{s['solved_to_optimality']}/{s['scenarios']} solved to optimality, "
-              f"{s['with_positive_optimum']} with J* > 0; allocator gap "
-              f"mean {100 * s['mean_gap']:.2f}%, median {100 * s['median_gap']:.2f}%, worst "
-              f"{100 * s['worst_gap']:.2f}%; optimal on {s['allocator_optimal']}, within 2% on "
-              f"{s['within_2pct']}, within 5% on {s['within_5pct']}; absolute gaps where J* <= 0:"
-              f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}")
+        print(
+            f"{s['solved_to_optimality']}/{s['scenarios']} solved to optimality, "
+            f"{s['with_positive_optimum']} with J* > 0; allocator gap "
+            f"mean {100 * s['mean_gap']:.2f}%, median {100 * s['median_gap']:.2f}%, worst "
+            f"{100 * s['worst_gap']:.2f}%; optimal on {s['allocator_optimal']}, within 2% on "
+            f"{s['within_2pct']}, within 5% on {s['within_5pct']}; absolute gaps where J* <= 0:"
+            f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}"
+        )
     return 0
 
 

@@ -27,8 +27,9 @@ HISTORY_DAYS = 28
 OUT = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "rolling-surge.json"
 
 
-def profile(hours: np.ndarray, base: float, amplitude: float, peak_hour: float,
-            weekend: float) -> np.ndarray:
+def profile(
+    hours: np.ndarray, base: float, amplitude: float, peak_hour: float, weekend: float
+) -> np.ndarray:
     """A smooth daily bump peaking at peak_hour, lower at weekends (hour 0 is a Monday)."""
     hour_of_day = hours % 24
     angle = (hour_of_day - peak_hour) / 24 * 2 * np.pi
@@ -65,15 +66,39 @@ def main() -> None:
         return [round(float(v), 2) for v in values]
 
     jobs: list[dict] = [
-        {"id": "chat-api", "type": "realtime", "priority": 8, "gpus_min": 2, "gpus_max": 12,
-         "swap_cap": 2, "previous_gpus": [14, 15], "demand": rounded(chat_actual),
-         "history": rounded(chat_history)},
-        {"id": "embed-api", "type": "realtime", "priority": 6, "gpus_min": 1, "gpus_max": 4,
-         "swap_cap": 1, "previous_gpus": [13], "demand": rounded(embed_actual),
-         "history": rounded(embed_history)},
-        {"id": "sft-70b", "type": "training", "priority": 6, "arrival_step": 0,
-         "gpus_min": 8, "gpus_max": 8, "gpu_hours": 96, "gpu_hours_actual": 112,
-         "running": {"gpu_start": 0, "gpus": 8, "remaining_steps": 6}},
+        {
+            "id": "chat-api",
+            "type": "realtime",
+            "priority": 8,
+            "gpus_min": 2,
+            "gpus_max": 12,
+            "swap_cap": 2,
+            "previous_gpus": [14, 15],
+            "demand": rounded(chat_actual),
+            "history": rounded(chat_history),
+        },
+        {
+            "id": "embed-api",
+            "type": "realtime",
+            "priority": 6,
+            "gpus_min": 1,
+            "gpus_max": 4,
+            "swap_cap": 1,
+            "previous_gpus": [13],
+            "demand": rounded(embed_actual),
+            "history": rounded(embed_history),
+        },
+        {
+            "id": "sft-70b",
+            "type": "training",
+            "priority": 6,
+            "arrival_step": 0,
+            "gpus_min": 8,
+            "gpus_max": 8,
+            "gpu_hours": 96,
+            "gpu_hours_actual": 112,
+            "running": {"gpu_start": 0, "gpus": 8, "remaining_steps": 6},
+        },
     ]
     # (id, type, priority, arrival hour, gpus_min, gpus_max, gpu_hours, actual or None)
     batch = [
@@ -97,19 +122,32 @@ def main() -> None:
         ("caption-batch", "batch_inference", 2, 62, 1, 4, 16, None),
     ]
     for job_id, kind, priority, arrival, low, high, work, actual in batch:
-        job = {"id": job_id, "type": kind, "priority": priority, "arrival_step": arrival,
-               "gpus_min": low, "gpus_max": high, "gpu_hours": work}
+        job = {
+            "id": job_id,
+            "type": kind,
+            "priority": priority,
+            "arrival_step": arrival,
+            "gpus_min": low,
+            "gpus_max": high,
+            "gpu_hours": work,
+        }
         if actual is not None:
             job["gpu_hours_actual"] = actual
         jobs.append(job)
 
     scenario = {
         "name": "rolling-surge",
-        "description": ("Three days on 16 GPUs for `gpuplan simulate`: chat traffic surges on "
-                        "day 2 beyond anything in its history, batch jobs arrive over the days "
-                        "and some need more or less work than estimated."),
-        "cluster": {"gpus": 16, "step_minutes": 60, "horizon_steps": DAYS * 24,
-                    "start": "2026-08-17T00:00:00"},
+        "description": (
+            "Three days on 16 GPUs for `gpuplan simulate`: chat traffic surges on "
+            "day 2 beyond anything in its history, batch jobs arrive over the days "
+            "and some need more or less work than estimated."
+        ),
+        "cluster": {
+            "gpus": 16,
+            "step_minutes": 60,
+            "horizon_steps": DAYS * 24,
+            "start": "2026-08-17T00:00:00",
+        },
         "policy": {"penalty_weight": 8, "decay": 0.97, "reward_weight": 1},
         "jobs": jobs,
     }

@@ -37,8 +37,15 @@ MAX_SEEDS = 5000
 Rng = np.random.Generator
 
 
-def serving_curve(rng: Rng, night: float, peak: float, steps: int = 24, peak_hour: float = 13.5,
-                  width: float = 4.0, noise: float = 0.08) -> list[float]:
+def serving_curve(
+    rng: Rng,
+    night: float,
+    peak: float,
+    steps: int = 24,
+    peak_hour: float = 13.5,
+    width: float = 4.0,
+    noise: float = 0.08,
+) -> list[float]:
     """Hourly GPUs wanted by a serving job: a night trough and a midday peak, in quarter GPUs."""
     out = []
     for t in range(steps):
@@ -58,69 +65,154 @@ def _pick(rng: Rng, options):
     return options[int(rng.integers(len(options)))]
 
 
-def _batch(job_id: str, kind: str, priority: float, arrival: int, sizes: tuple[int, int],
-           gpu_hours: float, running: dict | None = None) -> dict:
-    job = {"id": job_id, "type": kind, "priority": priority, "arrival_step": arrival,
-           "gpus_min": sizes[0], "gpus_max": sizes[1], "gpu_hours": gpu_hours}
+def _batch(
+    job_id: str,
+    kind: str,
+    priority: float,
+    arrival: int,
+    sizes: tuple[int, int],
+    gpu_hours: float,
+    running: dict | None = None,
+) -> dict:
+    job = {
+        "id": job_id,
+        "type": kind,
+        "priority": priority,
+        "arrival_step": arrival,
+        "gpus_min": sizes[0],
+        "gpus_max": sizes[1],
+        "gpu_hours": gpu_hours,
+    }
     if running:
         job["running"] = running
     return job
 
 
-def _serving(job_id: str, priority: float, gpus: tuple[int, int], swap_cap: int,
-             demand: list[float], previous: list[int] | None) -> dict:
-    job = {"id": job_id, "type": "realtime", "priority": priority, "gpus_min": gpus[0],
-           "gpus_max": gpus[1], "swap_cap": swap_cap, "demand": demand}
+def _serving(
+    job_id: str,
+    priority: float,
+    gpus: tuple[int, int],
+    swap_cap: int,
+    demand: list[float],
+    previous: list[int] | None,
+) -> dict:
+    job = {
+        "id": job_id,
+        "type": "realtime",
+        "priority": priority,
+        "gpus_min": gpus[0],
+        "gpus_max": gpus[1],
+        "swap_cap": swap_cap,
+        "demand": demand,
+    }
     if previous is not None:
         job["previous_gpus"] = previous
     return job
 
 
 TRAINING_SHAPES = [  # (sizes, GPU-hours range): from a LoRA on one GPU to multi-day pretraining
-    ((1, 2), (6, 20)), ((2, 4), (16, 60)), ((4, 4), (24, 96)), ((4, 8), (48, 160)),
+    ((1, 2), (6, 20)),
+    ((2, 4), (16, 60)),
+    ((4, 4), (24, 96)),
+    ((4, 8), (48, 160)),
     ((8, 8), (64, 200)),
 ]
 
 
 def _fillers(rng: Rng, count: int, priority: tuple[int, int], first: int = 0) -> list[dict]:
     """Small eval and embedding jobs of 1 to 2 GPUs that keep arriving through the day."""
-    return [_batch(f"eval-{k}", "batch_inference", int(rng.integers(*priority)),
-                   int(rng.integers(first, 20)), _pick(rng, [(1, 1), (1, 2)]),
-                   _gpu_hours(rng, 2, 10)) for k in range(count)]
+    return [
+        _batch(
+            f"eval-{k}",
+            "batch_inference",
+            int(rng.integers(*priority)),
+            int(rng.integers(first, 20)),
+            _pick(rng, [(1, 1), (1, 2)]),
+            _gpu_hours(rng, 2, 10),
+        )
+        for k in range(count)
+    ]
 
 
 def mixed_control(rng: Rng) -> dict:
     jobs = [
-        _batch("sft-7b", "training", 5, 0, (2, 2), 24,
-               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(3, 9))}),
+        _batch(
+            "sft-7b",
+            "training",
+            5,
+            0,
+            (2, 2),
+            24,
+            {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(3, 9))},
+        ),
         _serving("chat-api", 8, (1, 5), 2, serving_curve(rng, 0.75, 4.5), [6, 7]),
-        _batch("dpo-13b", "training", int(rng.integers(2, 5)), 0, (4, 4),
-               _gpu_hours(rng, 24, 48)),
+        _batch("dpo-13b", "training", int(rng.integers(2, 5)), 0, (4, 4), _gpu_hours(rng, 24, 48)),
     ]
-    kinds = ["training", "training", "batch_inference", "quantization", "training",
-             "batch_inference"]
+    kinds = [
+        "training",
+        "training",
+        "batch_inference",
+        "quantization",
+        "training",
+        "batch_inference",
+    ]
     for k, kind in enumerate(kinds):
         arrival = int(rng.integers(0, 12))
         if kind == "training":
             sizes, (low, high) = _pick(rng, TRAINING_SHAPES[:4])
-            jobs.append(_batch(f"train-{k}", kind, int(rng.integers(2, 9)), arrival, sizes,
-                               _gpu_hours(rng, low, high)))
+            jobs.append(
+                _batch(
+                    f"train-{k}",
+                    kind,
+                    int(rng.integers(2, 9)),
+                    arrival,
+                    sizes,
+                    _gpu_hours(rng, low, high),
+                )
+            )
         elif kind == "batch_inference":
-            jobs.append(_batch(f"infer-{k}", kind, int(rng.integers(1, 6)), arrival,
-                               _pick(rng, [(1, 2), (1, 4), (2, 4)]), _gpu_hours(rng, 3, 16)))
+            jobs.append(
+                _batch(
+                    f"infer-{k}",
+                    kind,
+                    int(rng.integers(1, 6)),
+                    arrival,
+                    _pick(rng, [(1, 2), (1, 4), (2, 4)]),
+                    _gpu_hours(rng, 3, 16),
+                )
+            )
         else:
-            jobs.append(_batch(f"quant-{k}", kind, int(rng.integers(4, 8)), arrival,
-                               _pick(rng, [(1, 1), (2, 2)]), _gpu_hours(rng, 2, 8)))
+            jobs.append(
+                _batch(
+                    f"quant-{k}",
+                    kind,
+                    int(rng.integers(4, 8)),
+                    arrival,
+                    _pick(rng, [(1, 1), (2, 2)]),
+                    _gpu_hours(rng, 2, 8),
+                )
+            )
     jobs += _fillers(rng, 3, (1, 4))
-    return {"description": "Contended control mix on 8 GPUs: a chat service with a midday peak, a "
-                           "running fine-tune, training, batch inference, quantization and small "
-                           "eval jobs arriving through the day.", "gpus": 8, "jobs": jobs}
+    return {
+        "description": "Contended control mix on 8 GPUs: a chat service with a midday peak, a "
+        "running fine-tune, training, batch inference, quantization and small "
+        "eval jobs arriving through the day.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def training_heavy(rng: Rng) -> dict:
     jobs = [
-        _batch("sft-34b", "training", 6, 0, (2, 2), 64,
-               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(13, 20))}),
+        _batch(
+            "sft-34b",
+            "training",
+            6,
+            0,
+            (2, 2),
+            64,
+            {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(13, 20))},
+        ),
         # A 5:1 day-night ratio: about 3/4 of a GPU all night, near 4 GPUs at 13:30.
         _serving("chat-api", 8, (1, 4), 2, serving_curve(rng, 0.75, 3.75, width=3.0), [7]),
         # A low-priority pretraining shard heads the queue; the urgent fine-tunes wait behind it.
@@ -134,29 +226,58 @@ def training_heavy(rng: Rng) -> dict:
             (sizes, (low, high)), arrival = overnight[k], 0
         else:
             (sizes, (low, high)), arrival = _pick(rng, daytime), int(rng.integers(2, 15))
-        jobs.append(_batch(f"train-{k}", "training", int(rng.integers(3, 10)), arrival, sizes,
-                           _gpu_hours(rng, low, high)))
-    return {"description": "Training-heavy on 8 GPUs: a low-priority pretraining shard heads an "
-                           "overnight queue of LoRA runs and fine-tunes (1 to 4 GPUs) behind a "
-                           "running fine-tune; larger runs (up to 8 GPUs, hours to more than a "
-                           "day) arrive through the day around a chat service that peaks at "
-                           "midday and falls below one GPU at night.", "gpus": 8, "jobs": jobs}
+        jobs.append(
+            _batch(
+                f"train-{k}",
+                "training",
+                int(rng.integers(3, 10)),
+                arrival,
+                sizes,
+                _gpu_hours(rng, low, high),
+            )
+        )
+    return {
+        "description": "Training-heavy on 8 GPUs: a low-priority pretraining shard heads an "
+        "overnight queue of LoRA runs and fine-tunes (1 to 4 GPUs) behind a "
+        "running fine-tune; larger runs (up to 8 GPUs, hours to more than a "
+        "day) arrive through the day around a chat service that peaks at "
+        "midday and falls below one GPU at night.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def batch_inference_heavy(rng: Rng) -> dict:
     jobs = [
-        _batch("rlhf-13b", "training", 6, 0, (4, 4), 32,
-               {"gpu_start": 0, "gpus": 4, "remaining_steps": int(rng.integers(4, 9))}),
+        _batch(
+            "rlhf-13b",
+            "training",
+            6,
+            0,
+            (4, 4),
+            32,
+            {"gpu_start": 0, "gpus": 4, "remaining_steps": int(rng.integers(4, 9))},
+        ),
         _serving("chat-api", 8, (1, 4), 2, serving_curve(rng, 0.75, 3.5), [7]),
     ]
     for k in range(12):
-        jobs.append(_batch(f"infer-{k}", "batch_inference", int(rng.integers(1, 8)),
-                           int(rng.integers(0, 16)), _pick(rng, [(1, 1), (1, 2), (2, 4), (4, 4)]),
-                           _gpu_hours(rng, 2, 24)))
-    return {"description": "Batch-inference-heavy on 8 GPUs: a dozen eval and embedding jobs of 1 "
-                           "to 4 GPUs arrive all day around a running RLHF job and a chat "
-                           "service; stresses packing small blocks into the troughs.",
-            "gpus": 8, "jobs": jobs}
+        jobs.append(
+            _batch(
+                f"infer-{k}",
+                "batch_inference",
+                int(rng.integers(1, 8)),
+                int(rng.integers(0, 16)),
+                _pick(rng, [(1, 1), (1, 2), (2, 4), (4, 4)]),
+                _gpu_hours(rng, 2, 24),
+            )
+        )
+    return {
+        "description": "Batch-inference-heavy on 8 GPUs: a dozen eval and embedding jobs of 1 "
+        "to 4 GPUs arrive all day around a running RLHF job and a chat "
+        "service; stresses packing small blocks into the troughs.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def quantization_burst(rng: Rng) -> dict:
@@ -168,21 +289,30 @@ def quantization_burst(rng: Rng) -> dict:
     burst = int(rng.integers(6, 10))
     for k in range(9):
         size = _pick(rng, [1, 1, 2, 2, 4])
-        jobs.append(_batch(f"quant-{k}", "quantization", int(rng.integers(5, 10)),
-                           burst + int(rng.integers(0, 3)), (size, size),
-                           _gpu_hours(rng, 1.5 * size, 5 * size)))
+        jobs.append(
+            _batch(
+                f"quant-{k}",
+                "quantization",
+                int(rng.integers(5, 10)),
+                burst + int(rng.integers(0, 3)),
+                (size, size),
+                _gpu_hours(rng, 1.5 * size, 5 * size),
+            )
+        )
     jobs += _fillers(rng, 3, (1, 3), first=10)
-    return {"description": "Quantization burst on 8 GPUs: nine fixed-shape AWQ/GPTQ jobs of "
-                           "1 to 4 GPUs land together mid-morning behind low-priority background "
-                           "work; stresses priority and aligned packing under a burst.",
-            "gpus": 8, "jobs": jobs}
+    return {
+        "description": "Quantization burst on 8 GPUs: nine fixed-shape AWQ/GPTQ jobs of "
+        "1 to 4 GPUs land together mid-morning behind low-priority background "
+        "work; stresses priority and aligned packing under a burst.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def realtime_peak(rng: Rng) -> dict:
     jobs = [
         _serving("chat-api", 9, (1, 4), 2, serving_curve(rng, 0.75, 3.75, width=3.5), [7]),
-        _serving("search-embed", 6, (0, 2), 1, serving_curve(rng, 0.25, 1.5, peak_hour=11),
-                 None),
+        _serving("search-embed", 6, (0, 2), 1, serving_curve(rng, 0.25, 1.5, peak_hour=11), None),
     ]
     for k in range(8):
         kind = _pick(rng, ["training", "batch_inference", "batch_inference", "quantization"])
@@ -192,12 +322,23 @@ def realtime_peak(rng: Rng) -> dict:
         else:
             sizes = _pick(rng, [(1, 1), (1, 2), (2, 2), (2, 4)])
             hours = _gpu_hours(rng, 3, 16)
-        jobs.append(_batch(f"{kind.split('_')[0]}-{k}", kind, int(rng.integers(1, 8)),
-                           int(rng.integers(0, 8)), sizes, hours))
-    return {"description": "Real-time peak on 8 GPUs: two serving jobs peak at midday near the "
-                           "whole cluster and fall to one GPU at night; reserving the peak all day "
-                           "wastes the night, following the curve fills it.",
-            "gpus": 8, "jobs": jobs}
+        jobs.append(
+            _batch(
+                f"{kind.split('_')[0]}-{k}",
+                kind,
+                int(rng.integers(1, 8)),
+                int(rng.integers(0, 8)),
+                sizes,
+                hours,
+            )
+        )
+    return {
+        "description": "Real-time peak on 8 GPUs: two serving jobs peak at midday near the "
+        "whole cluster and fall to one GPU at night; reserving the peak all day "
+        "wastes the night, following the curve fills it.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def scale_64(rng: Rng) -> dict:
@@ -210,13 +351,13 @@ def scale_64(rng: Rng) -> dict:
     # depends on who goes first.
     for k in range(30):
         large = k >= 26
-        kind = "training" if large else _pick(rng, ["training", "batch_inference",
-                                                     "quantization"])
+        kind = "training" if large else _pick(rng, ["training", "batch_inference", "quantization"])
         if large:
             sizes, hours = (16, 32), _gpu_hours(rng, 64, 192)
         elif kind == "training":
-            sizes, (low, high) = _pick(rng, [((1, 2), (2, 8)), ((2, 4), (4, 16)),
-                                             ((4, 8), (8, 24)), ((8, 16), (16, 32))])
+            sizes, (low, high) = _pick(
+                rng, [((1, 2), (2, 8)), ((2, 4), (4, 16)), ((4, 8), (8, 24)), ((8, 16), (16, 32))]
+            )
             hours = _gpu_hours(rng, low, high)
         elif kind == "batch_inference":
             sizes, hours = _pick(rng, [(1, 4), (2, 8), (4, 8)]), _gpu_hours(rng, 1, 8)
@@ -224,18 +365,32 @@ def scale_64(rng: Rng) -> dict:
             size = _pick(rng, [1, 2, 4, 8])
             sizes, hours = (size, size), _gpu_hours(rng, 0.5 * size, 1.5 * size)
         arrival = int(rng.integers(12, 17)) if k >= 16 else int(rng.integers(0, 11))
-        jobs.append(_batch(f"{kind.split('_')[0]}-{k}", kind, int(rng.integers(1, 10)),
-                           arrival, sizes, hours))
-    return {"description": "Scale test on 64 GPUs: 30 batch jobs of 1 to 32 GPUs (a light "
-                           "morning, an afternoon burst) and two serving jobs; the gain is in "
-                           "which work the horizon cuts.", "gpus": 64, "jobs": jobs}
+        jobs.append(
+            _batch(
+                f"{kind.split('_')[0]}-{k}", kind, int(rng.integers(1, 10)), arrival, sizes, hours
+            )
+        )
+    return {
+        "description": "Scale test on 64 GPUs: 30 batch jobs of 1 to 32 GPUs (a light "
+        "morning, an afternoon burst) and two serving jobs; the gain is in "
+        "which work the horizon cuts.",
+        "gpus": 64,
+        "jobs": jobs,
+    }
 
 
 def uniform_priority(rng: Rng) -> dict:
     jobs = [
         _serving("chat-api", 4, (1, 4), 2, serving_curve(rng, 1.25, 3.0), [6, 7]),
-        _batch("sft-13b", "training", 4, 0, (2, 2), 24,
-               {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(2, 8))}),
+        _batch(
+            "sft-13b",
+            "training",
+            4,
+            0,
+            (2, 2),
+            24,
+            {"gpu_start": 0, "gpus": 2, "remaining_steps": int(rng.integers(2, 8))},
+        ),
     ]
     for k in range(12):
         kind = _pick(rng, ["training", "training", "batch_inference", "quantization"])
@@ -245,11 +400,16 @@ def uniform_priority(rng: Rng) -> dict:
         else:
             sizes = _pick(rng, [(1, 2), (2, 2), (2, 4), (1, 1)])
             hours = _gpu_hours(rng, 3, 16)
-        jobs.append(_batch(f"{kind.split('_')[0]}-{k}", kind, 4, int(rng.integers(0, 12)),
-                           sizes, hours))
-    return {"description": "Uniform priority on 8 GPUs: every job, serving included, has priority "
-                           "4, so the gain comes from packing and following the serving curve, "
-                           "not from choosing whom to favour.", "gpus": 8, "jobs": jobs}
+        jobs.append(
+            _batch(f"{kind.split('_')[0]}-{k}", kind, 4, int(rng.integers(0, 12)), sizes, hours)
+        )
+    return {
+        "description": "Uniform priority on 8 GPUs: every job, serving included, has priority "
+        "4, so the gain comes from packing and following the serving curve, "
+        "not from choosing whom to favour.",
+        "gpus": 8,
+        "jobs": jobs,
+    }
 
 
 def _within(target: float, tolerance: float = 0.005) -> Callable[[dict], bool]:
@@ -314,8 +474,9 @@ def to_json(raw: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a file differs from what this script builds")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if a file differs from what this script builds"
+    )
     parser.add_argument("names", nargs="*", default=list(SCENARIOS))
     args = parser.parse_args(argv)
     stale = []

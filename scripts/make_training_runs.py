@@ -70,16 +70,22 @@ def draw_run(rng: np.random.Generator) -> TrainingRun:
     active = params * float(rng.choice([0.15, 0.25])) if moe else params
     gpu_type = str(rng.choice(list(PEAK_TFLOPS)))
     rl = objective in ("rlhf", "rlvr")
-    tokens = {"sft": (0.01, 2.0), "dpo": (0.01, 1.0), "rlhf": (0.001, 0.05),
-              "rlvr": (0.001, 0.05), "cpt": (1.0, 50.0)}[objective]
+    tokens = {
+        "sft": (0.01, 2.0),
+        "dpo": (0.01, 1.0),
+        "rlhf": (0.001, 0.05),
+        "rlvr": (0.001, 0.05),
+        "cpt": (1.0, 50.0),
+    }[objective]
     return TrainingRun(
         variant=variant,
         params_billion=params,
         active_params_billion=round(active, 3),
         train_tokens_billion=round(float(np.exp(rng.uniform(*np.log(tokens)))), 4),
         epochs=float(rng.choice([1, 1, 2, 3])) if objective != "cpt" else 1.0,
-        seq_len=int(rng.choice([8192, 16384, 32768] if objective == "cpt"
-                               else [1024, 2048, 4096, 8192])),
+        seq_len=int(
+            rng.choice([8192, 16384, 32768] if objective == "cpt" else [1024, 2048, 4096, 8192])
+        ),
         global_batch_size=int(rng.choice([32, 64, 128, 256, 512, 1024])),
         lora_rank=int(rng.choice([8, 16, 32, 64, 128])) if method == "lora" else 0,
         precision=str(rng.choice(["bf16", "bf16", "fp16", "fp8"])),
@@ -92,8 +98,7 @@ def draw_run(rng: np.random.Generator) -> TrainingRun:
         interconnect=str(rng.choice(["infiniband", "infiniband", "ethernet"])),
         rollouts_per_prompt=int(rng.choice([2, 4, 8, 16])) if rl else 0,
         generation_tokens=int(rng.choice([256, 512, 1024, 2048])) if rl else 0,
-        reward_model_billion=float(rng.choice([1.0, 7.0, params])) if objective == "rlhf"
-        else 0.0,
+        reward_model_billion=float(rng.choice([1.0, 7.0, params])) if objective == "rlhf" else 0.0,
         verifier_seconds=round(float(rng.uniform(0.1, 5.0)), 2) if objective == "rlvr" else 0.0,
         updates_per_batch=int(rng.choice([1, 2, 4])) if rl else 1,
         eval_fraction=round(float(rng.uniform(0.0, 0.15)), 3),
@@ -173,8 +178,10 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     table = make_runs()
     table.to_csv(OUT, index=False)
-    print(f"wrote {OUT} ({len(table)} runs, GPU-hours {table.gpu_hours.min():.2f} to "
-          f"{table.gpu_hours.max():.0f})")
+    print(
+        f"wrote {OUT} ({len(table)} runs, GPU-hours {table.gpu_hours.min():.2f} to "
+        f"{table.gpu_hours.max():.0f})"
+    )
 
 
 if __name__ == "__main__":

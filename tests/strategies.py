@@ -29,12 +29,22 @@ def _power_at_most(draw, limit: int, low: int = 1) -> int:
 
 
 @st.composite
-def scenarios(draw, max_gpus: int = 24, max_steps: int = 12, max_jobs: int = 6,
-              max_realtime: int = 2, integer_demand: bool = False,
-              allow_running: bool = True) -> Scenario:
+def scenarios(
+    draw,
+    max_gpus: int = 24,
+    max_steps: int = 12,
+    max_jobs: int = 6,
+    max_realtime: int = 2,
+    integer_demand: bool = False,
+    allow_running: bool = True,
+) -> Scenario:
     """A random valid scenario; invalid combinations are rejected, not repaired."""
-    gpus = draw(st.one_of(st.integers(1, max_gpus),
-                          st.sampled_from([g for g in ODD_SIZES if g <= max_gpus] or [1])))
+    gpus = draw(
+        st.one_of(
+            st.integers(1, max_gpus),
+            st.sampled_from([g for g in ODD_SIZES if g <= max_gpus] or [1]),
+        )
+    )
     steps = draw(st.integers(1, max_steps))
     step_minutes = draw(st.sampled_from([30, 60, 60, 120]))
     step_hours = step_minutes / 60
@@ -48,18 +58,27 @@ def scenarios(draw, max_gpus: int = 24, max_steps: int = 12, max_jobs: int = 6,
         running = None
         if allow_running and draw(st.integers(0, 3)) == 0:
             size = draw(st.sampled_from([g for g in (1, 2, 4, 8, 16) if g <= gpus]))
-            starts = [b for b in range(0, gpus - size + 1, size)
-                      if not taken.intersection(range(b, b + size))]
+            starts = [
+                b
+                for b in range(0, gpus - size + 1, size)
+                if not taken.intersection(range(b, b + size))
+            ]
             if starts:
                 start = draw(st.sampled_from(starts))
                 taken.update(range(start, start + size))
                 running = Running(start, size, draw(st.integers(1, steps + 2)))
-        jobs.append(BatchJob(
-            id=f"b{k}", type=draw(st.sampled_from(BATCH_TYPES)),
-            priority=draw(st.sampled_from([1, 2, 3, 5, 8, 0.5])),
-            gpus_min=gpus_min, gpus_max=gpus_max, gpu_hours=gpu_hours,
-            arrival_step=draw(st.integers(0, steps)), running=running,
-        ))
+        jobs.append(
+            BatchJob(
+                id=f"b{k}",
+                type=draw(st.sampled_from(BATCH_TYPES)),
+                priority=draw(st.sampled_from([1, 2, 3, 5, 8, 0.5])),
+                gpus_min=gpus_min,
+                gpus_max=gpus_max,
+                gpu_hours=gpu_hours,
+                arrival_step=draw(st.integers(0, steps)),
+                running=running,
+            )
+        )
 
     for k in range(draw(st.integers(0, max_realtime))):
         free = sorted(set(range(gpus)) - taken)
@@ -69,21 +88,33 @@ def scenarios(draw, max_gpus: int = 24, max_steps: int = 12, max_jobs: int = 6,
         if integer_demand:
             demand = draw(st.lists(st.integers(0, gpus_max + 1), min_size=steps, max_size=steps))
         else:
-            demand = draw(st.lists(st.sampled_from([0, 0.5, 1, 1.5, 2, 3, 4.25, 6]),
-                                   min_size=steps, max_size=steps))
+            demand = draw(
+                st.lists(
+                    st.sampled_from([0, 0.5, 1, 1.5, 2, 3, 4.25, 6]), min_size=steps, max_size=steps
+                )
+            )
         previous = None
         if free and draw(st.booleans()):
             count = draw(st.integers(0, min(len(free), gpus_max + swap_cap)))
             previous = tuple(draw(st.permutations(free))[:count])
             taken.update(previous)
-        jobs.append(RealtimeJob(
-            id=f"rt{k}", priority=draw(st.sampled_from([1, 4, 8])), gpus_min=gpus_min,
-            gpus_max=gpus_max, swap_cap=swap_cap, demand=tuple(demand), previous_gpus=previous,
-        ))
+        jobs.append(
+            RealtimeJob(
+                id=f"rt{k}",
+                priority=draw(st.sampled_from([1, 4, 8])),
+                gpus_min=gpus_min,
+                gpus_max=gpus_max,
+                swap_cap=swap_cap,
+                demand=tuple(demand),
+                previous_gpus=previous,
+            )
+        )
 
     draw(st.randoms()).shuffle(jobs)  # file order matters to fifo: vary it
-    policy = Policy(penalty_weight=draw(st.sampled_from([0, 5, 8, 10])),
-                    decay=draw(st.sampled_from([1.0, 0.97, 0.8])))
+    policy = Policy(
+        penalty_weight=draw(st.sampled_from([0, 5, 8, 10])),
+        decay=draw(st.sampled_from([1.0, 0.97, 0.8])),
+    )
     try:
         return Scenario("random", Cluster(gpus, step_minutes, steps), tuple(jobs), policy)
     except ScenarioError:
@@ -94,5 +125,10 @@ def scenarios(draw, max_gpus: int = 24, max_steps: int = 12, max_jobs: int = 6,
 
 def tiny_scenarios(max_gpus: int = 4, max_steps: int = 4, max_jobs: int = 3):
     """Scenarios small enough for brute-force enumeration of every legal plan."""
-    return scenarios(max_gpus=max_gpus, max_steps=max_steps, max_jobs=max_jobs, max_realtime=1,
-                     integer_demand=True)
+    return scenarios(
+        max_gpus=max_gpus,
+        max_steps=max_steps,
+        max_jobs=max_jobs,
+        max_realtime=1,
+        integer_demand=True,
+    )

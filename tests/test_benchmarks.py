@@ -95,8 +95,9 @@ def test_scenario_files_are_what_the_generator_builds():
     from core.bench import SCENARIO_DIR as folder
 
     script = folder.parent.parent / "scripts" / "make_scenarios.py"
-    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -105,9 +106,20 @@ def test_bench_has_one_row_per_scenario_and_planner_with_every_metric():
 
     rows = run_bench([SCENARIO_DIR / "mixed-control.json"], ["fifo", "allocator"], repeat=1)
     assert [r["planner"] for r in rows] == ["fifo", "allocator"]
-    for key in ("utilization", "allocated_fraction", "value", "objective", "completed_jobs",
-                "started_jobs", "rt_shortfall_gpu_hours", "rt_coverage", "runtime_ms", "legal",
-                "value_gain", "published_utilization"):
+    for key in (
+        "utilization",
+        "allocated_fraction",
+        "value",
+        "objective",
+        "completed_jobs",
+        "started_jobs",
+        "rt_shortfall_gpu_hours",
+        "rt_coverage",
+        "runtime_ms",
+        "legal",
+        "value_gain",
+        "published_utilization",
+    ):
         assert key in rows[0], key
     assert rows[0]["published_utilization"] == PUBLISHED["mixed-control"]["fifo_utilization"]
     assert rows[1]["value_gain"] > 0
@@ -118,8 +130,11 @@ def test_generated_case_has_the_requested_shape_and_plans_legally():
     from core.bench import generated_case
 
     scenario = generated_case(gpus=96, jobs=40, steps=12, seed=3)
-    assert (scenario.cluster.gpus, len(scenario.jobs), scenario.cluster.horizon_steps) == \
-        (96, 40, 12)
+    assert (scenario.cluster.gpus, len(scenario.jobs), scenario.cluster.horizon_steps) == (
+        96,
+        40,
+        12,
+    )
     assert generated_case(gpus=96, jobs=40, steps=12, seed=3) == scenario  # deterministic
     plan = solve(scenario, "allocator")
     assert check(scenario, plan) == []

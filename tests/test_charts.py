@@ -24,8 +24,10 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "scenarios"
 def _big_scenario() -> Scenario:
     """64 GPUs x 48 steps, built from scale-64 with its horizon doubled."""
     base = load_scenario(DATA / "scale-64.json")
-    jobs = tuple(replace(j, demand=tuple(j.demand) * 2) if isinstance(j, RealtimeJob) else j
-                 for j in base.jobs)
+    jobs = tuple(
+        replace(j, demand=tuple(j.demand) * 2) if isinstance(j, RealtimeJob) else j
+        for j in base.jobs
+    )
     return base.replace(cluster=replace(base.cluster, horizon_steps=48), jobs=jobs)
 
 
@@ -105,17 +107,26 @@ def test_utilization_and_value_are_indexed_to_fifo():
     util, value = fig.data
     assert list(util.x) == ["fifo", "allocator"]
     assert util.y[0] == pytest.approx(100) and value.y[0] == pytest.approx(100)
-    assert value.y[1] == pytest.approx(values["allocator"]["value"] / values["fifo"]["value"]
-                                       * 100)
+    assert value.y[1] == pytest.approx(values["allocator"]["value"] / values["fifo"]["value"] * 100)
     assert util.text[1] == f"{values['allocator']['utilization']:.1%}"
 
 
 def test_step_labels_follow_the_clock():
-    s = Scenario("s", Cluster(gpus=2, step_minutes=30, horizon_steps=3,
-                              start=pd.Timestamp("2026-08-17 23:00").to_pydatetime()), ())
+    s = Scenario(
+        "s",
+        Cluster(
+            gpus=2,
+            step_minutes=30,
+            horizon_steps=3,
+            start=pd.Timestamp("2026-08-17 23:00").to_pydatetime(),
+        ),
+        (),
+    )
     assert charts.step_labels(s) == ["Mon 23:00", "Mon 23:30", "Tue 00:00"]
     assert charts.step_labels(s.replace(cluster=Cluster(gpus=2, horizon_steps=2))) == [
-        "step 0", "step 1"]
+        "step 0",
+        "step 1",
+    ]
 
 
 def test_risk_strip_and_idle_windows_draw_their_input():
@@ -123,8 +134,9 @@ def test_risk_strip_and_idle_windows_draw_their_input():
     fig = charts.coverage_risk_figure(risk, ["a", "b", "c"], ["fifo", "allocator"])
     (heat,) = heatmaps(fig)
     assert np.array_equal(np.asarray(heat.z), risk) and (heat.zmin, heat.zmax) == (0, 1)
-    windows = pd.DataFrame({"gpu_start": [0, 4], "gpus": [4, 2], "start_step": [1, 3],
-                            "end_step": [5, 4]})
+    windows = pd.DataFrame(
+        {"gpu_start": [0, 4], "gpus": [4, 2], "start_step": [1, 3], "end_step": [5, 4]}
+    )
     fig = charts.idle_windows_figure(windows, gpus=8, steps=6)
     assert len(fig.data) == 2
     assert min(fig.data[0].x) == 0.5 and max(fig.data[0].x) == 4.5

@@ -19,8 +19,13 @@ EXAMPLE = ROOT / "data" / "scenarios" / "example.json"
 
 
 def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +38,22 @@ def fifo_out(tmp_path_factory) -> Path:
 
 def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
     assert sorted(p.name for p in fifo_out.iterdir()) == [
-        "assignments.csv", "grid.csv", "metrics.json", "realtime.csv"]
+        "assignments.csv",
+        "grid.csv",
+        "metrics.json",
+        "realtime.csv",
+    ]
     printed = json.loads((fifo_out / "metrics.json").read_text())
     scenario = load_scenario(EXAMPLE)
     expected = metrics(scenario, solve(scenario, "fifo"))
-    for key in ("utilization", "allocated_fraction", "value", "objective", "completed_jobs",
-                "rt_coverage"):
+    for key in (
+        "utilization",
+        "allocated_fraction",
+        "value",
+        "objective",
+        "completed_jobs",
+        "rt_coverage",
+    ):
         assert printed[key] == pytest.approx(expected[key])
     assert printed["planner"] == "fifo"
     header = (fifo_out / "grid.csv").read_text().splitlines()[0]
@@ -58,8 +73,9 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
     taken = {(r["step"], r["gpu"]) for r in rows}
     # one cell of dpo-13b's block moves to a (step, GPU) that nobody holds
     cell = next(r for r in rows if r["job_id"] == "dpo-13b")
-    cell["step"], cell["gpu"] = next((str(t), str(g)) for t in range(24) for g in range(8)
-                                     if (str(t), str(g)) not in taken)
+    cell["step"], cell["gpu"] = next(
+        (str(t), str(g)) for t in range(24) for g in range(8) if (str(t), str(g)) not in taken
+    )
     moved = tmp_path / "moved.csv"
     with moved.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -71,12 +87,15 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
     assert "constraint 3 (power-of-two blocks)" in result.stdout
 
 
-@pytest.mark.parametrize("args, words", [
-    (("plan", "missing.json"), ["missing.json", "no such file"]),
-    (("plan", "{bad}"), ["bad.json", "not valid JSON"]),
-    (("check", "{example}", "{bad_grid}"), ["grid.csv", "row 2", "job_id 'ghost'"]),
-    (("check", "{example}", "{example}"), ["example.json", "missing column"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("plan", "missing.json"), ["missing.json", "no such file"]),
+        (("plan", "{bad}"), ["bad.json", "not valid JSON"]),
+        (("check", "{example}", "{bad_grid}"), ["grid.csv", "row 2", "job_id 'ghost'"]),
+        (("check", "{example}", "{example}"), ["example.json", "missing column"]),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"cluster": ')

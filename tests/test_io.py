@@ -29,17 +29,38 @@ from tests.strategies import scenarios
 BASE = {
     "name": "base",
     "description": "valid base for the bad-input table",
-    "cluster": {"gpus": 8, "step_minutes": 60, "horizon_steps": 4,
-                "start": "2026-08-17T00:00:00"},
+    "cluster": {"gpus": 8, "step_minutes": 60, "horizon_steps": 4, "start": "2026-08-17T00:00:00"},
     "policy": {"penalty_weight": 8, "decay": 0.97, "reward_weight": 1},
     "jobs": [
-        {"id": "sft", "type": "training", "priority": 5, "arrival_step": 0, "gpus_min": 2,
-         "gpus_max": 4, "gpu_hours": 8, "running": {"gpu_start": 0, "gpus": 4,
-                                                    "remaining_steps": 2}},
-        {"id": "eval", "type": "batch_inference", "priority": 2, "arrival_step": 1,
-         "gpus_min": 1, "gpus_max": 2, "gpu_hours": 3},
-        {"id": "chat", "type": "realtime", "priority": 8, "gpus_min": 1, "gpus_max": 4,
-         "swap_cap": 2, "demand": [1, 2, 3, 2], "previous_gpus": [6, 7]},
+        {
+            "id": "sft",
+            "type": "training",
+            "priority": 5,
+            "arrival_step": 0,
+            "gpus_min": 2,
+            "gpus_max": 4,
+            "gpu_hours": 8,
+            "running": {"gpu_start": 0, "gpus": 4, "remaining_steps": 2},
+        },
+        {
+            "id": "eval",
+            "type": "batch_inference",
+            "priority": 2,
+            "arrival_step": 1,
+            "gpus_min": 1,
+            "gpus_max": 2,
+            "gpu_hours": 3,
+        },
+        {
+            "id": "chat",
+            "type": "realtime",
+            "priority": 8,
+            "gpus_min": 1,
+            "gpus_max": 4,
+            "swap_cap": 2,
+            "demand": [1, 2, 3, 2],
+            "previous_gpus": [6, 7],
+        },
     ],
 }
 
@@ -84,17 +105,20 @@ BAD_SCENARIOS = [
     (mutate("jobs.2.swap_cap", -1), ["job 'chat'", "swap_cap", ">= 0"]),
     (mutate("jobs.2.previous_gpus", [6, 9]), ["job 'chat'", "previous_gpus", "GPU 9"]),
     (mutate("jobs.2.previous_gpus", [6, 6]), ["job 'chat'", "previous_gpus", "twice"]),
-    (mutate("jobs.2.previous_gpus", [3, 7]), ["job 'chat'", "previous_gpus", "overlaps",
-                                              "'sft'"]),
+    (mutate("jobs.2.previous_gpus", [3, 7]), ["job 'chat'", "previous_gpus", "overlaps", "'sft'"]),
     (mutate("jobs.0.running.gpu_start", 2), ["job 'sft'", "running.gpu_start", "aligned"]),
     (mutate("jobs.0.running.gpus", 3), ["job 'sft'", "running.gpus", "power of two"]),
-    (mutate("jobs.0.running.remaining_steps", delete=True),
-     ["job 'sft'", "running", "remaining_steps"]),
+    (
+        mutate("jobs.0.running.remaining_steps", delete=True),
+        ["job 'sft'", "running", "remaining_steps"],
+    ),
     (mutate("cluster.gpus", 0), ["cluster", "gpus", ">= 1"]),
     (mutate("cluster.gpus", 70_000), ["cluster", "gpus", "65,536"]),
     (mutate("cluster.horizon_steps", 20_000), ["cluster", "horizon_steps", "10,080"]),
-    (mutate("cluster", {"gpus": 65_536, "horizon_steps": 200}),
-     ["cluster", "grid cells", "10,000,000"]),
+    (
+        mutate("cluster", {"gpus": 65_536, "horizon_steps": 200}),
+        ["cluster", "grid cells", "10,000,000"],
+    ),
     (mutate("cluster.start", "yesterday"), ["cluster", "start", "ISO"]),
     (mutate("policy.decay", 1.5), ["policy", "decay", "(0, 1]"]),
     (mutate("policy.penalty_weight", -2), ["policy", "penalty_weight", ">= 0"]),
@@ -104,8 +128,9 @@ BAD_SCENARIOS = [
 ]
 
 
-@pytest.mark.parametrize("change, words", BAD_SCENARIOS,
-                         ids=[" ".join(w[:2]) for _, w in BAD_SCENARIOS])
+@pytest.mark.parametrize(
+    "change, words", BAD_SCENARIOS, ids=[" ".join(w[:2]) for _, w in BAD_SCENARIOS]
+)
 def test_bad_scenario_is_named_in_the_message(change, words):
     text = json.dumps(change(BASE))
     with pytest.raises(ScenarioError) as raised:
@@ -121,12 +146,15 @@ def test_the_base_of_the_table_is_valid():
     assert [j.id for j in scenario.jobs] == ["sft", "eval", "chat"]
 
 
-@pytest.mark.parametrize("data, words", [
-    (b"", ["up.json", "empty"]),
-    (b"   \n", ["up.json", "empty"]),
-    (b"\xff\xfe\x00{", ["up.json", "UTF-8"]),
-    (b"x" * (MAX_UPLOAD_BYTES + 1), ["up.json", "upload limit"]),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"", ["up.json", "empty"]),
+        (b"   \n", ["up.json", "empty"]),
+        (b"\xff\xfe\x00{", ["up.json", "UTF-8"]),
+        (b"x" * (MAX_UPLOAD_BYTES + 1), ["up.json", "upload limit"]),
+    ],
+)
 def test_bad_uploads(data, words):
     with pytest.raises(ScenarioError) as raised:
         decode_upload(data, "up.json")
@@ -175,51 +203,83 @@ def test_csv_pair_keeps_history_and_pinned_work():
 BAD_TABLES = [
     # (jobs.csv, demand.csv, words)
     ("id,type,priority\nx,training,1\n", "step,job_id,demand\n", ["jobs.csv", "missing column"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap,colour\n",
-     "step,job_id,demand\n", ["jobs.csv", "unknown column", "colour"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "a,training,high,0,1,2,4,\n", "step,job_id,demand\n",
-     ["jobs.csv: row 2", "job 'a'", "priority", "number"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "a,training,1,0,1,3,4,\n", "step,job_id,demand\n",
-     ["jobs.csv: row 2", "gpus_max", "power of two"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "c,realtime,1,,1,2,,1\n", "step,job_id,demand\n0,c,1\n1,c,x\n",
-     ["demand.csv: row 3", "demand", "number"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "c,realtime,1,,1,2,,1\n", "step,job_id,demand\n0,c,1\n",
-     ["demand.csv", "job 'c'", "step 1"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "c,realtime,1,,1,2,,1\n", "step,job_id,demand\n0,c,1\n1,c,1\n0,d,2\n1,d,2\n",
-     ["demand.csv: row 4", "job_id 'd'"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "a,training,1,0,1,2,4,\na,training,1,0,1,2,4,\n", "step,job_id,demand\n",
-     ["jobs.csv", "job 'a'", "more than one"]),
-    ("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
-     "a,training,1,0,1,2,4\n", "step,job_id,demand\n", ["jobs.csv: row 2", "7 cells"]),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap,colour\n",
+        "step,job_id,demand\n",
+        ["jobs.csv", "unknown column", "colour"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "a,training,high,0,1,2,4,\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "job 'a'", "priority", "number"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "a,training,1,0,1,3,4,\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "gpus_max", "power of two"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "c,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n0,c,1\n1,c,x\n",
+        ["demand.csv: row 3", "demand", "number"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "c,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n0,c,1\n",
+        ["demand.csv", "job 'c'", "step 1"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "c,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n0,c,1\n1,c,1\n0,d,2\n1,d,2\n",
+        ["demand.csv: row 4", "job_id 'd'"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "a,training,1,0,1,2,4,\na,training,1,0,1,2,4,\n",
+        "step,job_id,demand\n",
+        ["jobs.csv", "job 'a'", "more than one"],
+    ),
+    (
+        "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n"
+        "a,training,1,0,1,2,4\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "7 cells"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("jobs_csv, demand_csv, words", BAD_TABLES)
 def test_bad_tables_name_file_row_and_field(jobs_csv, demand_csv, words):
-    base = scenario_from_dict(mutate("cluster.horizon_steps", 2)(
-        {**BASE, "jobs": []}))
+    base = scenario_from_dict(mutate("cluster.horizon_steps", 2)({**BASE, "jobs": []}))
     with pytest.raises(ScenarioError) as raised:
         scenario_from_tables(jobs_csv, demand_csv, base)
     for word in words:
         assert word in str(raised.value), f"{word!r} not in {raised.value}"
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("=SUM(A1)", "'=SUM(A1)"), ("+1", "'+1"), ("-cmd", "'-cmd"), ("@x", "'@x"),
-    ("ok", "ok"), (-3, -3), (2.5, 2.5),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("=SUM(A1)", "'=SUM(A1)"),
+        ("+1", "'+1"),
+        ("-cmd", "'-cmd"),
+        ("@x", "'@x"),
+        ("ok", "ok"),
+        (-3, -3),
+        (2.5, 2.5),
+    ],
+)
 def test_spreadsheet_formulas_are_neutralised(value, expected):
     assert spreadsheet_safe(value) == expected
 
 
 def test_hostile_job_id_is_neutralised_in_export_and_recovered_on_import():
-    doc = mutate("jobs.1.id", "=HYPERLINK(\"x\")")(BASE)
+    doc = mutate("jobs.1.id", '=HYPERLINK("x")')(BASE)
     scenario = scenario_from_dict(doc)
     plan = solve(scenario, "fifo")
     text = grid_to_csv(scenario, plan)
@@ -229,13 +289,16 @@ def test_hostile_job_id_is_neutralised_in_export_and_recovered_on_import():
     assert write_csv([{"a": -1}], ["a"]) == "a\n-1\n"  # numbers stay numbers
 
 
-@pytest.mark.parametrize("text, words", [
-    ("step,gpu\n0,0\n", ["grid.csv", "missing column", "job_id"]),
-    ("step,gpu,job_id\n0,9,sft\n", ["grid.csv: row 2", "gpu", "0..7"]),
-    ("step,gpu,job_id\n7,0,sft\n", ["grid.csv: row 2", "step", "0..3"]),
-    ("step,gpu,job_id\n0,0,ghost\n", ["grid.csv: row 2", "job_id 'ghost'"]),
-    ("step,gpu,job_id\nx,0,sft\n", ["grid.csv: row 2", "step", "number"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("step,gpu\n0,0\n", ["grid.csv", "missing column", "job_id"]),
+        ("step,gpu,job_id\n0,9,sft\n", ["grid.csv: row 2", "gpu", "0..7"]),
+        ("step,gpu,job_id\n7,0,sft\n", ["grid.csv: row 2", "step", "0..3"]),
+        ("step,gpu,job_id\n0,0,ghost\n", ["grid.csv: row 2", "job_id 'ghost'"]),
+        ("step,gpu,job_id\nx,0,sft\n", ["grid.csv: row 2", "step", "number"]),
+    ],
+)
 def test_bad_grid_imports(text, words):
     scenario = scenario_from_dict(BASE)
     with pytest.raises(ScenarioError) as raised:

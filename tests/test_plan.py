@@ -14,12 +14,17 @@ from core.plan import IDLE, Plan, batch_placements, check, metrics
 
 def scenario_8x4() -> Scenario:
     """8 GPUs x 4 hourly steps: a 2-GPU job (4 steps of work), a 1-GPU job, a service."""
-    return Scenario("eight", Cluster(8, 60, 4), (
-        BatchJob("pair", "training", 2, gpus_min=2, gpus_max=2, gpu_hours=6),  # 3 steps on 2
-        BatchJob("late", "quantization", 1, gpus_min=1, gpus_max=1, gpu_hours=1,
-                 arrival_step=2),
-        RealtimeJob("chat", 4, gpus_min=1, gpus_max=3, swap_cap=1, demand=(1, 2, 2, 1)),
-    ))
+    return Scenario(
+        "eight",
+        Cluster(8, 60, 4),
+        (
+            BatchJob("pair", "training", 2, gpus_min=2, gpus_max=2, gpu_hours=6),  # 3 steps on 2
+            BatchJob(
+                "late", "quantization", 1, gpus_min=1, gpus_max=1, gpu_hours=1, arrival_step=2
+            ),
+            RealtimeJob("chat", 4, gpus_min=1, gpus_max=3, swap_cap=1, demand=(1, 2, 2, 1)),
+        ),
+    )
 
 
 def legal_grid(s: Scenario) -> np.ndarray:
@@ -42,9 +47,11 @@ def test_the_legal_grid_is_legal():
 
 def test_constraint_1_a_cell_claimed_twice():
     s = scenario_8x4()
-    rows = ["step,gpu,job_id"] + [f"{t},{g},{s.jobs[j].id}" for g, t in
-                                  zip(*np.nonzero(legal_grid(s) >= 0), strict=True)
-                                  for j in [legal_grid(s)[g, t]]]
+    rows = ["step,gpu,job_id"] + [
+        f"{t},{g},{s.jobs[j].id}"
+        for g, t in zip(*np.nonzero(legal_grid(s) >= 0), strict=True)
+        for j in [legal_grid(s)[g, t]]
+    ]
     rows.append("2,4,chat")  # GPU 4 at step 2 is 'late''s
     plan = plan_from_grid_csv(s, "\n".join(rows) + "\n")
     violations = check(s, plan)
@@ -107,20 +114,36 @@ def test_constraint_4_swap_cap():
 def test_constraint_4_counts_from_previous_gpus():
     s = scenario_8x4()
     chat = s.jobs[2]
-    moved = RealtimeJob(chat.id, chat.priority, chat.gpus_min, chat.gpus_max, chat.swap_cap,
-                        chat.demand, previous_gpus=(5,))
+    moved = RealtimeJob(
+        chat.id,
+        chat.priority,
+        chat.gpus_min,
+        chat.gpus_max,
+        chat.swap_cap,
+        chat.demand,
+        previous_gpus=(5,),
+    )
     s2 = s.replace(jobs=(s.jobs[0], s.jobs[1], moved))
     violations = check(s2, Plan(legal_grid(s)))  # step 0 holds {7}: release 5, gain 7 = 2
     assert [(v.constraint, v.step) for v in violations] == [(4, 0)]
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda g: g.__setitem__((slice(0, 2), 1), IDLE), "interrupted"),
-    (lambda g: g.__setitem__((slice(0, 2), 2), IDLE), "needs 3"),
-    (lambda g: (g.__setitem__((slice(0, 2), slice(0, 3)), IDLE),
-                g.__setitem__((slice(0, 2), 1), 0), g.__setitem__((slice(2, 4), 2), 0),
-                g.__setitem__((slice(2, 4), 3), 0)), "moves"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda g: g.__setitem__((slice(0, 2), 1), IDLE), "interrupted"),
+        (lambda g: g.__setitem__((slice(0, 2), 2), IDLE), "needs 3"),
+        (
+            lambda g: (
+                g.__setitem__((slice(0, 2), slice(0, 3)), IDLE),
+                g.__setitem__((slice(0, 2), 1), 0),
+                g.__setitem__((slice(2, 4), 2), 0),
+                g.__setitem__((slice(2, 4), 3), 0),
+            ),
+            "moves",
+        ),
+    ],
+)
 def test_constraint_5_no_preemption(edit, words):
     s = scenario_8x4()
     grid = legal_grid(s)
@@ -141,8 +164,11 @@ def test_constraint_5_start_before_arrival():
 
 
 def test_running_job_must_stay_where_it_is():
-    s = Scenario("running", Cluster(4, 60, 3), (
-        BatchJob("old", "training", 1, 2, 2, 10, running=Running(2, 2, 2)),))
+    s = Scenario(
+        "running",
+        Cluster(4, 60, 3),
+        (BatchJob("old", "training", 1, 2, 2, 10, running=Running(2, 2, 2)),),
+    )
     grid = np.full((4, 3), IDLE)
     grid[0:2, 0:2] = 0
     assert 2 in names(check(s, Plan(grid)))
@@ -163,11 +189,16 @@ def test_job_cut_by_the_horizon_is_legal_and_not_completed():
 
 def metrics_scenario() -> tuple[Scenario, Plan]:
     """4 GPUs x 2 steps, decay 0.5, penalty 2: every number below is worked out by hand."""
-    s = Scenario("hand", Cluster(4, 60, 2), (
-        BatchJob("A", "training", 2, gpus_min=2, gpus_max=2, gpu_hours=4),  # 2 steps on 2
-        BatchJob("B", "batch_inference", 1, gpus_min=1, gpus_max=1, gpu_hours=1),
-        RealtimeJob("R", 3, gpus_min=0, gpus_max=2, swap_cap=2, demand=(1.5, 2)),
-    ), Policy(penalty_weight=2, decay=0.5, reward_weight=1))
+    s = Scenario(
+        "hand",
+        Cluster(4, 60, 2),
+        (
+            BatchJob("A", "training", 2, gpus_min=2, gpus_max=2, gpu_hours=4),  # 2 steps on 2
+            BatchJob("B", "batch_inference", 1, gpus_min=1, gpus_max=1, gpu_hours=1),
+            RealtimeJob("R", 3, gpus_min=0, gpus_max=2, swap_cap=2, demand=(1.5, 2)),
+        ),
+        Policy(penalty_weight=2, decay=0.5, reward_weight=1),
+    )
     grid = np.full((4, 2), IDLE)
     grid[0:2, :] = 0  # A: 4 cells
     grid[2, 1] = 1  # B: 1 cell at step 1

@@ -38,8 +38,15 @@ def seasonal_naive(history: pd.Series, horizon: int, level: float = 0.9) -> pd.D
     mean = np.resize(np.nan_to_num(last_day), horizon)
     std = np.full(horizon, max(float(np.nanstd(last_day)), 0.1))
     index = pd.date_range(history.index[-1] + pd.Timedelta(hours=1), periods=horizon, freq="h")
-    return pd.DataFrame({"mean": mean, "lower": np.maximum(mean - 1.64 * std, 0),
-                         "upper": mean + 1.64 * std, "std": std}, index=index)
+    return pd.DataFrame(
+        {
+            "mean": mean,
+            "lower": np.maximum(mean - 1.64 * std, 0),
+            "upper": mean + 1.64 * std,
+            "std": std,
+        },
+        index=index,
+    )
 
 
 def _record(views: list[ReplanView]):
@@ -52,7 +59,7 @@ def _assert_rolling_invariants(result, views: list[ReplanView]) -> None:
     committed = 0
     for view in views:
         assert view.step == committed  # re-plans follow each other without gaps
-        np.testing.assert_array_equal(view.realised, final[:, :view.realised.shape[1]])
+        np.testing.assert_array_equal(view.realised, final[:, : view.realised.shape[1]])
         committed = view.step + view.committed_steps
         assert view.committed_steps >= 1
         # every job the window pins as running holds exactly that block in the realised grid
@@ -61,7 +68,7 @@ def _assert_rolling_invariants(result, views: list[ReplanView]) -> None:
                 continue
             i = result.scenario.job_index(job.id)
             r = job.running
-            assert np.all(final[r.gpu_start:r.gpu_start + r.gpus, view.step] == i)
+            assert np.all(final[r.gpu_start : r.gpu_start + r.gpus, view.step] == i)
     assert committed == result.scenario.cluster.horizon_steps
     assert check(result.scenario, result.plan) == []
 
@@ -91,9 +98,15 @@ def test_random_scenarios_roll_legally(scenario, factors, planner, replan_steps,
     step = scenario.cluster.step_minutes
     days = scenario.cluster.horizon_steps * step / 1440
     views: list[ReplanView] = []
-    result = simulate(scenario, days, planner, replan_minutes=replan_steps * step,
-                      window_hours=window_steps * step / 60, forecaster=seasonal_naive,
-                      on_replan=_record(views))
+    result = simulate(
+        scenario,
+        days,
+        planner,
+        replan_minutes=replan_steps * step,
+        window_hours=window_steps * step / 60,
+        forecaster=seasonal_naive,
+        on_replan=_record(views),
+    )
     _assert_rolling_invariants(result, views)
     assert len(result.replans) == len(views)
     for job in scenario.batch_jobs:  # nothing runs before it arrives or longer than it needs
@@ -107,16 +120,21 @@ def _overrun_scenario() -> Scenario:
     jobs = (
         BatchJob("long", "training", 5, 4, 4, gpu_hours=8, gpu_hours_actual=16),
         BatchJob("next", "training", 5, 4, 4, gpu_hours=8),
-        BatchJob("short", "quantization", 1, 1, 1, gpu_hours=3, gpu_hours_actual=1,
-                 arrival_step=6),
+        BatchJob("short", "quantization", 1, 1, 1, gpu_hours=3, gpu_hours_actual=1, arrival_step=6),
     )
     return Scenario("overrun", Cluster(4, 60, 12), jobs)
 
 
 def test_overrunning_job_is_not_cut_and_triggers_a_replan():
     views: list[ReplanView] = []
-    result = simulate(_overrun_scenario(), 0.5, "backfill", replan_minutes=360,
-                      window_hours=12, on_replan=_record(views))
+    result = simulate(
+        _overrun_scenario(),
+        0.5,
+        "backfill",
+        replan_minutes=360,
+        window_hours=12,
+        on_replan=_record(views),
+    )
     _assert_rolling_invariants(result, views)
     placed = batch_placements(result.scenario, result.plan)
     assert (placed["long"].start_step, placed["long"].end_step) == (0, 4)  # actual work: 4 steps
@@ -130,11 +148,14 @@ def test_overrunning_job_is_not_cut_and_triggers_a_replan():
 
 
 def test_running_job_pinned_with_estimate_and_released_at_actual_end():
-    jobs = (BatchJob("fine-tune", "training", 3, 2, 2, gpu_hours=8, gpu_hours_actual=4),
-            BatchJob("waiting", "training", 3, 4, 4, gpu_hours=4))
+    jobs = (
+        BatchJob("fine-tune", "training", 3, 2, 2, gpu_hours=8, gpu_hours_actual=4),
+        BatchJob("waiting", "training", 3, 4, 4, gpu_hours=4),
+    )
     views: list[ReplanView] = []
-    result = simulate(Scenario("early", Cluster(4, 60, 8), jobs), 8 / 24, "fifo",
-                      on_replan=_record(views))
+    result = simulate(
+        Scenario("early", Cluster(4, 60, 8), jobs), 8 / 24, "fifo", on_replan=_record(views)
+    )
     _assert_rolling_invariants(result, views)
     placed = batch_placements(result.scenario, result.plan)
     assert placed["fine-tune"].end_step - placed["fine-tune"].start_step == 2  # actual: 2 steps
@@ -171,10 +192,8 @@ def test_example_is_a_surge_the_history_never_showed():
     chat = next(j for j in scenario.realtime_jobs if j.id == "chat-api")
     daily_peaks = np.asarray(chat.demand).reshape(3, 24).max(axis=1)
     assert daily_peaks[1] > 1.3 * max(chat.history)
-    assert any(j.gpu_hours_actual and j.gpu_hours_actual > j.gpu_hours
-               for j in scenario.batch_jobs)
-    assert any(j.gpu_hours_actual and j.gpu_hours_actual < j.gpu_hours
-               for j in scenario.batch_jobs)
+    assert any(j.gpu_hours_actual and j.gpu_hours_actual > j.gpu_hours for j in scenario.batch_jobs)
+    assert any(j.gpu_hours_actual and j.gpu_hours_actual < j.gpu_hours for j in scenario.batch_jobs)
     assert len({j.arrival_step // 24 for j in scenario.batch_jobs}) == 3
 
 
@@ -208,8 +227,15 @@ def test_fifo_reserves_the_forecast_peak(example_runs):
 def test_stability_and_forecasts_are_reported(example_runs):
     result, _ = example_runs["allocator"]
     replans = result.replans
-    assert {"step", "trigger", "changed_cells", "future_cells", "changed_fraction",
-            "planner_ms", "forecast_ms"} <= set(replans.columns)
+    assert {
+        "step",
+        "trigger",
+        "changed_cells",
+        "future_cells",
+        "changed_fraction",
+        "planner_ms",
+        "forecast_ms",
+    } <= set(replans.columns)
     assert (replans["changed_cells"] <= replans["future_cells"]).all()
     assert (replans["changed_batch_cells"] <= replans["changed_cells"]).all()
     assert replans["changed_fraction"].between(0, 1).all()
@@ -238,8 +264,9 @@ def test_day_ahead_plans_are_kept_for_the_horizon_products(example_runs):
     assert len(risk) == 24 * len(window.scenario.realtime_jobs)
     idle = idle_windows(window.plan, min_gpus=2, min_steps=2)
     for row in idle.itertuples():
-        block = window.plan.grid[row.gpu_start:row.gpu_start + row.gpus,
-                                 row.start_step:row.end_step]
+        block = window.plan.grid[
+            row.gpu_start : row.gpu_start + row.gpus, row.start_step : row.end_step
+        ]
         assert (block == IDLE).all() and row.gpus >= 2 and row.steps >= 2
     with pytest.raises(ValueError):
         result.window_at(-1)
@@ -254,8 +281,10 @@ def test_write_simulation_and_cli(tmp_path, example_runs, capsys):
     metrics = json.loads((tmp_path / "sim" / "metrics.json").read_text())
     assert metrics["rt_coverage"] == pytest.approx(result.metrics["rt_coverage"])
     # the realised grid checks clean against the realised scenario through the CLI too
-    assert main(["check", str(tmp_path / "sim" / "scenario.json"),
-                 str(tmp_path / "sim" / "grid.csv")]) == 0
+    assert (
+        main(["check", str(tmp_path / "sim" / "scenario.json"), str(tmp_path / "sim" / "grid.csv")])
+        == 0
+    )
     assert "legal" in capsys.readouterr().out
     # ... and not against the estimates: the jobs whose work differed ran longer or shorter
     assert main(["check", str(EXAMPLE), str(tmp_path / "sim" / "grid.csv")]) == 1
@@ -264,8 +293,9 @@ def test_write_simulation_and_cli(tmp_path, example_runs, capsys):
 
 def test_cli_simulate_writes_exports(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["simulate", str(EXAMPLE), "--days", "1", "--planner", "backfill", "--out",
-                 str(out)])
+    code = main(
+        ["simulate", str(EXAMPLE), "--days", "1", "--planner", "backfill", "--out", str(out)]
+    )
     printed = json.loads(capsys.readouterr().out)
     assert code == 0
     assert printed["period_steps"] == 24 and printed["replans"] == 24
@@ -278,12 +308,15 @@ def test_cli_simulate_rejects_more_days_than_demand(capsys):
     assert err.startswith("error:") and "96 steps" in err
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"days": 0}, "days"),  # nothing to simulate
-    ({"days": 1, "replan_minutes": 0}, "replan_minutes"),  # would never commit anything
-    ({"days": 1, "demand_quantile": 1.0}, "demand_quantile"),  # infinite headroom
-    ({"days": 1, "window_hours": 0}, "window_hours"),  # no window to optimise
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"days": 0}, "days"),  # nothing to simulate
+        ({"days": 1, "replan_minutes": 0}, "replan_minutes"),  # would never commit anything
+        ({"days": 1, "demand_quantile": 1.0}, "demand_quantile"),  # infinite headroom
+        ({"days": 1, "window_hours": 0}, "window_hours"),  # no window to optimise
+    ],
+)
 def test_bad_arguments_are_scenario_errors(kwargs, message):
     scenario = load_scenario(EXAMPLE)
     with pytest.raises(ScenarioError, match=message):
@@ -295,8 +328,10 @@ def test_bad_arguments_are_scenario_errors(kwargs, message):
 
 def _hand_made() -> tuple[Scenario, Plan]:
     """4 GPUs x 6 steps: A on GPUs 0-1 at steps 0-1, B on GPUs 2-3 at steps 4-5."""
-    jobs = (BatchJob("A", "training", 1, 2, 2, gpu_hours=4),
-            BatchJob("B", "training", 1, 2, 2, gpu_hours=4, arrival_step=4))
+    jobs = (
+        BatchJob("A", "training", 1, 2, 2, gpu_hours=4),
+        BatchJob("B", "training", 1, 2, 2, gpu_hours=4, arrival_step=4),
+    )
     scenario = Scenario("hand", Cluster(4, 60, 6), jobs)
     grid = np.full((4, 6), IDLE)
     grid[0:2, 0:2] = 0
@@ -314,8 +349,9 @@ def test_idle_windows_on_a_hand_made_plan():
     assert rows == [(0, 4, 2, 2), (2, 6, 0, 2), (2, 4, 0, 4)]
     assert list(table["steps"]) == [4, 4, 2]
     big = idle_windows(plan, min_gpus=3)
-    assert [tuple(r) for r in big[["start_step", "end_step", "gpu_start", "gpus"]].to_numpy()] \
-        == [(2, 4, 0, 4)]
+    assert [tuple(r) for r in big[["start_step", "end_step", "gpu_start", "gpus"]].to_numpy()] == [
+        (2, 4, 0, 4)
+    ]
     long = idle_windows(plan, min_gpus=2, min_steps=3, step_minutes=30)
     assert list(long["gpus"]) == [2, 2] and list(long["gpu_hours"]) == [4.0, 4.0]
     assert idle_windows(plan, min_gpus=8).empty
@@ -350,8 +386,9 @@ def test_coverage_risk_on_a_hand_made_plan():
     assert halved["risk"].tolist() == pytest.approx(table["risk"].tolist())
     # a forecast for later steps only
     tail = coverage_risk_table(scenario, plan, {"chat": forecast.iloc[1:]}, first_step=1)
-    assert list(tail["step"]) == [1, 2] and tail["risk"].iloc[0] == pytest.approx(0.841345,
-                                                                                  abs=1e-5)
+    assert list(tail["step"]) == [1, 2] and tail["risk"].iloc[0] == pytest.approx(
+        0.841345, abs=1e-5
+    )
     with pytest.raises(ScenarioError, match="capacity"):
         coverage_risk_table(scenario, plan, {"chat": forecast}, capacity=0)
 
@@ -371,12 +408,14 @@ def test_coverage_risk_falls_as_gpus_are_added(mean, std, planned):
 
 
 def test_running_block_from_the_input_is_kept():
-    jobs = (BatchJob("pinned", "training", 2, 2, 2, gpu_hours=4,
-                     running=Running(2, 2, 3)),
-            BatchJob("queued", "training", 2, 4, 4, gpu_hours=4))
+    jobs = (
+        BatchJob("pinned", "training", 2, 2, 2, gpu_hours=4, running=Running(2, 2, 3)),
+        BatchJob("queued", "training", 2, 4, 4, gpu_hours=4),
+    )
     views: list[ReplanView] = []
-    result = simulate(Scenario("pin", Cluster(4, 60, 6), jobs), 0.25, "allocator",
-                      on_replan=_record(views))
+    result = simulate(
+        Scenario("pin", Cluster(4, 60, 6), jobs), 0.25, "allocator", on_replan=_record(views)
+    )
     _assert_rolling_invariants(result, views)
     assert np.all(result.plan.grid[2:4, 0:3] == 0)
     assert batch_placements(result.scenario, result.plan)["queued"].start_step == 3

@@ -26,13 +26,16 @@ def test_editor_tables_round_trip_to_the_same_scenario(s):
     assert result.scenario == s
 
 
-@pytest.mark.parametrize("column, value, message", [
-    ("gpus_max", 3, "gpus_max 3 is not a power of two"),  # not 2^k
-    ("priority", 0, "priority must be > 0"),  # priorities are positive
-    ("gpu_hours", None, "missing field 'gpu_hours'"),  # batch work needs its size
-    ("type", "gaming", "type 'gaming' is not one of"),  # unknown type
-    ("gpus_max", 64, "larger than the cluster's"),  # cluster-level rule, still on its row
-])
+@pytest.mark.parametrize(
+    "column, value, message",
+    [
+        ("gpus_max", 3, "gpus_max 3 is not a power of two"),  # not 2^k
+        ("priority", 0, "priority must be > 0"),  # priorities are positive
+        ("gpu_hours", None, "missing field 'gpu_hours'"),  # batch work needs its size
+        ("type", "gaming", "type 'gaming' is not one of"),  # unknown type
+        ("gpus_max", 64, "larger than the cluster's"),  # cluster-level rule, still on its row
+    ],
+)
 def test_a_broken_cell_is_reported_on_its_row(column, value, message):
     s = load_scenario(SCENARIOS / "example.json")
     jobs, demand = workload.editor_tables(s)
@@ -55,14 +58,19 @@ def test_a_duplicate_id_is_reported_on_both_rows():
 
 def test_uploads_accept_json_or_the_csv_pair_in_any_order():
     base = load_scenario(SCENARIOS / "example.json")
-    other = load_scenario(SCENARIOS / "mixed-control.json") \
-        if (SCENARIOS / "mixed-control.json").exists() else base
-    new, source = workload.scenario_from_uploads([("x.json", scenario_to_json(other).encode())],
-                                               base)
+    other = (
+        load_scenario(SCENARIOS / "mixed-control.json")
+        if (SCENARIOS / "mixed-control.json").exists()
+        else base
+    )
+    new, source = workload.scenario_from_uploads(
+        [("x.json", scenario_to_json(other).encode())], base
+    )
     assert new == other and "x.json" in source
     jobs_csv, demand_csv = scenario_to_tables(base)
-    new, _ = workload.scenario_from_uploads([("d.csv", demand_csv.encode()),
-                                           ("j.csv", jobs_csv.encode())], base)
+    new, _ = workload.scenario_from_uploads(
+        [("d.csv", demand_csv.encode()), ("j.csv", jobs_csv.encode())], base
+    )
     assert new == base
     with pytest.raises(ScenarioError, match="need a jobs CSV"):
         workload.scenario_from_uploads([("j.csv", jobs_csv.encode())], base)
@@ -73,8 +81,9 @@ def test_uploads_accept_json_or_the_csv_pair_in_any_order():
 
 
 def test_forecast_window_lines_steps_up_with_the_clock():
-    s = Scenario("s", Cluster(gpus=2, step_minutes=30, horizon_steps=4,
-                              start=datetime(2026, 8, 17, 6)), ())
+    s = Scenario(
+        "s", Cluster(gpus=2, step_minutes=30, horizon_steps=4, start=datetime(2026, 8, 17, 6)), ()
+    )
     end = pd.Timestamp("2026-08-17 02:00")  # forecast hour 0 is 03:00
     window = workload.forecast_window(end, s)
     assert window.hours == (3, 3, 4, 4) and window.note == ""

@@ -46,8 +46,9 @@ SEASONAL_NAIVE = "seasonal_naive_week"
 # Reading a history
 
 
-def load_history(source: str | Path | bytes, column: str | None = None,
-                 name: str = "history.csv") -> tuple[pd.Series, list[str]]:
+def load_history(
+    source: str | Path | bytes, column: str | None = None, name: str = "history.csv"
+) -> tuple[pd.Series, list[str]]:
     """An hourly float series (DatetimeIndex, gaps kept as NaN) and warnings about what was fixed.
 
     `source` is a path (a `Path`, or a non-blank `str` without a line break), the file's
@@ -59,8 +60,9 @@ def load_history(source: str | Path | bytes, column: str | None = None,
     """
     if isinstance(source, bytes):
         text = decode_upload(source, name)
-    elif isinstance(source, Path) or (isinstance(source, str) and source.strip()
-                                      and "\n" not in source and "\r" not in source):
+    elif isinstance(source, Path) or (
+        isinstance(source, str) and source.strip() and "\n" not in source and "\r" not in source
+    ):
         path = Path(source)
         name = path.name
         text = read_text(path)
@@ -69,8 +71,9 @@ def load_history(source: str | Path | bytes, column: str | None = None,
         if not text.strip():
             raise ScenarioError(f"{name}: file is empty")
     try:
-        table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
-                            skipinitialspace=True)
+        table = pd.read_csv(
+            io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
+        )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else "unreadable"
         raise ScenarioError(f"{name}: cannot be read as CSV ({first_line})") from None
@@ -88,39 +91,51 @@ def _rows_text(rows: Sequence[int]) -> str:
     return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
 
 
-def _history_from_table(table: pd.DataFrame, column: str | None,
-                        name: str) -> tuple[pd.Series, list[str]]:
+def _history_from_table(
+    table: pd.DataFrame, column: str | None, name: str
+) -> tuple[pd.Series, list[str]]:
     columns = [str(c).strip() for c in table.columns]
     table.columns = columns
     if len(columns) < 2:
-        raise ScenarioError(f"{name}: needs a timestamp column and at least one numeric column, "
-                            f"found only {columns!r}")
+        raise ScenarioError(
+            f"{name}: needs a timestamp column and at least one numeric column, "
+            f"found only {columns!r}"
+        )
     if len(table) == 0:
         raise ScenarioError(f"{name}: has a header but no data rows")
     if len(table) == 1:
-        raise ScenarioError(f"{name}: has only one data row; an hourly history needs at least "
-                            f"{MIN_HISTORY_HOURS} hours")
+        raise ScenarioError(
+            f"{name}: has only one data row; an hourly history needs at least "
+            f"{MIN_HISTORY_HOURS} hours"
+        )
     time_column = columns[0]
     stamps = _parse_timestamps(table[time_column], time_column, name)
     value_column = _pick_column(table, columns[1:], column, name)
     raw = table[value_column].str.strip()
     values = pd.to_numeric(raw, errors="coerce")
-    bad = np.flatnonzero(values.isna().to_numpy() & (raw != "").to_numpy()
-                         & ~raw.str.lower().isin(["nan", "na", "null", "none"]).to_numpy())
+    bad = np.flatnonzero(
+        values.isna().to_numpy()
+        & (raw != "").to_numpy()
+        & ~raw.str.lower().isin(["nan", "na", "null", "none"]).to_numpy()
+    )
     if len(bad):
-        raise ScenarioError(f"{name}: column '{value_column}', {_rows_text(list(bad))}: "
-                            f"{raw.iloc[bad[0]]!r} is not a number")
+        raise ScenarioError(
+            f"{name}: column '{value_column}', {_rows_text(list(bad))}: "
+            f"{raw.iloc[bad[0]]!r} is not a number"
+        )
     values = values.astype(float).to_numpy()
     infinite = np.flatnonzero(np.isinf(values))
     if len(infinite):
-        raise ScenarioError(f"{name}: column '{value_column}', {_rows_text(list(infinite))}: "
-                            "value is not finite")
+        raise ScenarioError(
+            f"{name}: column '{value_column}', {_rows_text(list(infinite))}: value is not finite"
+        )
     negative = np.flatnonzero(values < 0)
     if len(negative):
-        raise ScenarioError(f"{name}: column '{value_column}', {_rows_text(list(negative))}: "
-                            f"demand cannot be negative ({values[negative[0]]:g})")
-    return _regularise(pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column),
-                       name)
+        raise ScenarioError(
+            f"{name}: column '{value_column}', {_rows_text(list(negative))}: "
+            f"demand cannot be negative ({values[negative[0]]:g})"
+        )
+    return _regularise(pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column), name)
 
 
 def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIndex:
@@ -128,25 +143,30 @@ def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIn
     try:  # offsets are converted to UTC; stamps without one are read as UTC already
         stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
     except (ValueError, TypeError, OverflowError) as e:
-        raise ScenarioError(f"{name}: column '{column}' cannot be read as timestamps "
-                            f"({str(e).splitlines()[0]})") from None
+        raise ScenarioError(
+            f"{name}: column '{column}' cannot be read as timestamps ({str(e).splitlines()[0]})"
+        ) from None
     missing = np.flatnonzero(stamps.isna().to_numpy())
     if len(missing) == len(text):
-        raise ScenarioError(f"{name}: the first column '{column}' holds no timestamps (e.g. "
-                            f"{text.iloc[0]!r} in row {_row(0)}); put the hour of each row first, "
-                            "like 2026-08-17 13:00")
+        raise ScenarioError(
+            f"{name}: the first column '{column}' holds no timestamps (e.g. "
+            f"{text.iloc[0]!r} in row {_row(0)}); put the hour of each row first, "
+            "like 2026-08-17 13:00"
+        )
     if len(missing):
-        raise ScenarioError(f"{name}: column '{column}', {_rows_text(list(missing))}: "
-                            f"{text.iloc[missing[0]]!r} is not a timestamp")
+        raise ScenarioError(
+            f"{name}: column '{column}', {_rows_text(list(missing))}: "
+            f"{text.iloc[missing[0]]!r} is not a timestamp"
+        )
     return pd.DatetimeIndex(stamps).tz_localize(None)
 
 
-def _pick_column(table: pd.DataFrame, candidates: list[str], column: str | None,
-                 name: str) -> str:
+def _pick_column(table: pd.DataFrame, candidates: list[str], column: str | None, name: str) -> str:
     if column is not None:
         if column not in candidates:
-            raise ScenarioError(f"{name}: no column '{column}'; the value columns are "
-                                f"{', '.join(candidates)}")
+            raise ScenarioError(
+                f"{name}: no column '{column}'; the value columns are {', '.join(candidates)}"
+            )
         return column
     for candidate in candidates:
         raw = table[candidate].str.strip()
@@ -164,16 +184,20 @@ def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
         series = series.sort_index(kind="stable")
     duplicated = series.index.duplicated(keep="last")
     if duplicated.any():
-        warnings.append(f"{name}: {int(duplicated.sum())} duplicated timestamps; kept the last "
-                        "value of each")
+        warnings.append(
+            f"{name}: {int(duplicated.sum())} duplicated timestamps; kept the last value of each"
+        )
         series = series[~duplicated]
     if len(series) < 2:
-        raise ScenarioError(f"{name}: has only one distinct timestamp; an hourly history needs "
-                            f"at least {MIN_HISTORY_HOURS} hours")
+        raise ScenarioError(
+            f"{name}: has only one distinct timestamp; an hourly history needs "
+            f"at least {MIN_HISTORY_HOURS} hours"
+        )
     spacing = series.index.to_series().diff().dropna().median()
     if spacing > pd.Timedelta(hours=1):
-        raise ScenarioError(f"{name}: rows are {spacing} apart; an hourly (or finer) history "
-                            "is needed")
+        raise ScenarioError(
+            f"{name}: rows are {spacing} apart; an hourly (or finer) history is needed"
+        )
     on_the_hour = (series.index == series.index.floor("h")).all()
     hourly = series.resample("h").mean()
     if spacing < pd.Timedelta(hours=1):
@@ -183,17 +207,23 @@ def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
     hourly = hourly.astype(float)
     observed = int(hourly.notna().sum())
     if observed < MIN_HISTORY_HOURS:
-        raise ScenarioError(f"{name}: only {observed} hours have a value; at least "
-                            f"{MIN_HISTORY_HOURS} are needed to forecast")
+        raise ScenarioError(
+            f"{name}: only {observed} hours have a value; at least "
+            f"{MIN_HISTORY_HOURS} are needed to forecast"
+        )
     gaps = int(hourly.isna().sum())
     if gaps:
-        warnings.append(f"{name}: {gaps} of {len(hourly)} hours have no value (largest gap "
-                        f"{_longest_run(hourly.isna().to_numpy())} hours); they are "
-                        "interpolated for fitting and ignored when scoring")
+        warnings.append(
+            f"{name}: {gaps} of {len(hourly)} hours have no value (largest gap "
+            f"{_longest_run(hourly.isna().to_numpy())} hours); they are "
+            "interpolated for fitting and ignored when scoring"
+        )
     if len(hourly) < WEEKLY_MODEL_HOURS:
-        warnings.append(f"{name}: only {len(hourly) / 24:.1f} days of history, less than two "
-                        "weeks: the weekly profile cannot be checked, so a daily-only model "
-                        "is used")
+        warnings.append(
+            f"{name}: only {len(hourly) / 24:.1f} days of history, less than two "
+            "weeks: the weekly profile cannot be checked, so a daily-only model "
+            "is used"
+        )
     hourly.index.name = "timestamp"
     return hourly, warnings
 
@@ -224,8 +254,9 @@ class _Candidate:
 CANDIDATES = (
     _Candidate(SEASONAL_NAIVE, naive_period=WEEK, min_hours=WEEK),
     _Candidate("seasonal_naive_day", naive_period=DAY, min_hours=DAY),
-    _Candidate("weekly_profile", daily_terms=DAILY_TERMS, weekly_terms=WEEKLY_TERMS,
-               min_hours=WEEK),
+    _Candidate(
+        "weekly_profile", daily_terms=DAILY_TERMS, weekly_terms=WEEKLY_TERMS, min_hours=WEEK
+    ),
     _Candidate("daily_profile", daily_terms=DAILY_TERMS, min_hours=2 * DAY),
     _Candidate("level", min_hours=DAY),
 )
@@ -255,7 +286,7 @@ class _PrefixLeastSquares:
     """
 
     def __init__(self, y: np.ndarray, design: np.ndarray):
-        x = design[:len(y)]
+        x = design[: len(y)]
         self.xtx = np.cumsum(x[:, :, None] * x[:, None, :], axis=0)
         self.xty = np.cumsum(x * y[:, None], axis=0)
 
@@ -266,15 +297,21 @@ class _PrefixLeastSquares:
         return np.linalg.solve(a + ridge, b)
 
 
-def _predict(candidate: _Candidate, y: np.ndarray, design: np.ndarray, origin: int,
-             horizon: int, prefix: _PrefixLeastSquares | None = None) -> np.ndarray:
+def _predict(
+    candidate: _Candidate,
+    y: np.ndarray,
+    design: np.ndarray,
+    origin: int,
+    horizon: int,
+    prefix: _PrefixLeastSquares | None = None,
+) -> np.ndarray:
     """Forecast y[origin : origin + horizon] from y[:origin] (y has no NaN).
 
     Profiles are fitted by statsmodels OLS, or in a backtest from `prefix` (the same fit).
     """
     past = y[:origin]
     if candidate.naive_period:
-        return np.resize(past[-candidate.naive_period:], horizon)
+        return np.resize(past[-candidate.naive_period :], horizon)
     columns = _design_columns(candidate)
     x = design[:, columns]
     if prefix is None:
@@ -287,7 +324,7 @@ def _predict(candidate: _Candidate, y: np.ndarray, design: np.ndarray, origin: i
     phi = float(residual[1:] @ lagged) / denominator if denominator > 0 else 0.0
     phi = min(max(phi, 0.0), 0.999)
     level = residual[-1] * phi ** np.arange(1, horizon + 1)
-    return (x[origin:origin + horizon] * params).sum(axis=1) + level
+    return (x[origin : origin + horizon] * params).sum(axis=1) + level
 
 
 def _fill(values: np.ndarray) -> np.ndarray:
@@ -324,7 +361,7 @@ def backtest(values: np.ndarray, horizon: int, candidates: Sequence[_Candidate])
     prefix = _PrefixLeastSquares(filled, design)
     for row, origin in enumerate(origins):
         leads = min(horizon, n - origin)
-        actual = values[origin:origin + leads]
+        actual = values[origin : origin + leads]
         for candidate in candidates:
             predicted = _predict(candidate, filled, design, int(origin), leads, prefix)
             errors[candidate.name][row, :leads] = actual - predicted
@@ -333,20 +370,24 @@ def backtest(values: np.ndarray, horizon: int, candidates: Sequence[_Candidate])
 
 def _usable(n: int) -> list[_Candidate]:
     """Candidates with at least a day of backtest; weekly ones only from two weeks of history."""
+
     def weekly(c: _Candidate) -> bool:
         return c.naive_period == WEEK or c.weekly_terms > 0
 
-    return [c for c in CANDIDATES if n >= c.min_hours + DAY
-            and (n >= WEEKLY_MODEL_HOURS or not weekly(c))]
+    return [
+        c
+        for c in CANDIDATES
+        if n >= c.min_hours + DAY and (n >= WEEKLY_MODEL_HOURS or not weekly(c))
+    ]
 
 
 def _lead_scale(errors: np.ndarray, horizon: int) -> np.ndarray:
     """RMS error by lead, pooled over log-spaced lead buckets, never decreasing with lead."""
-    squared = errors ** 2
+    squared = errors**2
     edges = [1, 2, 3, 5, 9, 17, 33, 65, 129, 10**9]
     centres, scales = [], []
     for low, high in zip(edges[:-1], edges[1:], strict=True):
-        block = squared[:, low - 1:min(high - 1, horizon)]
+        block = squared[:, low - 1 : min(high - 1, horizon)]
         if block.size and np.isfinite(block).sum() >= 8:
             centres.append(math.log((low + min(high - 1, horizon)) / 2))
             scales.append(math.sqrt(float(np.nanmean(block))))
@@ -379,14 +420,15 @@ def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.
         series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
     values = series.to_numpy()[-MAX_FIT_HOURS:]
     if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
-        raise ScenarioError(f"history has {int(np.isfinite(values).sum())} hourly values; at "
-                            f"least {MIN_HISTORY_HOURS} are needed to forecast")
+        raise ScenarioError(
+            f"history has {int(np.isfinite(values).sum())} hourly values; at "
+            f"least {MIN_HISTORY_HOURS} are needed to forecast"
+        )
     values = np.where(np.isfinite(values), values, np.nan)
     start = int(np.flatnonzero(np.isfinite(values))[0])
     values = values[start:]  # leading gaps say nothing
     end = series.index[-1]
-    index = pd.date_range(end + pd.Timedelta(hours=1), periods=horizon, freq="h",
-                          name="timestamp")
+    index = pd.date_range(end + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp")
     warnings: list[str] = []
     candidates = _usable(len(values))
     if candidates:
@@ -397,18 +439,23 @@ def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.
     else:
         chosen, scores = _Candidate("level"), {}
         errors = np.empty((0, horizon))
-        warnings.append("history too short for a backtest: a mean-reverting level is used, "
-                        "with twice the history's spread as its uncertainty")
+        warnings.append(
+            "history too short for a backtest: a mean-reverting level is used, "
+            "with twice the history's spread as its uncertainty"
+        )
     filled = _fill(values)
     mean = _predict(chosen, filled, _design(len(values) + horizon), len(values), horizon)
     std = _calibrate(errors, horizon, level, filled)
-    return _forecast_frame(index, mean, std, level,
-                           {"model": chosen.name, "backtest_mae": scores,
-                            "warnings": warnings})
+    return _forecast_frame(
+        index,
+        mean,
+        std,
+        level,
+        {"model": chosen.name, "backtest_mae": scores, "warnings": warnings},
+    )
 
 
-def _calibrate(errors: np.ndarray, horizon: int, level: float,
-               values: np.ndarray) -> np.ndarray:
+def _calibrate(errors: np.ndarray, horizon: int, level: float, values: np.ndarray) -> np.ndarray:
     """The predictive scale per lead: normal, with the interval of `level` at mean +- z * scale.
 
     The backtest's RMS error by lead is a scale estimated from few origins (each origin's
@@ -430,18 +477,27 @@ def _calibrate(errors: np.ndarray, horizon: int, level: float,
     return np.maximum(scale * widening * math.sqrt(1 + 1 / origins), floor)
 
 
-def _forecast_frame(index: pd.DatetimeIndex, mean: np.ndarray, std: np.ndarray, level: float,
-                    attrs: dict) -> pd.DataFrame:
+def _forecast_frame(
+    index: pd.DatetimeIndex, mean: np.ndarray, std: np.ndarray, level: float, attrs: dict
+) -> pd.DataFrame:
     mean = np.maximum(mean, 0.0)
     z = float(norm.ppf(0.5 + level / 2))
-    frame = pd.DataFrame({"mean": mean, "lower": np.maximum(mean - z * std, 0.0),
-                          "upper": mean + z * std, "std": std}, index=index)
+    frame = pd.DataFrame(
+        {
+            "mean": mean,
+            "lower": np.maximum(mean - z * std, 0.0),
+            "upper": mean + z * std,
+            "std": std,
+        },
+        index=index,
+    )
     frame.attrs.update(attrs)
     return frame
 
 
-def forecast_file(path: str | Path, column: str | None = None, horizon: int = 168,
-                  level: float = 0.9) -> tuple[pd.DataFrame, list[str]]:
+def forecast_file(
+    path: str | Path, column: str | None = None, horizon: int = 168, level: float = 0.9
+) -> tuple[pd.DataFrame, list[str]]:
     """`gpuplan forecast`: a table `timestamp, mean, lower, upper` and the warnings to print."""
     history, warnings = load_history(Path(path), column)
     frame = forecast_series(history, horizon, level)
@@ -462,8 +518,11 @@ def demand_quantile(forecast: pd.DataFrame, quantile: float) -> np.ndarray:
     return np.maximum(mean + float(norm.ppf(quantile)) * std, 0.0)
 
 
-def coverage_risk(forecast: pd.DataFrame, allocated_gpus: Sequence[float] | np.ndarray | float,
-                  capacity_per_gpu: float) -> np.ndarray:
+def coverage_risk(
+    forecast: pd.DataFrame,
+    allocated_gpus: Sequence[float] | np.ndarray | float,
+    capacity_per_gpu: float,
+) -> np.ndarray:
     """Probability, per step, that demand exceeds what the allocated GPUs can serve.
 
     Demand at a step is normal with the forecast's `mean` and `std`; `capacity_per_gpu` is in
@@ -472,9 +531,11 @@ def coverage_risk(forecast: pd.DataFrame, allocated_gpus: Sequence[float] | np.n
     return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[0]
 
 
-def expected_shortfall(forecast: pd.DataFrame,
-                       allocated_gpus: Sequence[float] | np.ndarray | float,
-                       capacity_per_gpu: float) -> np.ndarray:
+def expected_shortfall(
+    forecast: pd.DataFrame,
+    allocated_gpus: Sequence[float] | np.ndarray | float,
+    capacity_per_gpu: float,
+) -> np.ndarray:
     """E[max(0, demand - served)] per step, in the history's units, under the same normal model."""
     return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[1]
 
@@ -503,9 +564,15 @@ def gpus_needed(demand: Sequence[float] | np.ndarray, capacity_per_gpu: float) -
     return np.ceil(np.round(ratio, 9)).astype(int)
 
 
-def gpu_path(target_gpus: Sequence[float] | np.ndarray, gpus_min: int, gpus_max: int,
-             swap_cap: int, previous: int | None = None, *,
-             capacity_per_gpu: float | None = None) -> np.ndarray:
+def gpu_path(
+    target_gpus: Sequence[float] | np.ndarray,
+    gpus_min: int,
+    gpus_max: int,
+    swap_cap: int,
+    previous: int | None = None,
+    *,
+    capacity_per_gpu: float | None = None,
+) -> np.ndarray:
     """A GPU count per step within [gpus_min, gpus_max] whose changes stay within `swap_cap`.
 
     `target_gpus` is the GPUs wanted per step (fractions round up), e.g. `gpus_needed` of a
@@ -543,9 +610,15 @@ def gpu_path(target_gpus: Sequence[float] | np.ndarray, gpus_min: int, gpus_max:
     return path
 
 
-def gpu_path_from_forecast(forecast: pd.DataFrame, capacity_per_gpu: float, quantile: float,
-                           gpus_min: int, gpus_max: int, swap_cap: int,
-                           previous: int | None = None) -> np.ndarray:
+def gpu_path_from_forecast(
+    forecast: pd.DataFrame,
+    capacity_per_gpu: float,
+    quantile: float,
+    gpus_min: int,
+    gpus_max: int,
+    swap_cap: int,
+    previous: int | None = None,
+) -> np.ndarray:
     """`gpu_path` of the GPUs needed to serve the forecast's `quantile` of demand."""
     target = gpus_needed(demand_quantile(forecast, quantile), capacity_per_gpu)
     return gpu_path(target, gpus_min, gpus_max, swap_cap, previous)

@@ -38,11 +38,20 @@ class QuantizationEstimate:
     margin: float
     extrapolated: bool = False
 
-    def job_row(self, id: str, priority: float, arrival_step: int = 0,
-                max_gpus: int | None = None) -> dict:
+    def job_row(
+        self, id: str, priority: float, arrival_step: int = 0, max_gpus: int | None = None
+    ) -> dict:
         """A scenario job (SPEC section 3): a fixed-shape quantization block."""
-        return batch_job_row(id, "quantization", priority, arrival_step, self.gpus, self.gpus,
-                             self.gpu_hours, max_gpus)
+        return batch_job_row(
+            id,
+            "quantization",
+            priority,
+            arrival_step,
+            self.gpus,
+            self.gpus,
+            self.gpu_hours,
+            max_gpus,
+        )
 
 
 def load_tiers(path: str | Path = TIERS) -> pd.DataFrame:
@@ -58,13 +67,13 @@ def load_tiers(path: str | Path = TIERS) -> pd.DataFrame:
     for i, row in enumerate(table.to_dict("records")):
         owner = f"{name}: row {i + 2}"
         if row["algorithm"] not in ALGORITHMS:
-            raise ScenarioError(f"{owner}: algorithm {row['algorithm']!r} is not one of "
-                                f"{', '.join(ALGORITHMS)}")
+            raise ScenarioError(
+                f"{owner}: algorithm {row['algorithm']!r} is not one of {', '.join(ALGORITHMS)}"
+            )
         for column in ("params_max_billion", "gpu_hours", "gpus"):
             value = pd.to_numeric(row[column], errors="coerce")
             if not (pd.notna(value) and math.isfinite(value) and value > 0):
-                raise ScenarioError(f"{owner}: {column} must be a number > 0, got "
-                                    f"{row[column]!r}")
+                raise ScenarioError(f"{owner}: {column} must be a number > 0, got {row[column]!r}")
         if not is_power_of_two(int(row["gpus"])) or row["gpus"] != int(row["gpus"]):
             raise ScenarioError(f"{owner}: gpus {row['gpus']} is not a power of two")
     for algorithm in ALGORITHMS:
@@ -82,14 +91,20 @@ def _default_tiers() -> pd.DataFrame:
     return load_tiers(TIERS)
 
 
-def estimate_quantization(params_billion: float, algorithm: str,
-                          margin: float = DEFAULT_MARGIN,
-                          tiers: pd.DataFrame | None = None) -> QuantizationEstimate:
+def estimate_quantization(
+    params_billion: float,
+    algorithm: str,
+    margin: float = DEFAULT_MARGIN,
+    tiers: pd.DataFrame | None = None,
+) -> QuantizationEstimate:
     """GPU-hours to quantize a model of `params_billion` with `algorithm`, margin included."""
     if algorithm not in ALGORITHMS:
         raise ScenarioError(f"algorithm {algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    if isinstance(params_billion, bool) or not isinstance(params_billion, int | float) or not (
-            math.isfinite(params_billion) and params_billion > 0):
+    if (
+        isinstance(params_billion, bool)
+        or not isinstance(params_billion, int | float)
+        or not (math.isfinite(params_billion) and params_billion > 0)
+    ):
         raise ScenarioError(f"params_billion must be a number > 0, got {params_billion!r}")
     if not (isinstance(margin, int | float) and math.isfinite(margin) and margin >= 0):
         raise ScenarioError(f"margin must be a number >= 0, got {margin!r}")
@@ -109,5 +124,13 @@ def estimate_quantization(params_billion: float, algorithm: str,
         label = f"{algorithm} above {top['params_max_billion']:g}B (extrapolated)"
         extrapolated = True
     hours = math.ceil(round(base * (1 + margin), 9))
-    return QuantizationEstimate(max(hours, 1), gpus, label, algorithm, float(params_billion),
-                                base, float(margin), extrapolated)
+    return QuantizationEstimate(
+        max(hours, 1),
+        gpus,
+        label,
+        algorithm,
+        float(params_billion),
+        base,
+        float(margin),
+        extrapolated,
+    )

@@ -74,8 +74,9 @@ class TrainingRun:
     def __post_init__(self) -> None:
         problems = _run_problems(self)
         if problems:
-            raise ScenarioError(problems[0] if len(problems) == 1 else "; ".join(problems),
-                                problems)
+            raise ScenarioError(
+                problems[0] if len(problems) == 1 else "; ".join(problems), problems
+            )
         if self.active_params_billion is None:
             object.__setattr__(self, "active_params_billion", float(self.params_billion))
 
@@ -131,16 +132,30 @@ FEATURES: dict[str, str] = {
 }
 assert len(FEATURES) == 22 and list(FEATURES) == [f.name for f in fields(TrainingRun)]
 
-_CHOICES = {"variant": VARIANTS, "precision": PRECISIONS, "gpu_type": GPU_TYPES,
-            "interconnect": INTERCONNECTS}
-_INTEGERS = {"seq_len", "global_batch_size", "lora_rank", "zero_stage", "rollouts_per_prompt",
-             "generation_tokens", "updates_per_batch"}
+_CHOICES = {
+    "variant": VARIANTS,
+    "precision": PRECISIONS,
+    "gpu_type": GPU_TYPES,
+    "interconnect": INTERCONNECTS,
+}
+_INTEGERS = {
+    "seq_len",
+    "global_batch_size",
+    "lora_rank",
+    "zero_stage",
+    "rollouts_per_prompt",
+    "generation_tokens",
+    "updates_per_batch",
+}
 _BOOLEANS = {"gradient_checkpointing", "flash_attention", "sequence_packing"}
 
 
 def _blank(value: object) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or (
-        isinstance(value, float) and math.isnan(value))
+    return (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def _convert(name: str, value: object, owner: str) -> object:
@@ -171,25 +186,45 @@ def _run_problems(run: TrainingRun) -> list[str]:
     for name, choices in _CHOICES.items():
         if getattr(run, name) not in choices:
             problems.append(f"{name} {getattr(run, name)!r} is not one of {', '.join(choices)}")
-    positive = ("params_billion", "train_tokens_billion", "epochs", "seq_len",
-                "global_batch_size", "gpu_memory_gb", "updates_per_batch")
+    positive = (
+        "params_billion",
+        "train_tokens_billion",
+        "epochs",
+        "seq_len",
+        "global_batch_size",
+        "gpu_memory_gb",
+        "updates_per_batch",
+    )
     for name in positive:
         value = getattr(run, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                math.isfinite(value) and value > 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value > 0)
+        ):
             problems.append(f"{name} must be a number > 0, got {value!r}")
-    non_negative = ("lora_rank", "rollouts_per_prompt", "generation_tokens",
-                    "reward_model_billion", "verifier_seconds", "eval_fraction")
+    non_negative = (
+        "lora_rank",
+        "rollouts_per_prompt",
+        "generation_tokens",
+        "reward_model_billion",
+        "verifier_seconds",
+        "eval_fraction",
+    )
     for name in non_negative:
         value = getattr(run, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                math.isfinite(value) and value >= 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (math.isfinite(value) and value >= 0)
+        ):
             problems.append(f"{name} must be a number >= 0, got {value!r}")
     if problems:
         return problems
     active = run.active_params_billion
-    if active is not None and not (isinstance(active, int | float) and 0 < active
-                                   <= run.params_billion):
+    if active is not None and not (
+        isinstance(active, int | float) and 0 < active <= run.params_billion
+    ):
         problems.append(f"active_params_billion must be in (0, params_billion], got {active!r}")
     if run.zero_stage not in ZERO_STAGES:
         problems.append(f"zero_stage must be 0, 1, 2 or 3, got {run.zero_stage!r}")
@@ -201,8 +236,9 @@ def _run_problems(run: TrainingRun) -> list[str]:
     if method == "full" and run.lora_rank != 0:
         problems.append(f"variant {run.variant} trains all weights: lora_rank must be 0")
     if objective in RL_OBJECTIVES and (run.rollouts_per_prompt < 1 or run.generation_tokens < 1):
-        problems.append(f"variant {run.variant} needs rollouts_per_prompt and generation_tokens "
-                        ">= 1")
+        problems.append(
+            f"variant {run.variant} needs rollouts_per_prompt and generation_tokens >= 1"
+        )
     if objective == "rlhf" and run.reward_model_billion <= 0:
         problems.append(f"variant {run.variant} needs reward_model_billion > 0")
     return problems
@@ -253,7 +289,7 @@ def _hidden_size(params_billion: float) -> float:
 
 
 def _layers(params_billion: float, hidden: float) -> float:
-    return max(1.0, params_billion * 1e9 / (12 * hidden ** 2))
+    return max(1.0, params_billion * 1e9 / (12 * hidden**2))
 
 
 def _adapter_params_billion(run: TrainingRun) -> float:
@@ -280,17 +316,22 @@ _NUMERIC = {  # design column -> transform of the run
     "sequence_packing": lambda r: float(r.sequence_packing),
     "log1p_rollouts": lambda r: math.log1p(r.rollouts_per_prompt),
     "log1p_generation": lambda r: math.log1p(r.generation_tokens),
-    "log1p_rollout_tokens": lambda r: math.log1p(r.rollouts_per_prompt * r.generation_tokens
-                                                 / PROMPT_TOKENS),
-    "log1p_reward_model_ratio": lambda r: math.log1p(r.reward_model_billion
-                                                     / r.active_params_billion),
+    "log1p_rollout_tokens": lambda r: math.log1p(
+        r.rollouts_per_prompt * r.generation_tokens / PROMPT_TOKENS
+    ),
+    "log1p_reward_model_ratio": lambda r: math.log1p(
+        r.reward_model_billion / r.active_params_billion
+    ),
     "log1p_verifier": lambda r: math.log1p(r.verifier_seconds),
     "log_updates": lambda r: math.log(r.updates_per_batch),
     "log1p_eval": lambda r: math.log1p(r.eval_fraction),
 }
 _CATEGORIES = {  # categorical -> levels after the first (the reference level)
-    "variant": VARIANTS[1:], "precision": PRECISIONS[1:], "gpu_type": GPU_TYPES[1:],
-    "interconnect": INTERCONNECTS[1:], "zero_stage": ZERO_STAGES[1:],
+    "variant": VARIANTS[1:],
+    "precision": PRECISIONS[1:],
+    "gpu_type": GPU_TYPES[1:],
+    "interconnect": INTERCONNECTS[1:],
+    "zero_stage": ZERO_STAGES[1:],
 }
 
 
@@ -323,16 +364,30 @@ class TrainingEstimate:
     def wall_hours(self, gpus: int | None = None) -> float:
         return self.gpu_hours / (gpus or self.gpus_recommended)
 
-    def job_row(self, id: str, priority: float, arrival_step: int = 0,
-                max_gpus: int | None = None, quantile: str = "median") -> dict:
+    def job_row(
+        self,
+        id: str,
+        priority: float,
+        arrival_step: int = 0,
+        max_gpus: int | None = None,
+        quantile: str = "median",
+    ) -> dict:
         """A scenario job (SPEC section 3): gpus_min the memory minimum, gpus_max the
         recommended count (capped at `max_gpus`, the cluster's size, when given), gpu_hours the
         median estimate (`quantile="upper"`: the interval's upper end), rounded up to 0.1."""
         hours = {"median": self.gpu_hours, "upper": self.upper}.get(quantile)
         if hours is None:
             raise ScenarioError(f"quantile must be 'median' or 'upper', got {quantile!r}")
-        return batch_job_row(id, "training", priority, arrival_step, self.gpus_min,
-                             self.gpus_recommended, math.ceil(hours * 10) / 10, max_gpus)
+        return batch_job_row(
+            id,
+            "training",
+            priority,
+            arrival_step,
+            self.gpus_min,
+            self.gpus_recommended,
+            math.ceil(hours * 10) / 10,
+            max_gpus,
+        )
 
 
 @dataclass(frozen=True)
@@ -343,8 +398,9 @@ class TrainingModel:
     columns: tuple[str, ...]
     runs: int
 
-    def estimate(self, run: TrainingRun | Mapping[str, object],
-                 level: float = 0.9) -> TrainingEstimate:
+    def estimate(
+        self, run: TrainingRun | Mapping[str, object], level: float = 0.9
+    ) -> TrainingEstimate:
         """GPU-hours with a `level` prediction interval and the GPU counts for the run."""
         if not isinstance(run, TrainingRun):
             run = TrainingRun.from_mapping(run)
@@ -356,15 +412,22 @@ class TrainingModel:
         lower = float(np.exp(frame["obs_ci_lower"].iloc[0]))
         upper = float(np.exp(frame["obs_ci_upper"].iloc[0]))
         least = memory_gpus(run)
-        return TrainingEstimate(centre, lower, upper, least,
-                                recommended_gpus(run, centre, least), level)
+        return TrainingEstimate(
+            centre, lower, upper, least, recommended_gpus(run, centre, least), level
+        )
 
     def predict_log(self, runs: list[TrainingRun]) -> np.ndarray:
         return np.asarray(self.results.predict(np.vstack([design_row(r) for r in runs])))
 
-    def job_row(self, run: TrainingRun | Mapping[str, object], id: str, priority: float,
-                arrival_step: int = 0, max_gpus: int | None = None,
-                quantile: str = "median") -> dict:
+    def job_row(
+        self,
+        run: TrainingRun | Mapping[str, object],
+        id: str,
+        priority: float,
+        arrival_step: int = 0,
+        max_gpus: int | None = None,
+        quantile: str = "median",
+    ) -> dict:
         """`TrainingEstimate.job_row` of this run's estimate."""
         return self.estimate(run).job_row(id, priority, arrival_step, max_gpus, quantile)
 
@@ -374,33 +437,55 @@ def recommended_gpus(run: TrainingRun, gpu_hours: float, least: int) -> int:
     data-parallel replica still gets whole sequences of the global batch."""
     replicas_cap = least * max(1, run.global_batch_size)
     gpus = least
-    while (gpu_hours / gpus > TARGET_WALL_HOURS and gpus * 2 <= MAX_RECOMMENDED_GPUS
-           and gpus * 2 <= replicas_cap):
+    while (
+        gpu_hours / gpus > TARGET_WALL_HOURS
+        and gpus * 2 <= MAX_RECOMMENDED_GPUS
+        and gpus * 2 <= replicas_cap
+    ):
         gpus *= 2
     return max(gpus, least)
 
 
-def batch_job_row(id: str, job_type: str, priority: float, arrival_step: int, gpus_min: int,
-                  gpus_max: int, gpu_hours: float, max_gpus: int | None) -> dict:
+def batch_job_row(
+    id: str,
+    job_type: str,
+    priority: float,
+    arrival_step: int,
+    gpus_min: int,
+    gpus_max: int,
+    gpu_hours: float,
+    max_gpus: int | None,
+) -> dict:
     """A batch job row with the GPU range capped to a cluster of `max_gpus` GPUs."""
     if max_gpus is not None:
         cap = 1 << (int(max_gpus).bit_length() - 1) if max_gpus >= 1 else 0
         if gpus_min > cap:
-            raise ScenarioError(f"job '{id}': needs at least {gpus_min} GPUs, the cluster "
-                                f"has {max_gpus}")
+            raise ScenarioError(
+                f"job '{id}': needs at least {gpus_min} GPUs, the cluster has {max_gpus}"
+            )
         gpus_max = min(gpus_max, cap)
     assert is_power_of_two(gpus_min) and is_power_of_two(gpus_max)
-    return {"id": id, "type": job_type, "priority": priority, "arrival_step": arrival_step,
-            "gpus_min": gpus_min, "gpus_max": gpus_max, "gpu_hours": gpu_hours}
+    return {
+        "id": id,
+        "type": job_type,
+        "priority": priority,
+        "arrival_step": arrival_step,
+        "gpus_min": gpus_min,
+        "gpus_max": gpus_max,
+        "gpu_hours": gpu_hours,
+    }
 
 
-def runs_from_table(table: pd.DataFrame, name: str = "runs.csv") -> tuple[list[TrainingRun],
-                                                                           np.ndarray]:
+def runs_from_table(
+    table: pd.DataFrame, name: str = "runs.csv"
+) -> tuple[list[TrainingRun], np.ndarray]:
     """Runs and their GPU-hours from a table with the 22 feature columns and `gpu_hours`."""
     missing = [c for c in ("variant", "params_billion", "gpu_hours") if c not in table.columns]
     if missing:
-        raise ScenarioError(f"{name}: missing column{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(missing)}; the features are {', '.join(FEATURES)}")
+        raise ScenarioError(
+            f"{name}: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}; the features are {', '.join(FEATURES)}"
+        )
     runs, hours = [], []
     for i, row in enumerate(table.to_dict("records")):
         owner = f"{name}: row {i + 2}"
@@ -426,8 +511,10 @@ def fit_training_model(runs_df: pd.DataFrame, name: str = "runs.csv") -> Trainin
     runs, hours = runs_from_table(runs_df, name)
     columns = design_columns()
     if len(runs) < 2 * len(columns):
-        raise ScenarioError(f"{name}: {len(runs)} runs are too few to fit {len(columns)} "
-                            f"coefficients; at least {2 * len(columns)} are needed")
+        raise ScenarioError(
+            f"{name}: {len(runs)} runs are too few to fit {len(columns)} "
+            f"coefficients; at least {2 * len(columns)} are needed"
+        )
     x = np.vstack([design_row(r) for r in runs])
     keep = _identifiable(x)
     results = OLS(np.log(hours), x).fit() if keep.all() else _fit_subset(x, hours, keep)

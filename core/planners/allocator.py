@@ -100,8 +100,9 @@ def plan_allocator(scenario: Scenario) -> Plan:
     result = _search(packer, candidates, max(1, packs - screen * len(styles)))
     if len(styles) > 1:
         moves = min(_MAX_RT_MOVES, max(1, _RT_BUDGET // max(1, len(candidates) * G * T)))
-        realtime, result = _relax_realtime(scenario, running, style, discount.tolist(),
-                                           realtime, result, moves)
+        realtime, result = _relax_realtime(
+            scenario, running, style, discount.tolist(), realtime, result, moves
+        )
     placements = result[0]
 
     grid = plan.grid
@@ -109,7 +110,7 @@ def plan_allocator(scenario: Scenario) -> Plan:
     for index, sets in realtime.items():
         grid[_bitsets_to_bool(sets, G).T] = index
     for index, gpu_start, gpus, start, end in placements:
-        grid[gpu_start:gpu_start + gpus, start:end] = index
+        grid[gpu_start : gpu_start + gpus, start:end] = index
     return plan
 
 
@@ -137,8 +138,9 @@ def _running_masks(scenario: Scenario, steps: int) -> list[int]:
     return masks
 
 
-def realtime_targets(scenario: Scenario, job: RealtimeJob,
-                     ceiling: Sequence[int] | None = None) -> list[int]:
+def realtime_targets(
+    scenario: Scenario, job: RealtimeJob, ceiling: Sequence[int] | None = None
+) -> list[int]:
     """GPUs the job should hold at each step, before capacity: priced demand, ramped for peaks.
 
     The k-th GPU at step t covers `min(1, demand - (k-1))` units of demand; it is wanted unless
@@ -170,11 +172,15 @@ def realtime_targets(scenario: Scenario, job: RealtimeJob,
     return wanted
 
 
-def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
-                    ceilings: dict[int, list[int]] | None = None,
-                    avoid: list[int] | None = None, keep: list[int] | None = None,
-                    resume: tuple[int, dict[int, list[int]]] | None = None
-                    ) -> dict[int, list[int]]:
+def _place_realtime(
+    scenario: Scenario,
+    running: list[int],
+    layout: _Buddy,
+    ceilings: dict[int, list[int]] | None = None,
+    avoid: list[int] | None = None,
+    keep: list[int] | None = None,
+    resume: tuple[int, dict[int, list[int]]] | None = None,
+) -> dict[int, list[int]]:
     """Per real-time job (by grid index), its GPU bitset at every step.
 
     Counts follow `realtime_targets` within each job's range and swap cap (releases first, so a
@@ -283,9 +289,15 @@ def _place_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
     return sets
 
 
-def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
-                    discount: list[float], realtime: dict[int, list[int]], result: tuple,
-                    moves: int) -> tuple[dict[int, list[int]], tuple]:
+def _relax_realtime(
+    scenario: Scenario,
+    running: list[int],
+    layout: _Buddy,
+    discount: list[float],
+    realtime: dict[int, list[int]],
+    result: tuple,
+    moves: int,
+) -> tuple[dict[int, list[int]], tuple]:
     """Local search on the real-time side: give up a little demand where batch work earns more.
 
     The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
@@ -305,8 +317,9 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
         price = units = 0.0
         per_job = {}
         for i, job in jobs:
-            short = sum(max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i],
-                                                                   strict=True))
+            short = sum(
+                max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i], strict=True)
+            )
             price += job.priority * short
             units += short
             per_job[i] = short
@@ -328,8 +341,9 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
             if caps:
                 trial_ceilings = dict(ceilings)
                 for i, cap in caps.items():
-                    trial_ceilings[i] = [min(a, b) for a, b in zip(ceilings.get(i, cap), cap,
-                                                                     strict=True)]
+                    trial_ceilings[i] = [
+                        min(a, b) for a, b in zip(ceilings.get(i, cap), cap, strict=True)
+                    ]
             if block_masks:
                 trial_avoid = [a | b for a, b in zip(avoid, block_masks, strict=True)]
             if trial_ceilings == ceilings and trial_avoid == avoid:
@@ -338,9 +352,17 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
                 implied = sum(missing.values())
                 for i in caps:
                     job_i = scenario.jobs[i]
-                    implied += sum(max(0.0, d - n) for d, n in zip(
-                        job_i.demand, realtime_targets(scenario, job_i, trial_ceilings[i]),
-                        strict=True)) - missing[i]
+                    implied += (
+                        sum(
+                            max(0.0, d - n)
+                            for d, n in zip(
+                                job_i.demand,
+                                realtime_targets(scenario, job_i, trial_ceilings[i]),
+                                strict=True,
+                            )
+                        )
+                        - missing[i]
+                    )
                 if implied > allowed:
                     continue
             tried += 1
@@ -354,10 +376,12 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
             for i in caps or ():
                 old_targets = realtime_targets(scenario, scenario.jobs[i], ceilings.get(i))
                 new_targets = realtime_targets(scenario, scenario.jobs[i], trial_ceilings[i])
-                first = min(first, next((t for t in range(T)
-                                         if old_targets[t] != new_targets[t]), T))
-            sets = _place_realtime(scenario, running, layout, trial_ceilings, trial_avoid, keep,
-                                   (first, realtime))
+                first = min(
+                    first, next((t for t in range(T) if old_targets[t] != new_targets[t]), T)
+                )
+            sets = _place_realtime(
+                scenario, running, layout, trial_ceilings, trial_avoid, keep, (first, realtime)
+            )
             price, units, trial_missing = shortfall(sets)
             if units > allowed:
                 continue
@@ -375,8 +399,13 @@ def _relax_realtime(scenario: Scenario, running: list[int], layout: _Buddy,
     return realtime, result
 
 
-def _realtime_moves(scenario: Scenario, jobs: list[tuple[int, RealtimeJob]],
-                    running: list[int], realtime: dict[int, list[int]], result: tuple):
+def _realtime_moves(
+    scenario: Scenario,
+    jobs: list[tuple[int, RealtimeJob]],
+    running: list[int],
+    realtime: dict[int, list[int]],
+    result: tuple,
+):
     """Real-time moves to try, in order, each as (batch job to promote or None, GPUs serving
     should avoid per step or None, ceilings per real-time job or None).
 
@@ -391,15 +420,14 @@ def _realtime_moves(scenario: Scenario, jobs: list[tuple[int, RealtimeJob]],
     for sets in realtime.values():
         for t, mask in enumerate(sets):
             serving[t] |= mask
-    floors = {i: [max(math.floor(d + 1e-9), job.gpus_min) for d in job.demand]
-              for i, job in jobs}
+    floors = {i: [max(math.floor(d + 1e-9), job.gpus_min) for d in job.demand] for i, job in jobs}
     placed = {p[0]: p for p in result[0]}
     for job in sorted(result[3], key=lambda c: (-c.priority, c.index)):
         where = placed.get(job.index)
         latest = T if where is None else where[3]
         seen = set()
         for g, d in zip(reversed(job.sizes), reversed(job.durations), strict=True):
-            align = ((1 << g) - 1)
+            align = (1 << g) - 1
             found = None
             for s in range(job.arrival, latest):
                 e = min(s + d, T)
@@ -419,8 +447,14 @@ def _realtime_moves(scenario: Scenario, jobs: list[tuple[int, RealtimeJob]],
                 s, e, block = found
                 masks = [block if s <= t < e else 0 for t in range(T)]
                 yield job, masks, None
-                yield job, masks, {i: [f if s <= t < e else G for t, f in enumerate(floor)]
-                                   for i, floor in floors.items()}
+                yield (
+                    job,
+                    masks,
+                    {
+                        i: [f if s <= t < e else G for t, f in enumerate(floor)]
+                        for i, floor in floors.items()
+                    },
+                )
     for i, job in sorted(jobs, key=lambda item: item[1].priority):
         targets = realtime_targets(scenario, job)
         lower = [f < t for f, t in zip(floors[i], targets, strict=True)]
@@ -602,9 +636,16 @@ def _candidates(scenario: Scenario) -> list[_Candidate]:
         if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
             continue
         sizes = tuple(job.sizes())
-        out.append(_Candidate(i, float(job.priority), job.arrival_step, sizes,
-                              tuple(scenario.duration(job, g) for g in sizes),
-                              float(job.gpu_hours)))
+        out.append(
+            _Candidate(
+                i,
+                float(job.priority),
+                job.arrival_step,
+                sizes,
+                tuple(scenario.duration(job, g) for g in sizes),
+                float(job.gpu_hours),
+            )
+        )
     return out
 
 
@@ -618,8 +659,12 @@ _VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
 )
 
 
-def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
-            start: tuple[list[_Candidate], str] | None = None) -> tuple:
+def _search(
+    packer: _Packer,
+    candidates: list[_Candidate],
+    packs: int,
+    start: tuple[list[_Candidate], str] | None = None,
+) -> tuple:
     """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
 
     Moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
@@ -635,8 +680,9 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
         return [], 0.0, 0.0, [], "value"
     best_order: list[_Candidate] = []
     best = None
-    starts = [start] if start else [(sorted(candidates, key=k), rule) for k, rule in
-                                     _VARIANTS[:packs]]
+    starts = (
+        [start] if start else [(sorted(candidates, key=k), rule) for k, rule in _VARIANTS[:packs]]
+    )
     for order, size_rule in starts:
         result = packer.pack(order, size_rule)
         packs -= 1
@@ -651,7 +697,7 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
         kind, position = move
         job = best_order[position]
         if kind == "promote":
-            order = [job] + best_order[:position] + best_order[position + 1:]
+            order = [job] + best_order[:position] + best_order[position + 1 :]
         elif kind == "swap":
             order = list(best_order)
             order[position], order[position + 1] = order[position + 1], order[position]
@@ -659,7 +705,7 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
             placed_size = next(p[2] for p in best[0] if p[0] == job.index)
             keep = job.sizes.index(placed_size)
             narrower = replace(job, sizes=job.sizes[:keep], durations=job.durations[:keep])
-            order = best_order[:position] + [narrower] + best_order[position + 1:]
+            order = best_order[:position] + [narrower] + best_order[position + 1 :]
         result = packer.pack(order, best_rule)
         packs -= 1
         if result[1:] > best[1:]:
@@ -668,8 +714,11 @@ def _search(packer: _Packer, candidates: list[_Candidate], packs: int,
     return (*best, best_order, best_rule)
 
 
-def _next_move(placements: list[tuple[int, int, int, int, int]], order: list[_Candidate],
-               tried: set[tuple[str, int]]) -> tuple[str, int] | None:
+def _next_move(
+    placements: list[tuple[int, int, int, int, int]],
+    order: list[_Candidate],
+    tried: set[tuple[str, int]],
+) -> tuple[str, int] | None:
     """The first untried move on the incumbent: promote a job cut short or left out, or shrink
     a placed job that could run narrower; then promote any job; then swap two neighbours."""
     placed = {p[0]: p for p in placements}
@@ -701,8 +750,9 @@ class _Packer:
             g *= 2
         self.table = _block_table(gpus) if gpus <= _TABLE_GPUS else None
 
-    def pack(self, order: Sequence[_Candidate], size_rule: str
-             ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
+    def pack(
+        self, order: Sequence[_Candidate], size_rule: str
+    ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
         """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
         the decayed reward and the GPU-steps delivered."""
         T, discount, table = self.steps, self.discount, self.table
@@ -745,8 +795,9 @@ class _Packer:
             cells += g * (end - start)
         return placements, reward, cells
 
-    def _earliest(self, free: list[int], cache: list[int | None], g: int, d: int,
-                  arrival: int) -> tuple[int, int] | None:
+    def _earliest(
+        self, free: list[int], cache: list[int | None], g: int, d: int, arrival: int
+    ) -> tuple[int, int] | None:
         """Earliest start >= arrival with an aligned block of g free for d steps (cut at T).
 
         `cache[t]` holds, for step t, a bit at the first GPU of every aligned block of g that is
@@ -836,8 +887,9 @@ def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _earliest_in_table(free: list[int], table: tuple[int, ...], d: int, arrival: int, steps: int
-                       ) -> tuple[int, int] | None:
+def _earliest_in_table(
+    free: list[int], table: tuple[int, ...], d: int, arrival: int, steps: int
+) -> tuple[int, int] | None:
     """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed."""
     s = arrival
     while s < steps:

@@ -41,7 +41,7 @@ def earliest_block(
     while wanted and size <= max(wanted):
         if size > 1:  # a block of 2g is free where both of its halves are: pair the g-blocks
             pairs = block_free.shape[0] // 2
-            block_free = block_free[0:2 * pairs:2] & block_free[1:2 * pairs:2]
+            block_free = block_free[0 : 2 * pairs : 2] & block_free[1 : 2 * pairs : 2]
         if size in wanted:
             ok = window_free(block_free, duration(size))
             any_block = ok.any(axis=0)

@@ -42,12 +42,13 @@ def _plan_queue(scenario: Scenario, *, in_order: bool, name: str) -> Plan:
     previous_start = 0
     for arrival, i, job in queue:
         earliest = max(arrival, previous_start) if in_order else arrival
-        found = earliest_block(grid == IDLE, job.sizes(), lambda g, job=job:
-                               scenario.duration(job, g), earliest)
+        found = earliest_block(
+            grid == IDLE, job.sizes(), lambda g, job=job: scenario.duration(job, g), earliest
+        )
         if found is None:
             continue
         start, gpu_start, gpus = found
-        grid[gpu_start:gpu_start + gpus, start:start + scenario.duration(job, gpus)] = i
+        grid[gpu_start : gpu_start + gpus, start : start + scenario.duration(job, gpus)] = i
         previous_start = start
     return plan
 
@@ -77,7 +78,7 @@ def reserve_realtime_peaks(scenario: Scenario, grid: np.ndarray) -> None:
         target = peak_reservation(job)
         kept = np.nonzero(previous)[0][::-1][:target]  # highest previous GPUs first
         candidates = np.nonzero((grid[:, 0] == IDLE) & ~spoken_for)[0][::-1]
-        room = max(0, len(candidates) - sum(still_needed[k + 1:]))
+        room = max(0, len(candidates) - sum(still_needed[k + 1 :]))
         extra = candidates[: min(room, max(0, target - len(kept)))]
         reserved = np.zeros(G, dtype=bool)
         reserved[kept] = True
@@ -86,8 +87,9 @@ def reserve_realtime_peaks(scenario: Scenario, grid: np.ndarray) -> None:
         _walk_to(grid, i, job, previous if job.previous_gpus is not None else None, reserved)
 
 
-def _walk_to(grid: np.ndarray, index: int, job: RealtimeJob, previous: np.ndarray | None,
-             target: np.ndarray) -> None:
+def _walk_to(
+    grid: np.ndarray, index: int, job: RealtimeJob, previous: np.ndarray | None, target: np.ndarray
+) -> None:
     """Hold `target` at every step, moving there from `previous` at most swap_cap GPUs a step."""
     if previous is None:
         grid[target, :] = index

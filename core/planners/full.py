@@ -84,8 +84,13 @@ PROGRESS_EVERY_S = 0.25
 _SOLVE_LOCK = threading.Lock()
 
 
-def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-4,
-              progress: ProgressHook | None = None, warm_start: Plan | None = None) -> Plan:
+def plan_full(
+    scenario: Scenario,
+    time_limit: float = 10.0,
+    mip_gap: float = 1e-4,
+    progress: ProgressHook | None = None,
+    warm_start: Plan | None = None,
+) -> Plan:
     """The better of the warm start (by default the allocator's plan) and HiGHS's MIP solution.
 
     `progress`, when given, receives {"elapsed_s", "incumbent", "bound", "gap"} while HiGHS
@@ -117,9 +122,13 @@ def plan_full(scenario: Scenario, time_limit: float = 10.0, mip_gap: float = 1e-
             model = _FullModel(scenario)
             terms = model.terms
         if terms > MAX_MODEL_TERMS:
-            return _fallback(warm, base, "too_large",
-                             f"the model would have {terms:,} terms (limit {MAX_MODEL_TERMS:,}); "
-                             f"the allocator's plan is returned")
+            return _fallback(
+                warm,
+                base,
+                "too_large",
+                f"the model would have {terms:,} terms (limit {MAX_MODEL_TERMS:,}); "
+                f"the allocator's plan is returned",
+            )
         reporter = _ProgressReporter(progress) if progress is not None else None
         relaxation = math.inf
         if time_limit > 0:
@@ -181,15 +190,17 @@ def _estimate_terms(scenario: Scenario) -> int:
     for job in scenario.batch_jobs:
         if job.running is None:
             starts = max(0, T - job.arrival_step)
-            terms += sum((G // g) * starts * min(T, scenario.duration(job, g))
-                         for g in job.sizes() if g <= G)
+            terms += sum(
+                (G // g) * starts * min(T, scenario.duration(job, g)) for g in job.sizes() if g <= G
+            )
     return terms
 
 
 def _fallback(warm: Plan, base: dict[str, Any], status: str, message: str) -> Plan:
     stats = dict(base)
-    stats.update(status=status, message=message, bound=math.inf, gap=math.inf,
-                 objective_source="allocator")
+    stats.update(
+        status=status, message=message, bound=math.inf, gap=math.inf, objective_source="allocator"
+    )
     return Plan(warm.grid, "full", stats)
 
 
@@ -203,8 +214,13 @@ def _relative_gap(value: float, bound: float) -> float:
     return diff / abs(value) if abs(value) > 1e-12 else math.inf
 
 
-def _choose(scenario: Scenario, warm: Plan, warm_objective: float, base: dict[str, Any],
-            outcome: dict[str, Any]) -> Plan:
+def _choose(
+    scenario: Scenario,
+    warm: Plan,
+    warm_objective: float,
+    base: dict[str, Any],
+    outcome: dict[str, Any],
+) -> Plan:
     """Keep the MIP grid only if it is legal and strictly better than the warm start."""
     stats = dict(base)
     stats["solver_status"] = outcome["solver_status"]
@@ -241,8 +257,9 @@ def _choose(scenario: Scenario, warm: Plan, warm_objective: float, base: dict[st
         else:
             status = "solver_failed"
             stats["message"] = f"HiGHS stopped with status {outcome['solver_status']}"
-    stats.update(status=status, bound=float(bound), gap=_relative_gap(value, bound),
-                 objective_source=source)
+    stats.update(
+        status=status, bound=float(bound), gap=_relative_gap(value, bound), objective_source=source
+    )
     return Plan(chosen.grid, "full", stats)
 
 
@@ -266,8 +283,9 @@ class _FullModel:
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, BatchJob) and job.running is not None:
                 cells_per_step = (pinned == i).sum(axis=0)
-                self.constant += self.reward_weight * job.priority * float(
-                    cells_per_step @ self.discount)
+                self.constant += (
+                    self.reward_weight * job.priority * float(cells_per_step @ self.discount)
+                )
 
         # Placements: (job index, size, block, start, end); end exclusive, cut at T.
         self.placements: list[tuple[int, int, int, int, int]] = []
@@ -283,19 +301,25 @@ class _FullModel:
                 end_offset = scenario.duration(job, size)
                 blocks = self.free[: (self.G // size) * size].reshape(-1, size, self.T).all(1)
                 busy_before = np.concatenate(
-                    [np.zeros((blocks.shape[0], 1), dtype=np.int64),
-                     np.cumsum(~blocks, axis=1)], axis=1)
+                    [np.zeros((blocks.shape[0], 1), dtype=np.int64), np.cumsum(~blocks, axis=1)],
+                    axis=1,
+                )
                 for start in range(job.arrival_step, self.T):
                     end = min(start + end_offset, self.T)
                     ok = busy_before[:, end] - busy_before[:, start] == 0
-                    reward = self.reward_weight * job.priority * size * float(
-                        cumulative[end] - cumulative[start])
+                    reward = (
+                        self.reward_weight
+                        * job.priority
+                        * size
+                        * float(cumulative[end] - cumulative[start])
+                    )
                     for block in np.nonzero(ok)[0]:
                         self.placements.append((i, size, int(block), start, end))
                         self.rewards.append(reward)
                         self.terms += end - start
-        self.realtime = [(i, job) for i, job in enumerate(scenario.jobs)
-                         if isinstance(job, RealtimeJob)]
+        self.realtime = [
+            (i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)
+        ]
         self.terms += len(self.realtime) * int(self.free.sum()) * 3
         self.model: Any = None
         self.infeasible = False  # a constraint without variables that cannot hold
@@ -310,23 +334,30 @@ class _FullModel:
         self.pyo = pyo
         m = self.model = pyo.ConcreteModel(name=self.scenario.name)
         m.place = pyo.Var(range(len(self.placements)), domain=pyo.Binary)
-        self.hold_cells = [(k, g, t) for k in range(len(self.realtime))
-                           for g in range(self.G) for t in range(self.T) if self.free[g, t]]
+        self.hold_cells = [
+            (k, g, t)
+            for k in range(len(self.realtime))
+            for g in range(self.G)
+            for t in range(self.T)
+            if self.free[g, t]
+        ]
         m.hold = pyo.Var(self.hold_cells, domain=pyo.Binary)
-        m.count = pyo.Var([(k, t) for k, (_i, job) in enumerate(self.realtime)
-                           for t in range(self.T)], domain=pyo.Integers,
-                          bounds=lambda _m, k, _t: (self.realtime[k][1].gpus_min,
-                                                    self.realtime[k][1].gpus_max))
-        m.short = pyo.Var([(k, t) for k in range(len(self.realtime)) for t in range(self.T)],
-                          domain=pyo.NonNegativeReals)
+        m.count = pyo.Var(
+            [(k, t) for k, (_i, job) in enumerate(self.realtime) for t in range(self.T)],
+            domain=pyo.Integers,
+            bounds=lambda _m, k, _t: (self.realtime[k][1].gpus_min, self.realtime[k][1].gpus_max),
+        )
+        m.short = pyo.Var(
+            [(k, t) for k in range(len(self.realtime)) for t in range(self.T)],
+            domain=pyo.NonNegativeReals,
+        )
         m.rows = pyo.ConstraintList()
         self._run_at_most_once()
         self._one_job_per_gpu_step()
         self._realtime_range_and_shortfall()
         self._swap_cap()
         self._objective()
-        self.n_variables = sum(len(v)
-                               for v in m.component_objects(pyo.Var))
+        self.n_variables = sum(len(v) for v in m.component_objects(pyo.Var))
         self.n_constraints = len(m.rows)
 
     def _run_at_most_once(self) -> None:
@@ -378,8 +409,7 @@ class _FullModel:
                     m.rows.add(m.short[k, t] + count >= demand)
                     fraction = demand - math.floor(demand)
                     if fraction > 1e-9:  # rounding cut: the hull of integer count, short >= 0
-                        m.rows.add(m.short[k, t] + fraction * count
-                                   >= fraction * math.ceil(demand))
+                        m.rows.add(m.short[k, t] + fraction * count >= fraction * math.ceil(demand))
                 else:
                     m.short[k, t].fix(0.0)
 
@@ -416,9 +446,12 @@ class _FullModel:
         """J: discounted batch reward minus weighted real-time shortfall, pinned work constant."""
         pyo, m = self.pyo, self.model
         reward = pyo.quicksum(r * m.place[p] for p, r in enumerate(self.rewards))
-        penalty = pyo.quicksum(self.penalty * job.priority * m.short[k, t]
-                               for k, (_i, job) in enumerate(self.realtime)
-                               for t in range(self.T) if job.demand[t] > 0)
+        penalty = pyo.quicksum(
+            self.penalty * job.priority * m.short[k, t]
+            for k, (_i, job) in enumerate(self.realtime)
+            for t in range(self.T)
+            if job.demand[t] > 0
+        )
         m.J = pyo.Objective(expr=self.constant + reward - penalty, sense=pyo.maximize)
 
     # -- warm start and decoding -----------------------------------------------------------
@@ -426,8 +459,10 @@ class _FullModel:
     def set_start(self, grid: np.ndarray) -> None:
         """Give every variable its value in a legal grid: HiGHS's MIP start."""
         m = self.model
-        lookup = {(i, size, block, start): p
-                  for p, (i, size, block, start, _end) in enumerate(self.placements)}
+        lookup = {
+            (i, size, block, start): p
+            for p, (i, size, block, start, _end) in enumerate(self.placements)
+        }
         for p in range(len(self.placements)):
             m.place[p].set_value(0)
         for i, job in enumerate(self.scenario.jobs):
@@ -471,7 +506,7 @@ class _FullModel:
         for p, (i, size, block, start, end) in enumerate(self.placements):
             value = m.place[p].value
             if value is not None and value > 0.5:
-                grid[block * size:(block + 1) * size, start:end] = i
+                grid[block * size : (block + 1) * size, start:end] = i
         for k, g, t in self.hold_cells:
             value = m.hold[k, g, t].value
             if value is not None and value > 0.5:
@@ -552,9 +587,15 @@ class _FullModel:
             h.setOptionValue("time_limit", max(0.05, float(time_limit)))
             h.addVars(n_cols, np.maximum(lower, -inf), np.minimum(upper, inf))
             h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), cost)
-            h.addRows(len(rows), np.array([max(r[0], -inf) for r in rows]),
-                      np.array([min(r[1], inf) for r in rows]), len(indices),
-                      starts[:-1].astype(np.int32), indices, values)
+            h.addRows(
+                len(rows),
+                np.array([max(r[0], -inf) for r in rows]),
+                np.array([min(r[1], inf) for r in rows]),
+                len(indices),
+                starts[:-1].astype(np.int32),
+                indices,
+                values,
+            )
             h.changeObjectiveSense(highspy.ObjSense.kMaximize)
             h.changeObjectiveOffset(self.constant)
             h.run()
@@ -565,51 +606,86 @@ class _FullModel:
 
     # -- solving ---------------------------------------------------------------------------
 
-    def solve(self, time_limit: float, mip_gap: float, reporter: _ProgressReporter | None,
-              warm_legal: bool, base: dict[str, Any]) -> dict[str, Any]:
+    def solve(
+        self,
+        time_limit: float,
+        mip_gap: float,
+        reporter: _ProgressReporter | None,
+        warm_legal: bool,
+        base: dict[str, Any],
+    ) -> dict[str, Any]:
         """Run HiGHS (restricted phase, then the full model); candidate grids, bound, status."""
-        free_variables = sum(1 for v in self.model.component_data_objects(self.pyo.Var)
-                             if not v.fixed)
+        free_variables = sum(
+            1 for v in self.model.component_data_objects(self.pyo.Var) if not v.fixed
+        )
         if free_variables == 0 or self.infeasible:
             # Nothing to decide (or nothing legal): the pinned grid is the only candidate.
             value = self.constant - sum(
                 self.penalty * job.priority * job.demand[t]
-                for _i, job in self.realtime for t in range(self.T) if not self.free[:, t].any())
-            return {"grids": [self.decode()],
-                    "bound": value if not self.infeasible else math.inf,
-                    "optimal": not self.infeasible, "time_limit": False,
-                    "infeasible": self.infeasible,
-                    "solver_status": "infeasible" if self.infeasible else "nothing to decide",
-                    "mip_nodes": 0}
+                for _i, job in self.realtime
+                for t in range(self.T)
+                if not self.free[:, t].any()
+            )
+            return {
+                "grids": [self.decode()],
+                "bound": value if not self.infeasible else math.inf,
+                "optimal": not self.infeasible,
+                "time_limit": False,
+                "infeasible": self.infeasible,
+                "solver_status": "infeasible" if self.infeasible else "nothing to decide",
+                "mip_nodes": 0,
+            }
         deadline = time.perf_counter() + max(0.0, float(time_limit))
         grids = []
         if warm_legal and self.realtime and time_limit > 0:
             # Restricted phase: real-time GPUs as in the warm start, batch placements free. It
             # solves in a fraction of the time and hands the full model a better start; its
             # bound is not a bound of the full model and is not reported.
-            to_fix = [v for component in (self.model.hold, self.model.count)
-                      for v in component.values() if not v.fixed]
+            to_fix = [
+                v
+                for component in (self.model.hold, self.model.count)
+                for v in component.values()
+                if not v.fixed
+            ]
             for v in to_fix:
                 v.fix()
             try:
-                restricted = self._run_highs(RESTRICTED_SHARE * time_limit, mip_gap, reporter,
-                                             True, base, reports_bound=False)
+                restricted = self._run_highs(
+                    RESTRICTED_SHARE * time_limit,
+                    mip_gap,
+                    reporter,
+                    True,
+                    base,
+                    reports_bound=False,
+                )
             finally:
                 for v in to_fix:
                     v.unfix()
             base["restricted_objective"] = restricted["incumbent"]
             if restricted["grid"] is not None:
                 grids.append(restricted["grid"])
-        full = self._run_highs(max(0.0, deadline - time.perf_counter()), mip_gap, reporter,
-                               warm_legal, base, reports_bound=True)
+        full = self._run_highs(
+            max(0.0, deadline - time.perf_counter()),
+            mip_gap,
+            reporter,
+            warm_legal,
+            base,
+            reports_bound=True,
+        )
         if full["grid"] is not None:
             grids.append(full["grid"])
         full["grids"] = grids
         return full
 
-    def _run_highs(self, time_limit: float, mip_gap: float, reporter: _ProgressReporter | None,
-                   warm_start: bool, base: dict[str, Any], reports_bound: bool
-                   ) -> dict[str, Any]:
+    def _run_highs(
+        self,
+        time_limit: float,
+        mip_gap: float,
+        reporter: _ProgressReporter | None,
+        warm_start: bool,
+        base: dict[str, Any],
+        reports_bound: bool,
+    ) -> dict[str, Any]:
         """One HiGHS solve of the model as it stands (fixed variables stay fixed)."""
         from pyomo.contrib.appsi.base import TerminationCondition
         from pyomo.contrib.appsi.solvers import Highs
@@ -628,10 +704,17 @@ class _FullModel:
             # from the relaxation).
             solver.highs_options["presolve"] = "off"
         solver.set_instance(self.model)
-        for name in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
-                     "check_for_new_or_removed_params", "check_for_new_objective",
-                     "update_constraints", "update_vars", "update_params",
-                     "update_named_expressions", "update_objective"):
+        for name in (
+            "check_for_new_or_removed_constraints",
+            "check_for_new_or_removed_vars",
+            "check_for_new_or_removed_params",
+            "check_for_new_objective",
+            "update_constraints",
+            "update_vars",
+            "update_params",
+            "update_named_expressions",
+            "update_objective",
+        ):
             setattr(solver.update_config, name, False)
         base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
 
@@ -671,7 +754,8 @@ class _FullModel:
             "time_limit": condition == TerminationCondition.maxTimeLimit,
             "infeasible": condition == TerminationCondition.infeasible,
             "solver_status": highs.modelStatusToString(model_status)
-            if hasattr(highs, "modelStatusToString") else str(model_status),
+            if hasattr(highs, "modelStatusToString")
+            else str(model_status),
             "mip_nodes": int(max(0, info.mip_node_count)),
         }
 
@@ -709,7 +793,13 @@ class _ProgressReporter:
             bound = math.inf
         bound = min(float(bound), self.bound_cap)
         try:
-            self.hook({"elapsed_s": now - self.started, "incumbent": incumbent,
-                       "bound": bound, "gap": _relative_gap(incumbent, bound)})
+            self.hook(
+                {
+                    "elapsed_s": now - self.started,
+                    "incumbent": incumbent,
+                    "bound": bound,
+                    "gap": _relative_gap(incumbent, bound),
+                }
+            )
         except Exception:  # a broken display must not stop the solve
             self.hook = None

@@ -14,11 +14,17 @@ from core.workload import forecast_window
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
-PAGES = ["app_pages/workload.py", "app_pages/plan_compare.py", "app_pages/demand_forecast.py",
-         "app_pages/horizon_risk.py", "app_pages/benchmarks.py"]
+PAGES = [
+    "app_pages/workload.py",
+    "app_pages/plan_compare.py",
+    "app_pages/demand_forecast.py",
+    "app_pages/horizon_risk.py",
+    "app_pages/benchmarks.py",
+]
 SCENARIOS = ROOT / "data" / "scenarios"
-DEFAULT = SCENARIOS / ("mixed-control.json" if (SCENARIOS / "mixed-control.json").exists()
-                       else "example.json")
+DEFAULT = SCENARIOS / (
+    "mixed-control.json" if (SCENARIOS / "mixed-control.json").exists() else "example.json"
+)
 
 
 def open_page(page: str | None = None, timeout: float = 60) -> AppTest:
@@ -73,15 +79,18 @@ def test_editing_a_job_makes_a_new_valid_scenario():
     before = active(at)
     key = f"wl_jobs_{at.session_state['scenario_version']}"
     row = next(k for k, j in enumerate(before.jobs) if not j.is_realtime and j.running is None)
-    at.session_state[key] = {"edited_rows": {row: {"priority": 9.5, "gpu_hours": 3}},
-                             "added_rows": [], "deleted_rows": []}
+    at.session_state[key] = {
+        "edited_rows": {row: {"priority": 9.5, "gpu_hours": 3}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception
     after = active(at)
     assert after.jobs[row].priority == 9.5
     assert after.jobs[row].gpu_hours == 3
     assert after.jobs[:row] == before.jobs[:row]
-    assert after.jobs[row + 1:] == before.jobs[row + 1:]
+    assert after.jobs[row + 1 :] == before.jobs[row + 1 :]
     assert not at.error
 
 
@@ -90,8 +99,11 @@ def test_an_invalid_edit_is_listed_by_row_and_the_last_valid_scenario_stays():
     before = active(at)
     key = f"wl_jobs_{at.session_state['scenario_version']}"
     row = next(k for k, j in enumerate(before.jobs) if not j.is_realtime)
-    at.session_state[key] = {"edited_rows": {row: {"gpus_max": 3}}, "added_rows": [],
-                             "deleted_rows": []}
+    at.session_state[key] = {
+        "edited_rows": {row: {"gpus_max": 3}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception
     assert active(at) == before
@@ -106,7 +118,8 @@ def test_a_broken_upload_shows_the_error_and_changes_nothing():
     at = open_page()
     before = active(at)
     at.file_uploader(key="wl_upload").set_value(
-        ("broken.json", b'{"cluster": {"gpus": 8}, "jobs": [', "application/json")).run()
+        ("broken.json", b'{"cluster": {"gpus": 8}, "jobs": [', "application/json")
+    ).run()
     assert not at.exception
     assert "broken.json" in errors(at) and "not valid JSON" in errors(at)
     assert active(at) == before
@@ -116,16 +129,19 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
     at = open_page()
     example = load_scenario(SCENARIOS / "example.json")
     at.file_uploader(key="wl_upload").set_value(
-        ("mine.json", scenario_to_json(example).encode(), "application/json")).run()
+        ("mine.json", scenario_to_json(example).encode(), "application/json")
+    ).run()
     assert not at.error
     assert active(at) == example
 
     jobs_csv, demand_csv = scenario_to_tables(example)
     edited = jobs_csv.replace("eval-batch,batch_inference,3", "eval-batch,batch_inference,7")
-    at.file_uploader(key="wl_upload").set_value([
-        ("demand.csv", demand_csv.encode(), "text/csv"),
-        ("jobs.csv", edited.encode(), "text/csv"),
-    ]).run()
+    at.file_uploader(key="wl_upload").set_value(
+        [
+            ("demand.csv", demand_csv.encode(), "text/csv"),
+            ("jobs.csv", edited.encode(), "text/csv"),
+        ]
+    ).run()
     assert not at.exception and not at.error
     assert active(at).jobs[active(at).job_index("eval-batch")].priority == 7
 
@@ -138,7 +154,7 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert {"fifo", "allocator"} <= set(plans)
     shown = metric_values(at)
     per_card = len(shown) // len(plans)
-    cards = {name: dict(shown[k * per_card:(k + 1) * per_card]) for k, name in enumerate(plans)}
+    cards = {name: dict(shown[k * per_card : (k + 1) * per_card]) for k, name in enumerate(plans)}
     for name in ("fifo", "allocator"):
         expected = metrics(scenario, solve(scenario, name))
         assert plans[name].same_grid(solve(scenario, name))
@@ -197,14 +213,18 @@ def test_exports_offer_the_four_files_for_any_computed_plan():
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["grid.csv", "assignments.csv", "realtime.csv", "metrics.json"]
     export = at.selectbox(key="plan_export")
-    assert set(export.options) == {"FIFO (peak reservation)", "Backfill (conservative)",
-                                   "Allocator (fast)"}
+    assert set(export.options) == {
+        "FIFO (peak reservation)",
+        "Backfill (conservative)",
+        "Allocator (fast)",
+    }
     export.set_value("allocator").run()
     assert not at.exception
     assert at.session_state["plan_export"] == "allocator"
 
 
 # --- Demand forecast ---------------------------------------------------------------------------
+
 
 def test_forecast_into_the_scenario_demand():
     from core.forecast.demand import demand_quantile, forecast_series, load_history
@@ -232,7 +252,8 @@ def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
     at = open_page("app_pages/demand_forecast.py", timeout=120)
     at.radio(key="fc_source").set_value("Upload a CSV").run()
     at.file_uploader(key="fc_upload").set_value(
-        ("traffic.csv", b"timestamp,requests\nyesterday,12\nnoon,x\n", "text/csv")).run()
+        ("traffic.csv", b"timestamp,requests\nyesterday,12\nnoon,x\n", "text/csv")
+    ).run()
     assert not at.exception
     assert "traffic.csv" in errors(at)
     assert "last good history" in errors(at)
@@ -256,10 +277,16 @@ def test_quantization_estimate_adds_a_job():
     job = after.jobs[-1]
     estimate = estimate_quantization(14.0, "gptq")
     assert (job.id, job.type, job.gpu_hours, job.gpus_min, job.gpus_max) == (
-        "gptq-14b", "quantization", estimate.gpu_hours, estimate.gpus, estimate.gpus)
+        "gptq-14b",
+        "quantization",
+        estimate.gpu_hours,
+        estimate.gpus,
+        estimate.gpus,
+    )
 
 
 # --- Horizon & risk ------------------------------------------------------------------------------
+
 
 def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     from core.plan import check
@@ -271,13 +298,13 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     shown = at.dataframe[0].value
     for k, result in enumerate(store["results"].values()):
         assert not check(result.scenario, result.plan)  # the realised grid is legal
-        assert shown["utilization"].iloc[k] == pytest.approx(
-            result.metrics["utilization"] * 100)
+        assert shown["utilization"].iloc[k] == pytest.approx(result.metrics["utilization"] * 100)
         assert shown["value"].iloc[k] == pytest.approx(result.metrics["value"])
     assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
 
 
 # --- Benchmarks ---------------------------------------------------------------------------------
+
 
 def test_benchmarks_table_matches_run_bench():
     from core.bench import BENCHMARKS, benchmark_paths, run_bench
@@ -289,8 +316,9 @@ def test_benchmarks_table_matches_run_bench():
     assert len(table) == 3 * len(paths) and len(paths) <= len(BENCHMARKS)
     expected = run_bench(paths[:1], ["fifo", "backfill", "allocator"], repeat=1)
     for row in expected:
-        mine = table[(table["scenario"] == row["scenario"]) & (table["planner"] ==
-                                                                row["planner"])].iloc[0]
+        mine = table[
+            (table["scenario"] == row["scenario"]) & (table["planner"] == row["planner"])
+        ].iloc[0]
         assert mine["utilization"] == pytest.approx(row["utilization"] * 100)
         assert mine["value"] == pytest.approx(row["value"])
 
@@ -300,8 +328,11 @@ def test_editing_real_time_demand_changes_only_that_step():
     before = active(at)
     job = before.realtime_jobs[0]
     key = f"wl_demand_{at.session_state['scenario_version']}"
-    at.session_state[key] = {"edited_rows": {5: {job.id: 3.25}}, "added_rows": [],
-                             "deleted_rows": []}
+    at.session_state[key] = {
+        "edited_rows": {5: {job.id: 3.25}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception and not at.error
     after = active(at).jobs[before.job_index(job.id)]
@@ -314,13 +345,28 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
     at = open_page()
     before = active(at)
     key = f"wl_jobs_{at.session_state['scenario_version']}"
-    new_batch = {"id": "new-job", "type": "training", "priority": 2, "gpus_min": 1,
-                 "gpus_max": 2, "gpu_hours": 4}
-    new_serving = {"id": "rt-new", "type": "realtime", "priority": 3, "gpus_min": 1,
-                   "gpus_max": 2, "swap_cap": 1}
+    new_batch = {
+        "id": "new-job",
+        "type": "training",
+        "priority": 2,
+        "gpus_min": 1,
+        "gpus_max": 2,
+        "gpu_hours": 4,
+    }
+    new_serving = {
+        "id": "rt-new",
+        "type": "realtime",
+        "priority": 3,
+        "gpus_min": 1,
+        "gpus_max": 2,
+        "swap_cap": 1,
+    }
     gone = before.jobs[-1].id
-    at.session_state[key] = {"edited_rows": {}, "added_rows": [new_batch, new_serving],
-                             "deleted_rows": [len(before.jobs) - 1]}
+    at.session_state[key] = {
+        "edited_rows": {},
+        "added_rows": [new_batch, new_serving],
+        "deleted_rows": [len(before.jobs) - 1],
+    }
     at.run()
     assert not at.exception and not at.error
     after = active(at)
@@ -331,8 +377,11 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
     assert after.jobs[-1].demand == (1.0,) * after.cluster.horizon_steps
 
     key = f"wl_jobs_{at.session_state['scenario_version']}"
-    at.session_state[key] = {"edited_rows": {}, "added_rows": [{"id": "half-typed"}],
-                             "deleted_rows": []}
+    at.session_state[key] = {
+        "edited_rows": {},
+        "added_rows": [{"id": "half-typed"}],
+        "deleted_rows": [],
+    }
     at.run()
     assert active(at) == after
     issues = at.dataframe[-1].value
@@ -351,13 +400,32 @@ def test_training_estimate_adds_a_job_sized_for_the_cluster():
     assert not at.exception and not at.error
     at.button(key="fc_t_add").click().run()
     after = active(at)
-    run = {"variant": "lora_sft", "params_billion": 13.0, "train_tokens_billion": 1.0,
-           "epochs": 1.0, "seq_len": 4096, "lora_rank": 16, "gpu_type": "H100",
-           "gpu_memory_gb": 80.0, "precision": "bf16", "rollouts_per_prompt": 0,
-           "generation_tokens": 0, "reward_model_billion": 0.0, "verifier_seconds": 0.0}
-    row = default_training_model().estimate(run).job_row("lora-13b", 5.0, 0,
-                                                         max_gpus=before.cluster.gpus)
+    run = {
+        "variant": "lora_sft",
+        "params_billion": 13.0,
+        "train_tokens_billion": 1.0,
+        "epochs": 1.0,
+        "seq_len": 4096,
+        "lora_rank": 16,
+        "gpu_type": "H100",
+        "gpu_memory_gb": 80.0,
+        "precision": "bf16",
+        "rollouts_per_prompt": 0,
+        "generation_tokens": 0,
+        "reward_model_billion": 0.0,
+        "verifier_seconds": 0.0,
+    }
+    row = (
+        default_training_model()
+        .estimate(run)
+        .job_row("lora-13b", 5.0, 0, max_gpus=before.cluster.gpus)
+    )
     job = after.jobs[-1]
     assert len(after.jobs) == len(before.jobs) + 1
     assert (job.id, job.type, job.gpus_min, job.gpus_max, job.gpu_hours) == (
-        row["id"], "training", row["gpus_min"], row["gpus_max"], row["gpu_hours"])
+        row["id"],
+        "training",
+        row["gpus_min"],
+        row["gpus_max"],
+        row["gpu_hours"],
+    )

@@ -20,9 +20,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = [  # (url path, sidebar link, title)
     ("", "Workload", "Workload"),
     ("plan", "Plan & compare", "Plan & compare"),
@@ -33,9 +40,10 @@ PAGES = [  # (url path, sidebar link, title)
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"Debian chromium is not installed at {CHROMIUM} "
-                              "(apt-get install chromium)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install chromium)",
+    ),
 ]
 
 
@@ -49,10 +57,24 @@ def _free_port() -> int:
 def app_url():
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
@@ -100,8 +122,9 @@ def page(browser):
 def settle(page, timeout: float = 120) -> None:
     """Wait until the script run is over (the app marks its state on the root element)."""
     page.wait_for_timeout(300)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
-                           timeout=timeout * 1000)
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout * 1000
+    )
     page.wait_for_timeout(300)
 
 
@@ -129,8 +152,7 @@ def no_exception(page) -> None:
 def screenshot(page, name: str) -> None:
     """A full-page picture: the app scrolls inside its main block, so grow the viewport."""
     ARTIFACTS.mkdir(exist_ok=True)
-    height = page.evaluate(
-        "() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": 1400, "height": min(int(height) + 60, 12000)})
     page.wait_for_timeout(800)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -183,8 +205,13 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
 
     gpuplan = Path(sys.executable).with_name("gpuplan")  # the installed console script
     command = [str(gpuplan)] if gpuplan.exists() else [sys.executable, "-m", "core"]
-    checked = subprocess.run([*command, "check", str(scenario_file), str(grid_file)],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)
+    checked = subprocess.run(
+        [*command, "check", str(scenario_file), str(grid_file)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("legal:")
 
@@ -207,16 +234,18 @@ def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tm
 
 def active_name(page) -> str:
     """The scenario name the sidebar shows (`Active scenario: NAME`)."""
-    line = page.get_by_test_id("stSidebar").get_by_test_id("stMarkdownContainer").filter(
-        has_text="Active scenario")
+    line = (
+        page.get_by_test_id("stSidebar")
+        .get_by_test_id("stMarkdownContainer")
+        .filter(has_text="Active scenario")
+    )
     return line.first.inner_text().split(":", 1)[1].strip()
 
 
 def test_two_sessions_never_share_a_scenario(app_url, browser):
     from playwright.sync_api import expect
 
-    first, second = (browser.new_context(viewport={"width": 1400, "height": 900})
-                     for _ in range(2))
+    first, second = (browser.new_context(viewport={"width": 1400, "height": 900}) for _ in range(2))
     try:
         a, b = first.new_page(), second.new_page()
         for p in (a, b):
@@ -225,8 +254,11 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
             settle(p)
         default = active_name(b)
         assert active_name(a) == default
-        other = next(p.stem for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
-                     if p.stem != default)
+        other = next(
+            p.stem
+            for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
+            if p.stem != default
+        )
         choose(a, "Built-in scenario", other)
         expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
         b.reload()

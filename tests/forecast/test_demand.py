@@ -51,28 +51,35 @@ def weekly_backtest(history: pd.Series, train_weeks: int = 3) -> dict:
     model_errors, naive_errors, inside = [], [], []
     models = []
     for origin in range(train_weeks * WEEK, len(values) - WEEK + 1, WEEK):
-        train = history.iloc[origin - train_weeks * WEEK:origin]
-        actual = values[origin:origin + WEEK]
+        train = history.iloc[origin - train_weeks * WEEK : origin]
+        actual = values[origin : origin + WEEK]
         forecast = forecast_series(train, WEEK, level=0.9)
         models.append(forecast.attrs["model"])
         last_week = train.interpolate(limit_direction="both").to_numpy()[-WEEK:]
         seen = np.isfinite(actual)
         model_errors.append(np.abs(forecast["mean"].to_numpy() - actual)[seen])
         naive_errors.append(np.abs(last_week - actual)[seen])
-        inside.append(((actual >= forecast["lower"].to_numpy())
-                       & (actual <= forecast["upper"].to_numpy()))[seen])
-    return {"mae": float(np.concatenate(model_errors).mean()),
-            "naive_mae": float(np.concatenate(naive_errors).mean()),
-            "coverage": float(np.concatenate(inside).mean()),
-            "weeks": len(models), "models": models}
+        inside.append(
+            ((actual >= forecast["lower"].to_numpy()) & (actual <= forecast["upper"].to_numpy()))[
+                seen
+            ]
+        )
+    return {
+        "mae": float(np.concatenate(model_errors).mean()),
+        "naive_mae": float(np.concatenate(naive_errors).mean()),
+        "coverage": float(np.concatenate(inside).mean()),
+        "weeks": len(models),
+        "models": models,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # The real trace
 
 
-@pytest.mark.skipif(not TRACE.exists(),
-                    reason=f"real trace not found at {TRACE} (the shared folder is absent)")
+@pytest.mark.skipif(
+    not TRACE.exists(), reason=f"real trace not found at {TRACE} (the shared folder is absent)"
+)
 def test_real_trace_beats_seasonal_naive_with_a_calibrated_interval():
     history, warnings = load_history(TRACE)
     assert any("no value" in w for w in warnings)  # the trace has gaps, and they are reported
@@ -116,7 +123,7 @@ def test_sample_backtest_beats_seasonal_naive_and_covers_about_90_percent(sample
 
 
 def test_forecast_frame_shape_and_order(sample):
-    forecast = forecast_series(sample.iloc[:4 * WEEK], 30, level=0.8)
+    forecast = forecast_series(sample.iloc[: 4 * WEEK], 30, level=0.8)
     assert list(forecast.columns) == ["mean", "lower", "upper", "std"]
     assert len(forecast) == 30
     assert forecast.index[0] == sample.index[4 * WEEK - 1] + pd.Timedelta(hours=1)
@@ -128,25 +135,24 @@ def test_forecast_frame_shape_and_order(sample):
 
 
 def test_wider_level_gives_wider_interval(sample):
-    narrow = forecast_series(sample.iloc[:3 * WEEK], 24, level=0.5)
-    wide = forecast_series(sample.iloc[:3 * WEEK], 24, level=0.95)
+    narrow = forecast_series(sample.iloc[: 3 * WEEK], 24, level=0.5)
+    wide = forecast_series(sample.iloc[: 3 * WEEK], 24, level=0.95)
     assert np.allclose(narrow["mean"], wide["mean"])
     assert ((wide["upper"] - wide["lower"]) > (narrow["upper"] - narrow["lower"])).all()
 
 
 def test_short_history_uses_a_daily_only_model_and_says_so(sample):
-    text = sample.iloc[:10 * 24].to_csv()
+    text = sample.iloc[: 10 * 24].to_csv()
     history, warnings = load_history(text)
     assert any("less than two weeks" in w for w in warnings)
     forecast = forecast_series(history, 24)
     assert forecast.attrs["model"] in {"seasonal_naive_day", "daily_profile", "level"}
-    assert set(forecast.attrs["backtest_mae"]) <= {"seasonal_naive_day", "daily_profile",
-                                                    "level"}
+    assert set(forecast.attrs["backtest_mae"]) <= {"seasonal_naive_day", "daily_profile", "level"}
 
 
 def test_messy_history_is_repaired_and_reported(sample):
     """Sub-hourly, unsorted, duplicated, with gaps: resampled and reported, never a crash."""
-    hourly = sample.iloc[:3 * WEEK]
+    hourly = sample.iloc[: 3 * WEEK]
     quarter = hourly.resample("15min").ffill()
     table = quarter.reset_index()
     table.columns = ["time", "requests"]
@@ -183,19 +189,33 @@ BAD_HISTORIES = [
     ("", ["empty"]),  # empty file
     ("timestamp,requests\n", ["no data rows"]),  # header only
     ("timestamp,requests\n2026-01-01 00:00,5\n", ["only one data row"]),  # one row
-    ("\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
-        "2026-01-01 05:00,5", "2026-01-01 05:00,lots"), ["'requests'", "row 7", "lots"]),
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
+            "2026-01-01 05:00,5", "2026-01-01 05:00,lots"
+        ),
+        ["'requests'", "row 7", "lots"],
+    ),
     ("\n".join(["step,requests", *[f"{i},{i}" for i in range(48)]]), ["no timestamps"]),
-    ("\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
-        "2026-01-01 03:00", "yesterday"), ["row 5", "'yesterday' is not a timestamp"]),
-    ("\n".join(["timestamp,requests", *[f"{h},{-i}" for i, h in enumerate(HOURS)]]),
-     ["negative"]),  # demand below zero
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
+            "2026-01-01 03:00", "yesterday"
+        ),
+        ["row 5", "'yesterday' is not a timestamp"],
+    ),
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{-i}" for i, h in enumerate(HOURS)]]),
+        ["negative"],
+    ),  # demand below zero
     ("\n".join(["timestamp,requests", *[f"{h},inf" for h in HOURS]]), ["not finite"]),
     ("\n".join(["timestamp", *HOURS]), ["numeric column"]),  # no value column
-    ("\n".join(["timestamp,requests", *[f"2026-01-{1 + d:02d},{d}" for d in range(28)]]),
-     ["apart", "hourly"]),  # daily rows
-    ("\n".join(["timestamp,requests", *[f"{h}," for h in HOURS[:30]], f"{HOURS[30]},4"]),
-     ["only 1 hours have a value"]),  # nearly all blank
+    (
+        "\n".join(["timestamp,requests", *[f"2026-01-{1 + d:02d},{d}" for d in range(28)]]),
+        ["apart", "hourly"],
+    ),  # daily rows
+    (
+        "\n".join(["timestamp,requests", *[f"{h}," for h in HOURS[:30]], f"{HOURS[30]},4"]),
+        ["only 1 hours have a value"],
+    ),  # nearly all blank
     ('timestamp,requests\n"2026-01-01 00:00,5\n', ["cannot be read as CSV"]),  # broken quote
 ]
 
@@ -232,9 +252,25 @@ def test_forecast_series_rejects_bad_arguments(sample):
 
 def test_cli_forecast_writes_the_table(tmp_path):
     out = tmp_path / "forecast.csv"
-    result = subprocess.run([sys.executable, "-m", "core", "forecast", str(SAMPLE), "--horizon",
-                             "36", "--level", "0.8", "--out", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "forecast",
+            str(SAMPLE),
+            "--horizon",
+            "36",
+            "--level",
+            "0.8",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     table = pd.read_csv(out)
     assert list(table.columns) == ["timestamp", "mean", "lower", "upper"]
@@ -246,8 +282,13 @@ def test_cli_forecast_writes_the_table(tmp_path):
 def test_cli_forecast_bad_history_exits_2(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,requests\n2026-01-01 00:00,5\n")
-    result = subprocess.run([sys.executable, "-m", "core", "forecast", str(bad)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "core", "forecast", str(bad)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("error: bad.csv: ") and "Traceback" not in result.stderr
 
@@ -258,7 +299,7 @@ def test_cli_forecast_bad_history_exits_2(tmp_path):
 
 @pytest.fixture(scope="module")
 def day_forecast(sample) -> pd.DataFrame:
-    return forecast_series(sample.iloc[:5 * WEEK], 24)
+    return forecast_series(sample.iloc[: 5 * WEEK], 24)
 
 
 def test_coverage_risk_is_monotone_in_the_allocation(day_forecast):
@@ -281,9 +322,13 @@ def test_coverage_risk_matches_the_interval(day_forecast):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(0, 40, allow_nan=False), min_size=1, max_size=48),
-       st.integers(0, 6), st.integers(0, 16), st.integers(0, 5), st.one_of(st.none(),
-                                                                          st.integers(0, 25)))
+@given(
+    st.lists(st.floats(0, 40, allow_nan=False), min_size=1, max_size=48),
+    st.integers(0, 6),
+    st.integers(0, 16),
+    st.integers(0, 5),
+    st.one_of(st.none(), st.integers(0, 25)),
+)
 def test_gpu_path_respects_range_and_swap_cap(target, gpus_min, extra, swap_cap, previous):
     gpus_max = gpus_min + extra
     path = gpu_path(target, gpus_min, gpus_max, swap_cap, previous)
@@ -312,8 +357,9 @@ def test_gpu_path_from_a_forecast(day_forecast):
     capacity = 400.0
     target = gpus_needed(demand_quantile(day_forecast, 0.9), capacity)
     path = gpu_path_from_forecast(day_forecast, capacity, 0.9, 1, 12, 2, previous=4)
-    same = gpu_path(demand_quantile(day_forecast, 0.9), 1, 12, 2, previous=4,
-                    capacity_per_gpu=capacity)
+    same = gpu_path(
+        demand_quantile(day_forecast, 0.9), 1, 12, 2, previous=4, capacity_per_gpu=capacity
+    )
     assert path.tolist() == same.tolist()
     assert (np.abs(np.diff(np.concatenate([[4], path]))) <= 2).all()
     assert (path >= np.minimum(target, 12)).mean() > 0.8
@@ -322,13 +368,20 @@ def test_gpu_path_from_a_forecast(day_forecast):
     assert (risk[covered] <= 0.1 + 1e-9).all()
 
 
-CELLS = st.one_of(st.floats(-5, 1e6).map(str), st.sampled_from(["nan", "inf", "-inf"]),
-                  st.integers(0, 10**6).map(str), st.sampled_from(["", "NaN", "abc", "1e3", " 7 "]),
-                  st.text(alphabet="0123456789-:,. TZabc\"", max_size=12))
+CELLS = st.one_of(
+    st.floats(-5, 1e6).map(str),
+    st.sampled_from(["nan", "inf", "-inf"]),
+    st.integers(0, 10**6).map(str),
+    st.sampled_from(["", "NaN", "abc", "1e3", " 7 "]),
+    st.text(alphabet='0123456789-:,. TZabc"', max_size=12),
+)
 STAMPS = st.one_of(
-    st.datetimes(min_value=pd.Timestamp("2020-01-01").to_pydatetime(),
-                 max_value=pd.Timestamp("2020-03-01").to_pydatetime()).map(str),
-    st.sampled_from(["", "yesterday", "2020-13-01", "12", "2020-01-01T00:00:00Z"]))
+    st.datetimes(
+        min_value=pd.Timestamp("2020-01-01").to_pydatetime(),
+        max_value=pd.Timestamp("2020-03-01").to_pydatetime(),
+    ).map(str),
+    st.sampled_from(["", "yesterday", "2020-13-01", "12", "2020-01-01T00:00:00Z"]),
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -336,8 +389,10 @@ STAMPS = st.one_of(
 def test_any_history_file_loads_or_gives_a_scenario_error(rows, hourly):
     """Never a crash: random files either load into an hourly float series or are refused."""
     if hourly and rows:  # a plausible base so some examples get past the checks
-        rows = [(str(pd.Timestamp("2020-01-01") + pd.Timedelta(hours=i)), cell)
-                for i, (_, cell) in enumerate(rows)]
+        rows = [
+            (str(pd.Timestamp("2020-01-01") + pd.Timedelta(hours=i)), cell)
+            for i, (_, cell) in enumerate(rows)
+        ]
     text = "\n".join(["timestamp,value", *[f"{stamp},{cell}" for stamp, cell in rows]])
     try:
         history, warnings = load_history(text + "\n", name="fuzz.csv")
@@ -354,8 +409,10 @@ def test_forecast_series_handles_short_and_sub_hourly_series():
     short = forecast_series(pd.Series(np.linspace(10, 20, 30), index=index), 6)
     assert short.attrs["model"] == "level" and short.attrs["warnings"]
     assert np.isfinite(short.to_numpy()).all() and (short["std"] > 0).all()
-    quarter = pd.Series(np.tile([1.0, 2.0, 3.0, 4.0], 24 * 20),
-                        index=pd.date_range("2026-01-01", periods=4 * 24 * 20, freq="15min"))
+    quarter = pd.Series(
+        np.tile([1.0, 2.0, 3.0, 4.0], 24 * 20),
+        index=pd.date_range("2026-01-01", periods=4 * 24 * 20, freq="15min"),
+    )
     hourly = forecast_series(quarter, 3)
     assert hourly.index[0] == pd.Timestamp("2026-01-21 00:00")  # whole hours after the data
     assert np.allclose(hourly["mean"], 2.5, atol=0.05)  # each hour averages to 2.5
@@ -367,7 +424,7 @@ def test_backtest_refits_equal_statsmodels_ols(sample):
 
     from core.forecast.demand import CANDIDATES, _design, _design_columns, _PrefixLeastSquares
 
-    y = sample.to_numpy()[:4 * WEEK]
+    y = sample.to_numpy()[: 4 * WEEK]
     design = _design(len(y) + 24)
     prefix = _PrefixLeastSquares(y, design)
     for candidate in CANDIDATES:

@@ -32,13 +32,21 @@ RUNS = ROOT / "data" / "training" / "runs.csv"
 def example_run(variant: str, params: float = 8.0, **changes) -> TrainingRun:
     """A plausible run of each variant, the same workload wherever variants allow it."""
     objective = variant.split("_")[1]
-    fields = dict(variant=variant, params_billion=params, train_tokens_billion=0.5,
-                  lora_rank=16 if variant.startswith("lora") else 0)
+    fields = dict(
+        variant=variant,
+        params_billion=params,
+        train_tokens_billion=0.5,
+        lora_rank=16 if variant.startswith("lora") else 0,
+    )
     if objective == "cpt":
         fields.update(train_tokens_billion=10.0, seq_len=16384)
     if objective in ("rlhf", "rlvr"):
-        fields.update(train_tokens_billion=0.01, rollouts_per_prompt=8, generation_tokens=512,
-                      updates_per_batch=2)
+        fields.update(
+            train_tokens_billion=0.01,
+            rollouts_per_prompt=8,
+            generation_tokens=512,
+            updates_per_batch=2,
+        )
     if objective == "rlhf":
         fields["reward_model_billion"] = 7.0
     if objective == "rlvr":
@@ -84,10 +92,11 @@ def test_lora_is_cheaper_than_full_for_the_same_run(model, objective, params, ra
 
 def test_more_tokens_and_bigger_models_cost_more(model):
     base = example_run("full_sft")
-    assert model.estimate(replace(base, train_tokens_billion=2.0)).gpu_hours > \
-        model.estimate(base).gpu_hours
-    assert model.estimate(example_run("full_sft", 70.0)).gpu_hours > \
-        model.estimate(base).gpu_hours
+    assert (
+        model.estimate(replace(base, train_tokens_billion=2.0)).gpu_hours
+        > model.estimate(base).gpu_hours
+    )
+    assert model.estimate(example_run("full_sft", 70.0)).gpu_hours > model.estimate(base).gpu_hours
 
 
 def test_beats_a_model_size_only_estimator_on_held_out_runs():
@@ -97,18 +106,23 @@ def test_beats_a_model_size_only_estimator_on_held_out_runs():
     size_only = size_only_model(train)
     runs, hours = runs_from_table(held_out)
     full_log = full.predict_log(runs)
-    size_log = size_only.predict(np.column_stack([np.ones(len(runs)),
-                                                  np.log([r.params_billion for r in runs])]))
+    size_log = size_only.predict(
+        np.column_stack([np.ones(len(runs)), np.log([r.params_billion for r in runs])])
+    )
     full_error = np.median(np.abs(full_log - np.log(hours)))
     size_error = np.median(np.abs(size_log - np.log(hours)))
     full_mae = np.mean(np.abs(np.exp(full_log) - hours))
     size_mae = np.mean(np.abs(np.exp(size_log) - hours))
-    print(f"held-out median |log error|: 22 features {full_error:.3f}, size only "
-          f"{size_error:.3f}; MAE GPU-hours {full_mae:.1f} vs {size_mae:.1f}")
+    print(
+        f"held-out median |log error|: 22 features {full_error:.3f}, size only "
+        f"{size_error:.3f}; MAE GPU-hours {full_mae:.1f} vs {size_mae:.1f}"
+    )
     assert full_error < 0.5 * size_error
     assert full_mae < size_mae
-    inside = [full.estimate(r).lower <= h <= full.estimate(r).upper
-              for r, h in zip(runs[:100], hours[:100], strict=True)]
+    inside = [
+        full.estimate(r).lower <= h <= full.estimate(r).upper
+        for r, h in zip(runs[:100], hours[:100], strict=True)
+    ]
     assert 0.8 <= np.mean(inside) <= 0.99  # the 90% interval is about right
 
 
@@ -175,8 +189,9 @@ def test_refit_on_a_user_csv_names_bad_rows(tmp_path):
     # what it never saw adds nothing
     runs = load_runs(RUNS).iloc[:300]
     sft_like = runs[~runs["variant"].str.contains("rl")]
-    refit = fit_training_model(sft_like[["variant", "params_billion", "train_tokens_billion",
-                                         "lora_rank", "gpu_hours"]])
+    refit = fit_training_model(
+        sft_like[["variant", "params_billion", "train_tokens_billion", "lora_rank", "gpu_hours"]]
+    )
     small, large = (refit.estimate(example_run("full_sft", p)).gpu_hours for p in (1.0, 70.0))
     assert 0 < small < large
 
@@ -207,17 +222,19 @@ def test_quantization_margin_and_algorithm_order():
     assert estimate_quantization(7, "awq", margin=0.0).gpu_hours == 1
     assert estimate_quantization(7, "awq", margin=0.5).gpu_hours == 2  # 1.5 rounds up
     for size in (7, 70):
-        costs = [estimate_quantization(size, a).gpu_hours for a in ("bitsandbytes", "awq",
-                                                                     "gptq")]
+        costs = [estimate_quantization(size, a).gpu_hours for a in ("bitsandbytes", "awq", "gptq")]
         assert costs == sorted(costs)
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    ((7, "exl2"), "algorithm 'exl2'"),
-    ((0, "awq"), "params_billion"),
-    ((float("nan"), "gptq"), "params_billion"),
-    ((7, "awq", -0.1), "margin"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((7, "exl2"), "algorithm 'exl2'"),
+        ((0, "awq"), "params_billion"),
+        ((float("nan"), "gptq"), "params_billion"),
+        ((7, "awq", -0.1), "margin"),
+    ],
+)
 def test_quantization_bad_arguments(args, words):
     with pytest.raises(ScenarioError, match=words):
         estimate_quantization(*args)

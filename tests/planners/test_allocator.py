@@ -143,9 +143,17 @@ def test_odd_cluster_sizes_only_use_blocks_that_exist():
 
 def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
     rng = np.random.default_rng(7)
-    jobs = [_batch(f"j{k}", int(rng.integers(1, 10)), int(2 ** rng.integers(0, 6)),
-                   float(rng.integers(4, 200)), int(rng.integers(0, 20)), low=1)
-            for k in range(120)]
+    jobs = [
+        _batch(
+            f"j{k}",
+            int(rng.integers(1, 10)),
+            int(2 ** rng.integers(0, 6)),
+            float(rng.integers(4, 200)),
+            int(rng.integers(0, 20)),
+            low=1,
+        )
+        for k in range(120)
+    ]
     curve = tuple(40 + 30 * math.sin(math.pi * t / 24) for t in range(24))
     jobs.append(RealtimeJob("chat", 8, 8, 96, swap_cap=16, demand=curve))
     scenario = _scenario(256, 24, jobs)

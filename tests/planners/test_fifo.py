@@ -20,11 +20,15 @@ def where(scenario: Scenario, planner: str) -> dict[str, tuple[int, int, int]]:
 
 def gap_scenario() -> Scenario:
     """B needs the whole cluster, so it waits; C fits in the gap beside A."""
-    return Scenario("gap", Cluster(4, 60, 6), (
-        BatchJob("A", "training", 1, 2, 2, gpu_hours=4),  # 2 steps on 2 GPUs
-        BatchJob("B", "training", 1, 4, 4, gpu_hours=8),  # 2 steps on 4 GPUs
-        BatchJob("C", "batch_inference", 1, 2, 2, gpu_hours=4),
-    ))
+    return Scenario(
+        "gap",
+        Cluster(4, 60, 6),
+        (
+            BatchJob("A", "training", 1, 2, 2, gpu_hours=4),  # 2 steps on 2 GPUs
+            BatchJob("B", "training", 1, 4, 4, gpu_hours=8),  # 2 steps on 4 GPUs
+            BatchJob("C", "batch_inference", 1, 2, 2, gpu_hours=4),
+        ),
+    )
 
 
 def test_fifo_never_starts_before_the_previous_job():
@@ -32,16 +36,19 @@ def test_fifo_never_starts_before_the_previous_job():
 
 
 def test_backfill_uses_the_earlier_gap():
-    assert where(gap_scenario(), "backfill") == {"A": (0, 0, 2), "B": (2, 0, 4),
-                                                 "C": (0, 2, 2)}
+    assert where(gap_scenario(), "backfill") == {"A": (0, 0, 2), "B": (2, 0, 4), "C": (0, 2, 2)}
 
 
 def test_size_that_starts_earliest_wins_ties_to_the_larger():
-    s = Scenario("sizes", Cluster(4, 60, 8), (
-        BatchJob("old", "training", 1, 2, 2, 20, running=Running(0, 2, 3)),
-        BatchJob("flex", "training", 1, 1, 4, gpu_hours=8),
-        BatchJob("wide", "training", 1, 1, 4, gpu_hours=4, arrival_step=5),
-    ))
+    s = Scenario(
+        "sizes",
+        Cluster(4, 60, 8),
+        (
+            BatchJob("old", "training", 1, 2, 2, 20, running=Running(0, 2, 3)),
+            BatchJob("flex", "training", 1, 1, 4, gpu_hours=8),
+            BatchJob("wide", "training", 1, 1, 4, gpu_hours=4, arrival_step=5),
+        ),
+    )
     placed = where(s, "fifo")
     # flex: 4 GPUs only at step 3, 2 or 1 GPUs at step 0: the larger of those, on [2, 4)
     assert placed["flex"] == (0, 2, 2)
@@ -51,27 +58,39 @@ def test_size_that_starts_earliest_wins_ties_to_the_larger():
 
 
 def test_arrival_order_then_file_order():
-    s = Scenario("order", Cluster(2, 60, 6), (
-        BatchJob("second", "training", 1, 2, 2, 4, arrival_step=1),
-        BatchJob("first", "training", 1, 2, 2, 4, arrival_step=0),
-        BatchJob("third", "training", 9, 2, 2, 4, arrival_step=1),  # priority is ignored
-    ))
+    s = Scenario(
+        "order",
+        Cluster(2, 60, 6),
+        (
+            BatchJob("second", "training", 1, 2, 2, 4, arrival_step=1),
+            BatchJob("first", "training", 1, 2, 2, 4, arrival_step=0),
+            BatchJob("third", "training", 9, 2, 2, 4, arrival_step=1),  # priority is ignored
+        ),
+    )
     assert where(s, "fifo") == {"first": (0, 0, 2), "second": (2, 0, 2), "third": (4, 0, 2)}
 
 
 def test_job_that_cannot_start_in_the_horizon_waits():
-    s = Scenario("late", Cluster(2, 60, 3), (
-        BatchJob("hog", "training", 1, 2, 2, 6),
-        BatchJob("next", "training", 1, 2, 2, 2),
-    ))
+    s = Scenario(
+        "late",
+        Cluster(2, 60, 3),
+        (
+            BatchJob("hog", "training", 1, 2, 2, 6),
+            BatchJob("next", "training", 1, 2, 2, 2),
+        ),
+    )
     assert where(s, "fifo") == {"hog": (0, 0, 2)}
 
 
 def test_peak_reservation_on_the_highest_gpus_for_the_whole_horizon():
-    s = Scenario("peak", Cluster(8, 60, 4), (
-        RealtimeJob("chat", 1, gpus_min=1, gpus_max=6, swap_cap=1, demand=(0.5, 2.3, 1, 0)),
-        BatchJob("fill", "training", 1, 1, 8, gpu_hours=4),
-    ))
+    s = Scenario(
+        "peak",
+        Cluster(8, 60, 4),
+        (
+            RealtimeJob("chat", 1, gpus_min=1, gpus_max=6, swap_cap=1, demand=(0.5, 2.3, 1, 0)),
+            BatchJob("fill", "training", 1, 1, 8, gpu_hours=4),
+        ),
+    )
     plan = solve(s, "fifo")
     assert (plan.grid[5:8] == 0).all()  # ceil(2.3) = 3 GPUs: 5, 6, 7 at every step
     assert (plan.grid[:5] != 0).all()
@@ -80,10 +99,21 @@ def test_peak_reservation_on_the_highest_gpus_for_the_whole_horizon():
 
 
 def test_peak_reservation_is_clipped_and_walks_from_previous_gpus():
-    s = Scenario("walk", Cluster(8, 60, 4), (
-        RealtimeJob("chat", 1, gpus_min=1, gpus_max=4, swap_cap=1, demand=(9, 9, 9, 9),
-                    previous_gpus=(0, 1)),
-    ))
+    s = Scenario(
+        "walk",
+        Cluster(8, 60, 4),
+        (
+            RealtimeJob(
+                "chat",
+                1,
+                gpus_min=1,
+                gpus_max=4,
+                swap_cap=1,
+                demand=(9, 9, 9, 9),
+                previous_gpus=(0, 1),
+            ),
+        ),
+    )
     plan = solve(s, "fifo")
     assert check(s, plan) == []
     # clip(9) -> 4 GPUs, reached from 2 at one gain per step

@@ -19,8 +19,15 @@ from core.planners.fifo import plan_backfill
 from core.planners.full import plan_full
 from tests.strategies import scenarios, tiny_scenarios
 
-STATS_KEYS = ("status", "bound", "gap", "build_ms", "solve_ms", "allocator_objective",
-              "objective_source")
+STATS_KEYS = (
+    "status",
+    "bound",
+    "gap",
+    "build_ms",
+    "solve_ms",
+    "allocator_objective",
+    "objective_source",
+)
 
 
 def brute_force_optimum(scenario: Scenario) -> tuple[float, np.ndarray | None]:
@@ -69,10 +76,17 @@ def brute_force_optimum(scenario: Scenario) -> tuple[float, np.ndarray | None]:
         back = []
         for t in range(T):
             free = grid[:, t] == IDLE
-            allowed = (members[:, ~free].sum(axis=1) == 0) & (count >= job.gpus_min) & (
-                count <= job.gpus_max)
-            step_value = -policy.reward_weight * policy.penalty_weight * job.priority * \
-                np.maximum(0.0, job.demand[t] - count)
+            allowed = (
+                (members[:, ~free].sum(axis=1) == 0)
+                & (count >= job.gpus_min)
+                & (count <= job.gpus_max)
+            )
+            step_value = (
+                -policy.reward_weight
+                * policy.penalty_weight
+                * job.priority
+                * np.maximum(0.0, job.demand[t] - count)
+            )
             if t == 0 and job.previous_gpus is None:
                 reach = np.zeros((len(states), len(states)))  # step 0 is free
             else:
@@ -105,11 +119,11 @@ def brute_force_optimum(scenario: Scenario) -> tuple[float, np.ndarray | None]:
                 search(k + 1, grid, reward)
                 continue
             low, size, start, end = choice
-            cells = grid[low:low + size, start:end]
+            cells = grid[low : low + size, start:end]
             if (cells != IDLE).any():
                 continue
             placed = grid.copy()
-            placed[low:low + size, start:end] = i
+            placed[low : low + size, start:end] = i
             gain = policy.reward_weight * job.priority * size * discount[start:end].sum()
             search(k + 1, placed, reward + gain)
 
@@ -152,9 +166,18 @@ def tiny_contended(seed: int) -> Scenario:
             start = rng.randrange(0, G - size + 1, size)
             running = Running(start, size, rng.randint(1, T + 1))
             taken.update(range(start, start + size))
-        jobs.append(BatchJob(f"b{k}", "training", rng.choice([1, 2, 3, 5]), low, high,
-                             gpu_hours=rng.choice([0.5, 1, 2, 3, 4]) * low * step_minutes / 60,
-                             arrival_step=rng.randint(0, T - 1), running=running))
+        jobs.append(
+            BatchJob(
+                f"b{k}",
+                "training",
+                rng.choice([1, 2, 3, 5]),
+                low,
+                high,
+                gpu_hours=rng.choice([0.5, 1, 2, 3, 4]) * low * step_minutes / 60,
+                arrival_step=rng.randint(0, T - 1),
+                running=running,
+            )
+        )
     if rng.random() < 0.7:
         free = [g for g in range(G) if g not in taken]
         gpus_max, swap_cap = rng.randint(1, G), rng.randint(0, 2)
@@ -162,10 +185,17 @@ def tiny_contended(seed: int) -> Scenario:
         if rng.random() < 0.6:
             previous = tuple(rng.sample(free, min(len(free), rng.randint(0, gpus_max))))
         reachable = len(free) if previous is None else len(previous) + swap_cap
-        jobs.append(RealtimeJob("rt", rng.choice([1, 2, 4]), min(rng.randint(0, 1), reachable),
-                                gpus_max, swap_cap,
-                                tuple(rng.choice([0, 0.5, 1, 2, 3]) for _ in range(T)),
-                                previous_gpus=previous))
+        jobs.append(
+            RealtimeJob(
+                "rt",
+                rng.choice([1, 2, 4]),
+                min(rng.randint(0, 1), reachable),
+                gpus_max,
+                swap_cap,
+                tuple(rng.choice([0, 0.5, 1, 2, 3]) for _ in range(T)),
+                previous_gpus=previous,
+            )
+        )
     rng.shuffle(jobs)
     policy = Policy(penalty_weight=rng.choice([0, 1, 5, 8]), decay=rng.choice([1.0, 0.97, 0.8]))
     return Scenario(f"tiny-{seed}", Cluster(G, step_minutes, T), tuple(jobs), policy)
@@ -193,8 +223,12 @@ def test_full_finds_the_brute_force_optimum(seed):
     _assert_full_matches_brute_force(tiny_contended(seed))
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(tiny_scenarios())
 def test_full_finds_the_brute_force_optimum_on_edge_cases(scenario):
     assume(scenario.batch_jobs or scenario.realtime_jobs)
@@ -202,8 +236,12 @@ def test_full_finds_the_brute_force_optimum_on_edge_cases(scenario):
     _assert_full_matches_brute_force(scenario)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(scenarios(max_gpus=12, max_steps=8, max_jobs=5))
 def test_full_plans_are_legal_and_never_worse_than_the_allocator(scenario):
     plan = plan_full(scenario, time_limit=3.0)  # warm start: the allocator
@@ -245,10 +283,13 @@ def _contended() -> Scenario:
     """Eight GPUs, a running job, a swap-capped real-time job and more batch work than fits."""
     jobs = [
         BatchJob("run", "training", 3, 4, 4, 20, running=Running(0, 4, 3)),
-        RealtimeJob("chat", 8, 1, 4, 1, tuple([1, 2, 3, 3, 2, 1, 1, 2, 3, 4, 2, 1]),
-                    previous_gpus=(6, 7)),
-        *(BatchJob(f"b{k}", "training", 1 + k % 4, 1, 4, 6 + 3 * k, arrival_step=k % 5)
-          for k in range(8)),
+        RealtimeJob(
+            "chat", 8, 1, 4, 1, tuple([1, 2, 3, 3, 2, 1, 1, 2, 3, 4, 2, 1]), previous_gpus=(6, 7)
+        ),
+        *(
+            BatchJob(f"b{k}", "training", 1 + k % 4, 1, 4, 6 + 3 * k, arrival_step=k % 5)
+            for k in range(8)
+        ),
     ]
     return Scenario("contended", Cluster(8, 60, 12), tuple(jobs), Policy())
 
@@ -270,8 +311,13 @@ def test_repeated_solves_in_one_process_agree():
 def test_progress_hook_sees_incumbent_and_bound():
     scenario = _contended()
     events: list[dict] = []
-    plan = plan_full(scenario, time_limit=20.0, mip_gap=0.0,
-                     warm_start=plan_backfill(scenario), progress=events.append)
+    plan = plan_full(
+        scenario,
+        time_limit=20.0,
+        mip_gap=0.0,
+        warm_start=plan_backfill(scenario),
+        progress=events.append,
+    )
     assert events, "the hook was never called"
     assert all(set(e) == {"elapsed_s", "incumbent", "bound", "gap"} for e in events)
     final = events[-1]
@@ -295,8 +341,7 @@ def test_a_failing_progress_hook_does_not_stop_the_solve():
     def broken(_event):
         raise RuntimeError("display went away")
 
-    plan = plan_full(scenario, time_limit=20.0, warm_start=plan_backfill(scenario),
-                     progress=broken)
+    plan = plan_full(scenario, time_limit=20.0, warm_start=plan_backfill(scenario), progress=broken)
     assert plan.stats["status"] == "optimal"
     assert check(scenario, plan) == []
 
@@ -362,8 +407,9 @@ def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
     exact = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
     monkeypatch.setattr(full_module, "LARGE_MODEL_COLUMNS", 0)
     events: list[dict] = []
-    plan = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm,
-                     progress=events.append)
+    plan = plan_full(
+        scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm, progress=events.append
+    )
     assert check(scenario, plan) == []
     relaxation = plan.stats["relaxation_bound"]
     assert relaxation >= objective(scenario, exact) - 1e-6
@@ -415,13 +461,27 @@ def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
     from core.cli import main
 
     out = tmp_path / "out"
-    code = main(["plan", "data/scenarios/example.json", "--planner", "full",
-                 "--time-limit", "5", "--out", str(out)])
+    code = main(
+        [
+            "plan",
+            "data/scenarios/example.json",
+            "--planner",
+            "full",
+            "--time-limit",
+            "5",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)  # stdout is the metrics and nothing else
     written = json.loads((out / "metrics.json").read_text())
-    assert sorted(p.name for p in out.iterdir()) == ["assignments.csv", "grid.csv",
-                                                     "metrics.json", "realtime.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "assignments.csv",
+        "grid.csv",
+        "metrics.json",
+        "realtime.csv",
+    ]
     for metrics in (printed, written):
         assert metrics["planner"] == "full"
         assert all(key in metrics for key in STATS_KEYS)
