@@ -15,11 +15,11 @@ from core.workload import forecast_window
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 PAGES = [
-    "app_pages/workload.py",
-    "app_pages/plan_compare.py",
-    "app_pages/demand_forecast.py",
-    "app_pages/horizon_risk.py",
-    "app_pages/benchmarks.py",
+    "pages/workload.py",
+    "pages/plan_compare.py",
+    "pages/demand_forecast.py",
+    "pages/horizon_risk.py",
+    "pages/benchmarks.py",
 ]
 SCENARIOS = ROOT / "data" / "scenarios"
 DEFAULT = SCENARIOS / (
@@ -147,7 +147,7 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
 
 
 def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
-    at = open_page("app_pages/plan_compare.py")
+    at = open_page("pages/plan_compare.py")
     assert not at.exception
     scenario = active(at)
     plans = at.session_state["plans"]["plans"]
@@ -173,7 +173,7 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
 
 
 def test_policy_controls_change_the_scenario_and_the_plans():
-    at = open_page("app_pages/plan_compare.py")
+    at = open_page("pages/plan_compare.py")
     at.slider(key="ctl_scn_penalty").set_value(5.0).run()
     at.slider(key="ctl_scn_decay").set_value(0.9).run()
     assert not at.exception
@@ -189,12 +189,12 @@ def test_policy_controls_change_the_scenario_and_the_plans():
     at.number_input(key=f"ctl_scn_swap_{rt.id}").set_value(rt.swap_cap + 1).run()
     assert active(at).realtime_jobs[0].swap_cap == rt.swap_cap + 1
     # The policy travels with the scenario to the workload download.
-    at.switch_page("app_pages/workload.py").run()
+    at.switch_page("pages/workload.py").run()
     assert "penalty weight 5" in " ".join(c.value for c in at.caption)
 
 
 def test_full_planner_runs_on_request_with_bound_and_gap():
-    at = open_page("app_pages/plan_compare.py")
+    at = open_page("pages/plan_compare.py")
     at.number_input(key="plan_time_limit").set_value(2).run()
     at.multiselect(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
     assert "full" not in at.session_state["plans"]["plans"]  # the MIP waits for the button
@@ -209,7 +209,7 @@ def test_full_planner_runs_on_request_with_bound_and_gap():
 
 
 def test_exports_offer_the_four_files_for_any_computed_plan():
-    at = open_page("app_pages/plan_compare.py")
+    at = open_page("pages/plan_compare.py")
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["grid.csv", "assignments.csv", "realtime.csv", "metrics.json"]
     export = at.selectbox(key="plan_export")
@@ -229,7 +229,7 @@ def test_exports_offer_the_four_files_for_any_computed_plan():
 def test_forecast_into_the_scenario_demand():
     from core.forecast.demand import demand_quantile, forecast_series, load_history
 
-    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    at = open_page("pages/demand_forecast.py", timeout=120)
     assert not at.exception
     before = active(at)
     job = before.realtime_jobs[0]
@@ -249,7 +249,7 @@ def test_forecast_into_the_scenario_demand():
 
 
 def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
-    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    at = open_page("pages/demand_forecast.py", timeout=120)
     at.radio(key="fc_source").set_value("Upload a CSV").run()
     at.file_uploader(key="fc_upload").set_value(
         ("traffic.csv", b"timestamp,requests\nyesterday,12\nnoon,x\n", "text/csv")
@@ -263,7 +263,7 @@ def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
 def test_quantization_estimate_adds_a_job():
     from core.forecast.quantization import estimate_quantization
 
-    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    at = open_page("pages/demand_forecast.py", timeout=120)
     before = active(at)
     at.number_input(key="fc_q_params").set_value(14.0)
     at.selectbox(key="fc_q_algorithm").set_value("gptq")
@@ -291,7 +291,7 @@ def test_quantization_estimate_adds_a_job():
 def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     from core.plan import check
 
-    at = open_page("app_pages/horizon_risk.py", timeout=180)
+    at = open_page("pages/horizon_risk.py", timeout=180)
     assert not at.exception
     store = at.session_state["hz_results"]
     assert set(store["results"]) == {"fifo", "allocator"}
@@ -309,7 +309,7 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
 def test_benchmarks_table_matches_run_bench():
     from core.bench import BENCHMARKS, benchmark_paths, run_bench
 
-    at = open_page("app_pages/benchmarks.py", timeout=180)
+    at = open_page("pages/benchmarks.py", timeout=180)
     assert not at.exception
     table = at.dataframe[0].value
     paths = benchmark_paths()
@@ -391,7 +391,7 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
 def test_training_estimate_adds_a_job_sized_for_the_cluster():
     from core.forecast.training import default_training_model
 
-    at = open_page("app_pages/demand_forecast.py", timeout=120)
+    at = open_page("pages/demand_forecast.py", timeout=120)
     before = active(at)
     at.selectbox(key="fc_t_variant").set_value("lora_sft")
     at.number_input(key="fc_t_params").set_value(13.0)

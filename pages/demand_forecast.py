@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import common
 from core import charts
 from core.forecast.demand import (
     coverage_risk,
@@ -20,6 +19,7 @@ from core.forecast.demand import (
 from core.io import MAX_UPLOAD_MB, job_from_dict
 from core.model import ScenarioError
 from core.plan import holdings
+from pages import common
 
 common.page_header(
     "Demand forecast",

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from app_pages import common
 from core.charts import demand_figure, step_labels
 from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
+from pages import common
 
 common.page_header(
     "Workload",

@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from app_pages import common
 from core import charts
 from core.bench import BENCHMARKS, CONTENDED, PUBLISHED, benchmark_paths, run_bench
+from pages import common
 
 common.page_header(
     "Benchmarks",

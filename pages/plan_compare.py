@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-from app_pages import common
 from core import charts
 from core.io import plan_exports
 from core.model import ScenarioError
 from core.plan import check, metrics
 from core.planners import PLANNER_NAMES, solve
+from pages import common
 
 common.page_header(
     "Plan & compare",

@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from app_pages import common
 from core import charts
 from core.model import ScenarioError
 from core.rolling import coverage_risk_table, idle_windows, simulate
+from pages import common
 
 common.page_header(
     "Horizon & risk",
