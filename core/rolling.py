@@ -22,9 +22,9 @@ The realised grid is checked against `SimulationResult.scenario`: the input over
 with every batch job's `gpu_hours` set to the work it actually needed (so the checker expects the
 durations that happened) and real-time `demand` the actual traffic.
 
-Horizon products that work on any plan: `coverage_risk_table` (probability per step that demand
-exceeds the real-time GPUs planned) and `idle_windows` (aligned blocks of idle GPUs that stay idle
-for a run of steps).
+This module is the loop only: the demand forecasts it plans with come from
+`core.forecast.rolling_demand.DemandModel`, and the horizon products that work on any plan
+(coverage risk, idle windows) live in `core.analysis`.
 """
 
 from __future__ import annotations
@@ -33,34 +33,18 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
-from .plan import IDLE, Plan, batch_placements, check, holdings, metrics
+from .forecast.rolling_demand import DemandModel, Forecaster
+from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError, duration_steps
+from .plan import IDLE, Plan, batch_placements, check, metrics
 from .planners import solve
 
-# A real-time job with less than this many hourly values (history + actuals) gets a persistence
-# forecast: the forecaster needs at least a day.
-MIN_FORECAST_HOURS = 24
-# Between refits the last forecast is shifted and its level corrected by the latest error,
-# decaying by this factor per hour ahead (a mean-reverting level, as in the forecaster's AR(1)).
-LEVEL_PERSISTENCE = 0.85
-# Recalibration against recent surprises: when the last BOOST_STEPS actuals ran above the model's
-# step-ahead forecasts, the window's forecast is scaled up by that ratio (at most MAX_BOOST),
-# fading by BOOST_PERSISTENCE per step ahead.
-BOOST_STEPS = 3
-MAX_BOOST = 2.0
-BOOST_PERSISTENCE = 0.9
-# When the cluster has no start time, forecasts are dated from this Monday midnight.
-DEFAULT_START = datetime(2026, 1, 5)
-
-Forecaster = Callable[[pd.Series, int, float], pd.DataFrame]
 Progress = Callable[[float, str], None]
 
 
@@ -71,8 +55,7 @@ class SimulationResult:
     `scenario` is the full period with actual work and actual demand (check `plan` against it);
     `source` the input as given. `replans` has one row per re-plan; `forecasts` the demand forecast
     (GPUs: mean, lower, upper, std) each real-time job was planned with at every committed step;
-    `horizon_plan` / `horizon_scenario` / `horizon_forecasts` the last re-plan's window, for the
-    horizon products.
+    `windows` every re-plan's day-ahead view, for the horizon products.
     """
 
     scenario: Scenario
@@ -81,10 +64,6 @@ class SimulationResult:
     metrics: dict[str, Any]
     replans: pd.DataFrame
     forecasts: dict[str, pd.DataFrame]
-    horizon_scenario: Scenario | None = None
-    horizon_plan: Plan | None = None
-    horizon_forecasts: dict[str, pd.DataFrame] = field(default_factory=dict)
-    horizon_start: int = 0
     windows: list[HorizonWindow] = field(default_factory=list)
 
     def window_at(self, step: int) -> HorizonWindow:
@@ -99,8 +78,9 @@ class SimulationResult:
 class HorizonWindow:
     """One re-plan's view: its window scenario (steps from `step` on), plan and forecasts (GPUs).
 
-    `coverage_risk_table(w.scenario, w.plan, w.forecasts)` and `idle_windows(w.plan)` give the
-    horizon products as they looked at that moment (window step k is period step `step + k`).
+    `core.analysis.coverage_risk_table(w.scenario, w.plan, w.forecasts)` and
+    `core.analysis.idle_windows(w.plan)` give the horizon products as they looked at that moment
+    (window step k is period step `step + k`).
     """
 
     step: int
@@ -180,18 +160,15 @@ def simulate(
     held_before: dict[int, tuple[int, ...] | None] = {
         i: job.previous_gpus for i, job in enumerate(actual.jobs) if isinstance(job, RealtimeJob)
     }
-    estimates = [getattr(job, "gpu_hours", 0.0) for job in scenario.jobs]
     # indexable by grid values: the last entry answers for IDLE (-1)
     is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
-    demand_model = _DemandModel(actual, forecaster, demand_quantile, refit_hours)
+    demand_model = DemandModel(actual, forecaster, demand_quantile, refit_hours)
     committed_forecasts: dict[str, list[pd.DataFrame]] = {j.id: [] for j in actual.realtime_jobs}
 
     rows: list[dict[str, Any]] = []
     windows: list[HorizonWindow] = []
     previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None = None
     trigger = "scheduled"
-    window = window_plan = None
-    window_forecasts: dict[str, pd.DataFrame] = {}
     t0 = 0
     next_scheduled = 0
     while t0 < period:
@@ -215,7 +192,7 @@ def simulate(
             next_scheduled = t0 + commit_steps
         end = min(next_scheduled, period)
         executed = _execute(
-            actual, estimates, grid, t0, end, planned, placements, started, held_before
+            actual, scenario, grid, t0, end, planned, placements, started, held_before
         )
         for job in actual.realtime_jobs:
             frame = window_forecasts[job.id].iloc[:executed]
@@ -264,10 +241,6 @@ def simulate(
         metrics=result_metrics,
         replans=replans,
         forecasts=forecasts,
-        horizon_scenario=window,
-        horizon_plan=window_plan,
-        horizon_forecasts=window_forecasts,
-        horizon_start=t0 - rows[-1]["committed_steps"],
         windows=windows,
     )
 
@@ -345,7 +318,7 @@ def _window_scenario(
     started: dict[int, _Started],
     held_before: dict[int, tuple[int, ...] | None],
     forecasts: dict[str, pd.DataFrame],
-    demand_model: _DemandModel,
+    demand_model: DemandModel,
 ) -> tuple[Scenario, np.ndarray]:
     """The planner's view at t0 and the map from its job numbers to the period's."""
     picked: list[tuple[tuple[int, int], int, Any]] = []
@@ -393,7 +366,7 @@ def _window_scenario(
 
 def _execute(
     actual: Scenario,
-    estimates: list[float],
+    source: Scenario,
     grid: np.ndarray,
     t0: int,
     end: int,
@@ -435,17 +408,13 @@ def _execute(
                     gpus,
                     t,
                     t + actual.duration(job, gpus),
-                    t + _duration_of(estimates[i], gpus, step_minutes),
+                    t + duration_steps(source.jobs[i], gpus, step_minutes),
                 )
                 column[gpu_start : gpu_start + gpus] = i
         grid[:, t] = column
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
     return end - t0
-
-
-def _duration_of(gpu_hours: float, gpus: int, step_minutes: int) -> int:
-    return max(1, math.ceil(gpu_hours * 60.0 / (gpus * step_minutes) - 1e-9))
 
 
 def _stability(
@@ -505,318 +474,3 @@ def _stability_metrics(
         "forecast_ms_total": float(replans["forecast_ms"].sum()),
         "refits": int(replans["refit"].sum()),
     }
-
-
-# ------------------------------------------------------------------------------ demand forecasts
-
-
-class _DemandModel:
-    """Per real-time job: forecasts in GPUs for a window, refitted every `refit_hours`."""
-
-    def __init__(
-        self, actual: Scenario, forecaster: Forecaster, quantile: float | None, refit_hours: float
-    ) -> None:
-        self.step = actual.cluster.step_minutes
-        self.origin = pd.Timestamp(actual.cluster.start or DEFAULT_START)
-        self.jobs = actual.realtime_jobs
-        self.forecaster = forecaster
-        self.quantile = quantile
-        self.z = 0.0 if quantile is None else NormalDist().inv_cdf(quantile)
-        self.refit = pd.Timedelta(hours=refit_hours)
-        self.fits: dict[str, tuple[pd.Timestamp, pd.DataFrame]] = {}
-        self.refitted = False
-        self.predicted: dict[str, dict[int, float]] = {}
-
-    def forecasts(self, t0: int, steps: int) -> dict[str, pd.DataFrame]:
-        """Mean, lower, upper, std of each job's demand for window steps 0..steps-1."""
-        now = self.origin + pd.Timedelta(minutes=self.step * t0)
-        first_hour = now.floor("h")
-        hours = math.ceil(((now - first_hour).total_seconds() / 60 + steps * self.step) / 60)
-        self.refitted = False
-        out = {}
-        for job in self.jobs:
-            observed = self._hourly(job, t0, first_hour)
-            hourly = self._hourly_forecast(job, observed, first_hour, hours)
-            frame = self._to_steps(hourly, now, first_hour, steps)
-            predicted = self.predicted.setdefault(job.id, {})
-            predicted[t0] = float(frame["mean"].iloc[0])
-            out[job.id] = _boosted(frame, self._boost(job, t0, predicted))
-        return out
-
-    def _boost(self, job: RealtimeJob, t0: int, predicted: dict[int, float]) -> float:
-        """How far actual demand ran above the model's step-ahead forecasts lately (>= 1).
-
-        The ratio is taken against the model's own forecasts, not the boosted ones, so it stays
-        while the model keeps under-forecasting (a surge it has not learned yet) and fades as
-        refits catch up. Only upward: a shortfall costs `penalty_weight` times a batch GPU-step.
-        """
-        recent = [t for t in range(max(0, t0 - BOOST_STEPS), t0) if t in predicted]
-        if not recent:
-            return 1.0
-        forecast = sum(predicted[t] for t in recent)
-        actual = sum(job.demand[t] for t in recent)
-        if forecast <= 1e-9:
-            return 1.0
-        return float(min(max(actual / forecast, 1.0), MAX_BOOST))
-
-    def planning_demand(self, frame: pd.DataFrame) -> np.ndarray:
-        """The demand the planner is given: the chosen quantile (normal, mean and std)."""
-        values = frame["mean"].to_numpy() + self.z * frame["std"].to_numpy()
-        return np.round(np.maximum(np.nan_to_num(values, nan=0.0, posinf=0.0), 0.0), 6)
-
-    def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
-        """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
-        parts = []
-        if job.history:
-            index = pd.date_range(
-                end=self.origin - pd.Timedelta(hours=1), periods=len(job.history), freq="h"
-            )
-            parts.append(pd.Series(job.history, index=index, dtype=float))
-        if t0 > 0:
-            index = self.origin + pd.to_timedelta(np.arange(t0) * self.step, unit="min")
-            steps = pd.Series(job.demand[:t0], index=index, dtype=float)
-            if self.step > 60 and self.step % 60 == 0:  # one step covers several hours
-                repeat = self.step // 60
-                index = self.origin + pd.to_timedelta(np.arange(t0 * repeat) * 60, unit="min")
-                steps = pd.Series(np.repeat(job.demand[:t0], repeat), index=index, dtype=float)
-            parts.append(steps.resample("h").mean())
-        if not parts:
-            return pd.Series(dtype=float, index=pd.DatetimeIndex([]))
-        series = pd.concat(parts)
-        series = series[~series.index.duplicated(keep="last")]
-        series = series[series.index < first_hour]
-        if len(series):
-            series = series.asfreq("h")
-        return series
-
-    def _hourly_forecast(
-        self, job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
-    ) -> pd.DataFrame:
-        """Hourly frame from first_hour on: refit when due, else carry the last fit forward."""
-        fit = self.fits.get(job.id)
-        needed_end = first_hour + pd.Timedelta(hours=hours - 1)
-        finite = int(np.isfinite(observed.to_numpy()).sum()) if len(observed) else 0
-        if finite < MIN_FORECAST_HOURS:
-            return _persistence(job, observed, first_hour, hours)
-        due = fit is None or first_hour - fit[0] >= self.refit or fit[1].index[-1] < needed_end
-        if due:
-            horizon = hours + math.ceil(self.refit / pd.Timedelta(hours=1)) + 1
-            try:
-                frame = self.forecaster(observed, horizon, 0.9)
-            except ScenarioError:
-                return _persistence(job, observed, first_hour, hours)
-            frame = frame[["mean", "lower", "upper", "std"]].astype(float)
-            frame.index = pd.date_range(first_hour, periods=len(frame), freq="h")
-            self.fits[job.id] = (first_hour, frame)
-            self.refitted = True
-            return frame.iloc[:hours]
-        fitted_at, frame = fit
-        window = frame.loc[first_hour:needed_end].copy()
-        last = observed.dropna()
-        if len(last) and last.index[-1] >= fitted_at and last.index[-1] in frame.index:
-            error = float(last.iloc[-1] - frame.at[last.index[-1], "mean"])
-            lead = (window.index - last.index[-1]) / pd.Timedelta(hours=1)
-            shift = error * LEVEL_PERSISTENCE ** np.asarray(lead, dtype=float)
-            mean = np.maximum(window["mean"].to_numpy() + shift, 0.0)
-            window["upper"] = np.maximum(window["upper"].to_numpy() + shift, mean)
-            window["lower"] = np.clip(window["lower"].to_numpy() + shift, 0.0, mean)
-            window["mean"] = mean
-        return window
-
-    def _to_steps(
-        self, hourly: pd.DataFrame, now: pd.Timestamp, first_hour: pd.Timestamp, steps: int
-    ) -> pd.DataFrame:
-        """Average the hours each window step overlaps (a step is rarely longer than an hour)."""
-        values = hourly[["mean", "lower", "upper", "std"]].to_numpy(dtype=float)
-        offset = (now - first_hour).total_seconds() / 60
-        starts = offset + np.arange(steps) * self.step
-        first = np.floor(starts / 60).astype(int)
-        last = np.maximum(first, np.ceil((starts + self.step) / 60).astype(int) - 1)
-        last = np.minimum(last, len(values) - 1)
-        first = np.minimum(first, len(values) - 1)
-        if np.array_equal(first, last):
-            rows = values[first]
-        else:
-            cumulative = np.vstack([np.zeros((1, 4)), np.cumsum(values, axis=0)])
-            rows = (cumulative[last + 1] - cumulative[first]) / (last - first + 1)[:, None]
-        return pd.DataFrame(
-            rows, columns=["mean", "lower", "upper", "std"], index=pd.RangeIndex(steps, name="step")
-        )
-
-
-def _boosted(frame: pd.DataFrame, boost: float) -> pd.DataFrame:
-    """Scale a forecast up by `boost` at lead 0, fading by BOOST_PERSISTENCE per step ahead."""
-    if boost <= 1.0:
-        return frame
-    factor = 1.0 + (boost - 1.0) * BOOST_PERSISTENCE ** np.arange(len(frame))
-    return frame.mul(factor, axis=0)
-
-
-def _persistence(
-    job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
-) -> pd.DataFrame:
-    """Too little data to fit: the last value (or what the job held), with the values' spread."""
-    values = observed.dropna().to_numpy() if len(observed) else np.array([])
-    if len(values):
-        level = float(values[-1])
-    elif job.previous_gpus is not None:
-        level = float(len(job.previous_gpus))
-    else:
-        level = float(job.gpus_min)
-    spread = float(np.std(values)) if len(values) >= 2 else 0.0
-    spread = max(spread, 0.25 * level, 0.5)
-    z = NormalDist().inv_cdf(0.95)
-    mean = np.full(hours, level)
-    return pd.DataFrame(
-        {
-            "mean": mean,
-            "lower": np.maximum(mean - z * spread, 0.0),
-            "upper": mean + z * spread,
-            "std": np.full(hours, spread),
-        },
-        index=pd.date_range(first_hour, periods=hours, freq="h"),
-    )
-
-
-# ------------------------------------------------------------------------------ horizon products
-
-
-def coverage_risk_table(
-    scenario: Scenario,
-    plan: Plan,
-    forecasts: Mapping[str, pd.DataFrame],
-    capacity: float | Mapping[str, float] = 1.0,
-    first_step: int = 0,
-) -> pd.DataFrame:
-    """Per step and real-time job: the GPUs planned and the probability demand exceeds them.
-
-    `forecasts[job_id]` holds `mean` and `std` (and optionally `lower`, `upper`) of the demand for
-    the plan's steps `first_step, first_step+1, ...` (row order), in the units of `capacity`: what
-    one GPU serves (1.0 when the forecast is already in GPUs). Demand is taken as normal, as in
-    `core.forecast.demand.coverage_risk`; `expected_shortfall` is E[max(0, demand - served)] in
-    GPUs. Rows: step, time, job_id, planned_gpus, mean, upper, risk, expected_shortfall.
-    """
-    from .forecast.demand import coverage_risk, expected_shortfall
-
-    held = holdings(scenario, plan)
-    T = plan.grid.shape[1]
-    start = scenario.cluster.start
-    step_minutes = scenario.cluster.step_minutes
-    frames = []
-    for job in scenario.realtime_jobs:
-        forecast = forecasts.get(job.id)
-        if forecast is None:
-            continue
-        per_gpu = capacity.get(job.id, 1.0) if isinstance(capacity, Mapping) else capacity
-        if not per_gpu > 0:
-            raise ScenarioError(f"job '{job.id}': capacity must be > 0, got {per_gpu}")
-        count = min(len(forecast), T - first_step)
-        if count <= 0:
-            continue
-        steps = np.arange(first_step, first_step + count)
-        window = forecast.iloc[:count]
-        mean = window["mean"].to_numpy(dtype=float) / per_gpu
-        std = window["std"].to_numpy(dtype=float) / per_gpu
-        upper = (
-            window["upper"].to_numpy(dtype=float) / per_gpu
-            if "upper" in forecast
-            else mean + 1.6448536 * std
-        )
-        planned = held[scenario.job_index(job.id), steps].astype(float)
-        risk = coverage_risk(window, planned, per_gpu)
-        shortfall = expected_shortfall(window, planned, per_gpu) / per_gpu
-        frames.append(
-            pd.DataFrame(
-                {
-                    "step": steps,
-                    "time": [
-                        start + timedelta(minutes=step_minutes * int(t)) if start else None
-                        for t in steps
-                    ],
-                    "job_id": job.id,
-                    "planned_gpus": planned.astype(int),
-                    "mean": mean,
-                    "upper": upper,
-                    "risk": risk,
-                    "expected_shortfall": shortfall,
-                }
-            )
-        )
-    columns = [
-        "step",
-        "time",
-        "job_id",
-        "planned_gpus",
-        "mean",
-        "upper",
-        "risk",
-        "expected_shortfall",
-    ]
-    if not frames:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True).sort_values(["step", "job_id"], ignore_index=True)[
-        columns
-    ]
-
-
-def idle_windows(
-    plan: Plan,
-    min_gpus: int = 1,
-    min_steps: int = 1,
-    *,
-    first_step: int = 0,
-    step_minutes: int | None = None,
-) -> pd.DataFrame:
-    """Predictable idle windows: aligned blocks of idle GPUs that stay idle for a run of steps.
-
-    A window is an aligned power-of-two block `[gpu_start, gpu_start + gpus)` (the shape a batch
-    job can take, `gpu_start % gpus == 0`) with `gpus >= min_gpus`, idle on every GPU for the
-    maximal run of steps `[start_step, end_step)` (end exclusive) of at least `min_steps` steps,
-    from `first_step` on. A window is left out when the parent block (twice the size, aligned) is
-    idle over exactly the same steps: the table lists the largest block for each idle run, so
-    "GPUs 0-7 idle for steps 4-9" is not repeated as two halves. Sorted by start, then GPU.
-    """
-    grid = plan.grid[:, first_step:]
-    G = grid.shape[0]
-    idle = grid == IDLE
-    runs_by_size: dict[int, set[tuple[int, int, int]]] = {}
-    size = 1
-    sizes = []
-    while size <= G:
-        sizes.append(size)
-        blocks = G // size
-        free = idle[: blocks * size].reshape(blocks, size, -1).all(axis=1)
-        runs_by_size[size] = {(b * size, s, e) for b in range(blocks) for s, e in _runs(free[b])}
-        size *= 2
-    rows = []
-    for size in sizes:
-        if size < min_gpus:
-            continue
-        parent = runs_by_size.get(size * 2, set())
-        for gpu_start, s, e in runs_by_size[size]:
-            if e - s < min_steps:
-                continue
-            parent_start = gpu_start - gpu_start % (size * 2)
-            if (parent_start, s, e) in parent:
-                continue
-            rows.append(
-                {
-                    "start_step": s + first_step,
-                    "end_step": e + first_step,
-                    "steps": e - s,
-                    "gpu_start": gpu_start,
-                    "gpus": size,
-                }
-            )
-    columns = ["start_step", "end_step", "steps", "gpu_start", "gpus"]
-    table = pd.DataFrame(rows, columns=columns)
-    if step_minutes is not None:
-        table["gpu_hours"] = table["gpus"] * table["steps"] * step_minutes / 60.0
-    return table.sort_values(["start_step", "gpu_start", "gpus"], ignore_index=True)
-
-
-def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    """Maximal runs of True as (start, end exclusive)."""
-    padded = np.concatenate([[False], flags, [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    return [(int(edges[k]), int(edges[k + 1])) for k in range(0, len(edges), 2)]

@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from core import charts
+from core.analysis import coverage_risk_table, idle_windows
 from core.model import ScenarioError
-from core.rolling import coverage_risk_table, idle_windows, simulate
+from core.rolling import simulate
 from pages import common
 
 common.page_header(

@@ -13,19 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.analysis import coverage_risk_table, idle_windows
 from core.cli import main
 from core.io import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from core.plan import IDLE, Plan, batch_placements, check, holdings
 from core.planners.fifo import peak_reservation
-from core.rolling import (
-    ReplanView,
-    coverage_risk_table,
-    idle_windows,
-    realised_scenario,
-    simulate,
-    write_simulation,
-)
+from core.rolling import ReplanView, realised_scenario, simulate, write_simulation
 from tests.strategies import scenarios
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "rolling-surge.json"
@@ -345,9 +339,10 @@ def test_idle_windows_on_a_hand_made_plan():
     _, plan = _hand_made()
     table = idle_windows(plan, min_gpus=1, min_steps=1)
     rows = [tuple(r) for r in table[["start_step", "end_step", "gpu_start", "gpus"]].to_numpy()]
-    # GPUs 2-3 idle 0..3, GPUs 0-1 idle 2..5, all four idle 2..3; single GPUs are not repeated
-    assert rows == [(0, 4, 2, 2), (2, 6, 0, 2), (2, 4, 0, 4)]
-    assert list(table["steps"]) == [4, 4, 2]
+    # all four idle 2..3 first; then what no larger window holds: GPUs 2-3 at 0..1, GPUs 0-1 at
+    # 4..5; single GPUs are not repeated, and no GPU-step is in two windows
+    assert rows == [(0, 2, 2, 2), (2, 4, 0, 4), (4, 6, 0, 2)]
+    assert list(table["steps"]) == [2, 2, 2]
     big = idle_windows(plan, min_gpus=3)
     assert [tuple(r) for r in big[["start_step", "end_step", "gpu_start", "gpus"]].to_numpy()] == [
         (2, 4, 0, 4)
@@ -357,6 +352,36 @@ def test_idle_windows_on_a_hand_made_plan():
     assert idle_windows(plan, min_gpus=8).empty
     later = idle_windows(plan, min_gpus=4, first_step=3)
     assert [tuple(r) for r in later[["start_step", "end_step"]].to_numpy()] == [(3, 4)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(1, 10),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.randoms(use_true_random=False),
+)
+def test_idle_windows_are_disjoint_idle_aligned_blocks(gpus, steps, min_gpus, min_steps, rng):
+    """No GPU-step is counted twice, so the windows' GPU-hours never exceed the idle capacity;
+    with no minimum they cover every idle cell exactly once."""
+    grid = np.array(
+        [[IDLE if rng.random() < 0.6 else 0 for _ in range(steps)] for _ in range(gpus)],
+        dtype=np.int32,
+    )
+    table = idle_windows(Plan(grid), min_gpus=min_gpus, min_steps=min_steps, step_minutes=60)
+    seen = np.zeros_like(grid)
+    for row in table.itertuples():
+        assert row.gpu_start % row.gpus == 0 and row.gpus & (row.gpus - 1) == 0
+        assert row.gpus >= min_gpus and row.steps >= min_steps
+        cells = grid[row.gpu_start : row.gpu_start + row.gpus, row.start_step : row.end_step]
+        assert (cells == IDLE).all()
+        seen[row.gpu_start : row.gpu_start + row.gpus, row.start_step : row.end_step] += 1
+    assert seen.max(initial=0) <= 1
+    assert table["gpu_hours"].sum() == pytest.approx(seen.sum())
+    assert seen.sum() <= (grid == IDLE).sum()
+    everything = idle_windows(Plan(grid))
+    assert (everything["gpus"] * everything["steps"]).sum() == (grid == IDLE).sum()
 
 
 def test_idle_windows_on_an_odd_cluster_and_a_single_idle_gpu():

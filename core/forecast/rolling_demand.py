@@ -1,0 +1,206 @@
+"""Real-time demand as a rolling horizon sees it: per-job forecasts in GPUs for each window.
+
+`DemandModel` turns a real-time job's history plus the actuals revealed so far into a forecast
+of the next window, in the scenario's steps: it refits the hourly forecaster (by default
+`core.forecast.demand.forecast_series`) every `refit_hours`, carries the last fit forward in
+between with a level correction from the newest actual, and scales it up for a while after
+actual demand ran above it (`boosted`). With less than a day of data it falls back to
+`persistence`. `core.rolling.simulate` owns the loop; this module owns the forecasts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import datetime
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from ..model import RealtimeJob, Scenario, ScenarioError
+
+# A real-time job with less than this many hourly values (history + actuals) gets a persistence
+# forecast: the forecaster needs at least a day.
+MIN_FORECAST_HOURS = 24
+# Between refits the last forecast is shifted and its level corrected by the latest error,
+# decaying by this factor per hour ahead (a mean-reverting level, as in the forecaster's AR(1)).
+LEVEL_PERSISTENCE = 0.85
+# Recalibration against recent surprises: when the last BOOST_STEPS actuals ran above the model's
+# step-ahead forecasts, the window's forecast is scaled up by that ratio (at most MAX_BOOST),
+# fading by BOOST_PERSISTENCE per step ahead.
+BOOST_STEPS = 3
+MAX_BOOST = 2.0
+BOOST_PERSISTENCE = 0.9
+# When the cluster has no start time, forecasts are dated from this Monday midnight.
+DEFAULT_START = datetime(2026, 1, 5)
+
+Forecaster = Callable[[pd.Series, int, float], pd.DataFrame]
+
+
+class DemandModel:
+    """Per real-time job: forecasts in GPUs for a window, refitted every `refit_hours`."""
+
+    def __init__(
+        self, actual: Scenario, forecaster: Forecaster, quantile: float | None, refit_hours: float
+    ) -> None:
+        self.step = actual.cluster.step_minutes
+        self.origin = pd.Timestamp(actual.cluster.start or DEFAULT_START)
+        self.jobs = actual.realtime_jobs
+        self.forecaster = forecaster
+        self.quantile = quantile
+        self.z = 0.0 if quantile is None else NormalDist().inv_cdf(quantile)
+        self.refit = pd.Timedelta(hours=refit_hours)
+        self.fits: dict[str, tuple[pd.Timestamp, pd.DataFrame]] = {}
+        self.refitted = False
+        self.predicted: dict[str, dict[int, float]] = {}
+
+    def forecasts(self, t0: int, steps: int) -> dict[str, pd.DataFrame]:
+        """Mean, lower, upper, std of each job's demand for window steps 0..steps-1."""
+        now = self.origin + pd.Timedelta(minutes=self.step * t0)
+        first_hour = now.floor("h")
+        hours = math.ceil(((now - first_hour).total_seconds() / 60 + steps * self.step) / 60)
+        self.refitted = False
+        out = {}
+        for job in self.jobs:
+            observed = self._hourly(job, t0, first_hour)
+            hourly = self._hourly_forecast(job, observed, first_hour, hours)
+            frame = self._to_steps(hourly, now, first_hour, steps)
+            predicted = self.predicted.setdefault(job.id, {})
+            predicted[t0] = float(frame["mean"].iloc[0])
+            out[job.id] = boosted(frame, self._boost(job, t0, predicted))
+        return out
+
+    def _boost(self, job: RealtimeJob, t0: int, predicted: dict[int, float]) -> float:
+        """How far actual demand ran above the model's step-ahead forecasts lately (>= 1).
+
+        The ratio is taken against the model's own forecasts, not the boosted ones, so it stays
+        while the model keeps under-forecasting (a surge it has not learned yet) and fades as
+        refits catch up. Only upward: a shortfall costs `penalty_weight` times a batch GPU-step.
+        """
+        recent = [t for t in range(max(0, t0 - BOOST_STEPS), t0) if t in predicted]
+        if not recent:
+            return 1.0
+        forecast = sum(predicted[t] for t in recent)
+        actual = sum(job.demand[t] for t in recent)
+        if forecast <= 1e-9:
+            return 1.0
+        return float(min(max(actual / forecast, 1.0), MAX_BOOST))
+
+    def planning_demand(self, frame: pd.DataFrame) -> np.ndarray:
+        """The demand the planner is given: the chosen quantile (normal, mean and std)."""
+        values = frame["mean"].to_numpy() + self.z * frame["std"].to_numpy()
+        return np.round(np.maximum(np.nan_to_num(values, nan=0.0, posinf=0.0), 0.0), 6)
+
+    def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
+        """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
+        parts = []
+        if job.history:
+            index = pd.date_range(
+                end=self.origin - pd.Timedelta(hours=1), periods=len(job.history), freq="h"
+            )
+            parts.append(pd.Series(job.history, index=index, dtype=float))
+        if t0 > 0:
+            index = self.origin + pd.to_timedelta(np.arange(t0) * self.step, unit="min")
+            steps = pd.Series(job.demand[:t0], index=index, dtype=float)
+            if self.step > 60 and self.step % 60 == 0:  # one step covers several hours
+                repeat = self.step // 60
+                index = self.origin + pd.to_timedelta(np.arange(t0 * repeat) * 60, unit="min")
+                steps = pd.Series(np.repeat(job.demand[:t0], repeat), index=index, dtype=float)
+            parts.append(steps.resample("h").mean())
+        if not parts:
+            return pd.Series(dtype=float, index=pd.DatetimeIndex([]))
+        series = pd.concat(parts)
+        series = series[~series.index.duplicated(keep="last")]
+        series = series[series.index < first_hour]
+        if len(series):
+            series = series.asfreq("h")
+        return series
+
+    def _hourly_forecast(
+        self, job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
+    ) -> pd.DataFrame:
+        """Hourly frame from first_hour on: refit when due, else carry the last fit forward."""
+        fit = self.fits.get(job.id)
+        needed_end = first_hour + pd.Timedelta(hours=hours - 1)
+        finite = int(np.isfinite(observed.to_numpy()).sum()) if len(observed) else 0
+        if finite < MIN_FORECAST_HOURS:
+            return persistence(job, observed, first_hour, hours)
+        due = fit is None or first_hour - fit[0] >= self.refit or fit[1].index[-1] < needed_end
+        if due:
+            horizon = hours + math.ceil(self.refit / pd.Timedelta(hours=1)) + 1
+            try:
+                frame = self.forecaster(observed, horizon, 0.9)
+            except ScenarioError:
+                return persistence(job, observed, first_hour, hours)
+            frame = frame[["mean", "lower", "upper", "std"]].astype(float)
+            frame.index = pd.date_range(first_hour, periods=len(frame), freq="h")
+            self.fits[job.id] = (first_hour, frame)
+            self.refitted = True
+            return frame.iloc[:hours]
+        fitted_at, frame = fit
+        window = frame.loc[first_hour:needed_end].copy()
+        last = observed.dropna()
+        if len(last) and last.index[-1] >= fitted_at and last.index[-1] in frame.index:
+            error = float(last.iloc[-1] - frame.at[last.index[-1], "mean"])
+            lead = (window.index - last.index[-1]) / pd.Timedelta(hours=1)
+            shift = error * LEVEL_PERSISTENCE ** np.asarray(lead, dtype=float)
+            mean = np.maximum(window["mean"].to_numpy() + shift, 0.0)
+            window["upper"] = np.maximum(window["upper"].to_numpy() + shift, mean)
+            window["lower"] = np.clip(window["lower"].to_numpy() + shift, 0.0, mean)
+            window["mean"] = mean
+        return window
+
+    def _to_steps(
+        self, hourly: pd.DataFrame, now: pd.Timestamp, first_hour: pd.Timestamp, steps: int
+    ) -> pd.DataFrame:
+        """Average the hours each window step overlaps (a step is rarely longer than an hour)."""
+        values = hourly[["mean", "lower", "upper", "std"]].to_numpy(dtype=float)
+        offset = (now - first_hour).total_seconds() / 60
+        starts = offset + np.arange(steps) * self.step
+        first = np.floor(starts / 60).astype(int)
+        last = np.maximum(first, np.ceil((starts + self.step) / 60).astype(int) - 1)
+        last = np.minimum(last, len(values) - 1)
+        first = np.minimum(first, len(values) - 1)
+        if np.array_equal(first, last):
+            rows = values[first]
+        else:
+            cumulative = np.vstack([np.zeros((1, 4)), np.cumsum(values, axis=0)])
+            rows = (cumulative[last + 1] - cumulative[first]) / (last - first + 1)[:, None]
+        return pd.DataFrame(
+            rows, columns=["mean", "lower", "upper", "std"], index=pd.RangeIndex(steps, name="step")
+        )
+
+
+def boosted(frame: pd.DataFrame, boost: float) -> pd.DataFrame:
+    """Scale a forecast up by `boost` at lead 0, fading by BOOST_PERSISTENCE per step ahead."""
+    if boost <= 1.0:
+        return frame
+    factor = 1.0 + (boost - 1.0) * BOOST_PERSISTENCE ** np.arange(len(frame))
+    return frame.mul(factor, axis=0)
+
+
+def persistence(
+    job: RealtimeJob, observed: pd.Series, first_hour: pd.Timestamp, hours: int
+) -> pd.DataFrame:
+    """Too little data to fit: the last value (or what the job held), with the values' spread."""
+    values = observed.dropna().to_numpy() if len(observed) else np.array([])
+    if len(values):
+        level = float(values[-1])
+    elif job.previous_gpus is not None:
+        level = float(len(job.previous_gpus))
+    else:
+        level = float(job.gpus_min)
+    spread = float(np.std(values)) if len(values) >= 2 else 0.0
+    spread = max(spread, 0.25 * level, 0.5)
+    z = NormalDist().inv_cdf(0.95)
+    mean = np.full(hours, level)
+    return pd.DataFrame(
+        {
+            "mean": mean,
+            "lower": np.maximum(mean - z * spread, 0.0),
+            "upper": mean + z * spread,
+            "std": np.full(hours, spread),
+        },
+        index=pd.date_range(first_hour, periods=hours, freq="h"),
+    )
