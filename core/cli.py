@@ -191,17 +191,23 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 
 def _run_forecast(args: argparse.Namespace) -> int:
-    from .forecast.demand import forecast_file
+    from .forecast.demand import MAX_HORIZON_HOURS, forecast_file
 
-    if args.horizon < 1:
-        raise ScenarioError(f"--horizon must be at least 1 hour, got {args.horizon}")
-    if not 0 < args.level < 1:
-        raise ScenarioError(f"--level must be between 0 and 1, got {args.level}")
+    if not 1 <= args.horizon <= MAX_HORIZON_HOURS:
+        raise ScenarioError(
+            f"--horizon must be from 1 to {MAX_HORIZON_HOURS} hours, got {args.horizon}"
+        )
+    if not 1e-6 <= args.level < 1:  # below 1e-6 the interval has no width (z is 0)
+        raise ScenarioError(f"--level must be between 1e-06 and 1 (exclusive), got {args.level}")
     table, warnings = forecast_file(
         args.history_csv, column=args.column, horizon=args.horizon, level=args.level
     )
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    report = table.attrs.get("report")
+    for line in report.lines() if report is not None else []:
+        if not line.startswith("anomaly:"):  # anomalies are among the warnings above
+            print(f"forecast: {line}", file=sys.stderr)
     text = table.to_csv(index=False, float_format="%.4f", date_format="%Y-%m-%dT%H:%M:%S")
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")

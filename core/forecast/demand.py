@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
-from scipy.stats import t as student_t
 from statsmodels.regression.linear_model import OLS
-from statsmodels.tsa.deterministic import Fourier
+from statsmodels.tsa.forecasting.theta import ThetaModel
+from statsmodels.tsa.holtwinters import SimpleExpSmoothing
+from statsmodels.tsa.seasonal import MSTL, STL
 
 from ..io import decode_upload, read_text
 from ..model import ScenarioError
@@ -34,11 +36,15 @@ DAY = 24
 WEEK = 168
 MIN_HISTORY_HOURS = 24  # fewer hourly values than this cannot be forecast at all
 WEEKLY_MODEL_HOURS = 2 * WEEK  # below two weeks only daily-period models are tried
-MAX_FIT_HOURS = 8 * WEEK  # older history is ignored: the recent weeks say more
-BACKTEST_ORIGINS = 14  # rolling origins per backtest, every BACKTEST_SPACING hours
-BACKTEST_SPACING = 24
-DAILY_TERMS = 4  # Fourier pairs of the 24-hour period
-WEEKLY_TERMS = 6  # Fourier pairs of the 168-hour period
+MAX_FIT_HOURS = 6 * WEEK  # older history is ignored: the recent weeks say more
+MAX_HORIZON_HOURS = 10_080  # the longest horizon a scenario may have (SPEC section 3)
+CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for the interval
+# Lead-time ranges (hours, inclusive) the interval is calibrated on, one quantile each
+LEAD_RANGES = ((1, 6), (7, 24), (25, 72), (73, 168), (169, 10**9))
+MIN_RANGE_ERRORS = 12  # fewer errors than this in a range: the range before it is used
+NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's own error quantile
+SPIKE_SCALES = 8.0  # a spike is this many robust scales off its neighbourhood and pattern
+SPIKE_HOURS = 12  # longest run that can be a spike (longer: a real change of regime)
 SEASONAL_NAIVE = "seasonal_naive_week"
 
 
@@ -237,182 +243,363 @@ def _longest_run(mask: np.ndarray) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The candidate models
+# Outages and anomalies
 
 
 @dataclass(frozen=True)
-class _Candidate:
-    """A forecaster: a seasonal-naive copy, or an OLS profile with an AR(1) level."""
+class Anomaly:
+    """A run of history hours that is not demand: an outage (a drop to about zero) or a spike."""
 
-    name: str
-    naive_period: int = 0  # > 0: repeat the last naive_period hours
-    daily_terms: int = 0
-    weekly_terms: int = 0
-    min_hours: int = DAY
+    start: pd.Timestamp
+    end: pd.Timestamp  # last hour of the run, inclusive
+    hours: int
+    kind: str  # "outage" or "spike"
 
-
-CANDIDATES = (
-    _Candidate(SEASONAL_NAIVE, naive_period=WEEK, min_hours=WEEK),
-    _Candidate("seasonal_naive_day", naive_period=DAY, min_hours=DAY),
-    _Candidate(
-        "weekly_profile", daily_terms=DAILY_TERMS, weekly_terms=WEEKLY_TERMS, min_hours=WEEK
-    ),
-    _Candidate("daily_profile", daily_terms=DAILY_TERMS, min_hours=2 * DAY),
-    _Candidate("level", min_hours=DAY),
-)
+    def describe(self) -> str:
+        what = "dropped to about zero" if self.kind == "outage" else "jumped far off its pattern"
+        return (
+            f"{self.hours} hour{'s' if self.hours != 1 else ''} from {self.start:%Y-%m-%d %H:%M} "
+            f"to {self.end:%Y-%m-%d %H:%M} {what} ({self.kind}); replaced by the seasonal value "
+            "before fitting and left out of the interval's calibration"
+        )
 
 
-def _design(length: int) -> np.ndarray:
-    """Constant, then daily and weekly Fourier terms, one row per hour of the window + horizon."""
-    index = pd.RangeIndex(length)
-    daily = Fourier(period=DAY, order=DAILY_TERMS).in_sample(index).to_numpy()
-    weekly = Fourier(period=WEEK, order=WEEKLY_TERMS).in_sample(index).to_numpy()
-    return np.column_stack([np.ones(length), daily, weekly])
-
-
-def _design_columns(candidate: _Candidate) -> np.ndarray:
-    daily = np.arange(1, 1 + 2 * candidate.daily_terms)
-    weekly = 1 + 2 * DAILY_TERMS + np.arange(2 * candidate.weekly_terms)
-    return np.concatenate([[0], daily, weekly]).astype(int)
-
-
-class _PrefixLeastSquares:
-    """Every origin's least-squares fit from running sums of x'x and x'y.
-
-    The backtest refits each profile at up to BACKTEST_ORIGINS origins; solving the small
-    normal equations of each prefix gives the same coefficients as refitting OLS on it, in a
-    fraction of the time, and without multithreaded BLAS calls that crawl when the machine's
-    cores are shared (a rolling simulation calls this every simulated hour).
-    """
-
-    def __init__(self, y: np.ndarray, design: np.ndarray):
-        x = design[: len(y)]
-        self.xtx = np.cumsum(x[:, :, None] * x[:, None, :], axis=0)
-        self.xty = np.cumsum(x * y[:, None], axis=0)
-
-    def params(self, origin: int, columns: np.ndarray) -> np.ndarray:
-        a = self.xtx[origin - 1][np.ix_(columns, columns)]
-        b = self.xty[origin - 1][columns]
-        ridge = 1e-10 * np.trace(a) / len(columns) * np.eye(len(columns))
-        return np.linalg.solve(a + ridge, b)
-
-
-def _predict(
-    candidate: _Candidate,
-    y: np.ndarray,
-    design: np.ndarray,
-    origin: int,
-    horizon: int,
-    prefix: _PrefixLeastSquares | None = None,
-) -> np.ndarray:
-    """Forecast y[origin : origin + horizon] from y[:origin] (y has no NaN).
-
-    Profiles are fitted by statsmodels OLS, or in a backtest from `prefix` (the same fit).
-    """
-    past = y[:origin]
-    if candidate.naive_period:
-        return np.resize(past[-candidate.naive_period :], horizon)
-    columns = _design_columns(candidate)
-    x = design[:, columns]
-    if prefix is None:
-        params = np.asarray(OLS(past, x[:origin]).fit().params)
-    else:
-        params = prefix.params(origin, columns)
-    residual = past - (x[:origin] * params).sum(axis=1)
-    lagged = residual[:-1]
-    denominator = float(lagged @ lagged)
-    phi = float(residual[1:] @ lagged) / denominator if denominator > 0 else 0.0
-    phi = min(max(phi, 0.0), 0.999)
-    level = residual[-1] * phi ** np.arange(1, horizon + 1)
-    return (x[origin : origin + horizon] * params).sum(axis=1) + level
-
-
-def _fill(values: np.ndarray) -> np.ndarray:
-    """Missing hours interpolated linearly (edges held) so the fits see a complete series."""
-    missing = np.isnan(values)
-    if not missing.any():
-        return values
-    positions = np.arange(len(values))
-    return np.interp(positions, positions[~missing], values[~missing])
-
-
-@dataclass(frozen=True)
-class Backtest:
-    """Rolling-origin errors of every candidate (origins x leads; NaN where not observed)."""
-
-    errors: dict[str, np.ndarray]
-    origins: np.ndarray
-
-    def mae(self, name: str) -> float:
-        """Mean absolute error with every lead weighted equally."""
-        by_lead = np.nanmean(np.abs(self.errors[name]), axis=0)
-        return float(np.nanmean(by_lead))
-
-
-def backtest(values: np.ndarray, horizon: int, candidates: Sequence[_Candidate]) -> Backtest:
-    """Forecast from the last BACKTEST_ORIGINS daily origins and score against what happened."""
+def _same_hour_others(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
+    """The same hour 1..`reach` periods earlier and later, one row each (NaN where outside)."""
     n = len(values)
-    filled = _fill(values)
-    first = max(c.min_hours for c in candidates)
-    last = n - 1
-    origins = np.arange(last, first - 1, -BACKTEST_SPACING)[:BACKTEST_ORIGINS][::-1]
-    design = _design(n + horizon)
-    errors = {c.name: np.full((len(origins), horizon), np.nan) for c in candidates}
-    prefix = _PrefixLeastSquares(filled, design)
-    for row, origin in enumerate(origins):
-        leads = min(horizon, n - origin)
-        actual = values[origin : origin + leads]
-        for candidate in candidates:
-            predicted = _predict(candidate, filled, design, int(origin), leads, prefix)
-            errors[candidate.name][row, :leads] = actual - predicted
-    return Backtest(errors, origins)
+    shifted = np.full((2 * reach, n), np.nan)
+    for k in range(1, reach + 1):
+        lag = k * period
+        if lag < n:
+            shifted[2 * k - 2, lag:] = values[:-lag]
+            shifted[2 * k - 1, :-lag] = values[lag:]
+    return shifted
 
 
-def _usable(n: int) -> list[_Candidate]:
-    """Candidates with at least a day of backtest; weekly ones only from two weeks of history."""
-
-    def weekly(c: _Candidate) -> bool:
-        return c.naive_period == WEEK or c.weekly_terms > 0
-
-    return [
-        c
-        for c in CANDIDATES
-        if n >= c.min_hours + DAY and (n >= WEEKLY_MODEL_HOURS or not weekly(c))
-    ]
+def _same_hour_reference(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
+    """Median of the same hour 1, 2 and 3 periods earlier and later (NaN if none)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(_same_hour_others(values, period, reach), axis=0)
 
 
-def _lead_scale(errors: np.ndarray, horizon: int) -> np.ndarray:
-    """RMS error by lead, pooled over log-spaced lead buckets, never decreasing with lead."""
-    squared = errors**2
-    edges = [1, 2, 3, 5, 9, 17, 33, 65, 129, 10**9]
-    centres, scales = [], []
-    for low, high in zip(edges[:-1], edges[1:], strict=True):
-        block = squared[:, low - 1 : min(high - 1, horizon)]
-        if block.size and np.isfinite(block).sum() >= 8:
-            centres.append(math.log((low + min(high - 1, horizon)) / 2))
-            scales.append(math.sqrt(float(np.nanmean(block))))
-    if not scales:
-        overall = np.nanmean(squared) if np.isfinite(squared).any() else 0.0
-        return np.full(horizon, math.sqrt(overall))
-    leads = np.log(np.arange(1, horizon + 1))
-    scale = np.interp(leads, centres, scales)
-    return np.maximum.accumulate(scale)
+def _flag_runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    padded = np.concatenate([[False], flags, [False]])
+    edges = np.flatnonzero(padded[1:] != padded[:-1])
+    return [(int(edges[k]), int(edges[k + 1])) for k in range(0, len(edges), 2)]
 
 
-def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.DataFrame:
+def detect_anomalies(
+    values: np.ndarray, period: int
+) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+    """Hours that are not demand, as a mask and as runs (start, end exclusive, kind).
+
+    An **outage** is a run (up to a week) where the series falls below a tenth of the same hour in
+    the other weeks (or days) while every one of those is clearly busy (a quarter of the typical
+    level or more): a cluster that is down, a broken exporter. A series that is idle at that hour
+    in another week too has quiet hours as a habit, and they are kept. A **spike** is a run of
+    at most SPIKE_HOURS far off both its own neighbourhood and the same hours elsewhere (more
+    than SPIKE_SCALES robust scales), that ends before the history does. A run still going at
+    the end that is not an outage is a level shift and is kept: it is what the forecast must
+    follow.
+    """
+    n = len(values)
+    reference = _same_hour_reference(values, period)
+    typical = float(np.nanmedian(values)) if n else 0.0
+    mask = np.zeros(n, dtype=bool)
+    runs: list[tuple[int, int, str]] = []
+    if n < 2 * period or not typical > 0:
+        return mask, runs
+    known = np.isfinite(reference)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        quietest = np.nanmin(_same_hour_others(values, period), axis=0)
+    # busy at this hour in every other week: a drop to zero here is not a weekly habit
+    busy = known & (quietest >= 0.25 * typical)
+    low = busy & (values <= 0.1 * np.where(known, reference, 0.0))
+    for s, e in _flag_runs(low):
+        if e - s <= WEEK:
+            mask[s:e] = True
+            runs.append((s, e, "outage"))
+    # Spikes are judged against the pattern without the outages, from the same hour and its two
+    # neighbours in the other periods: with few weeks a spike pulls the median of the same hour
+    # alone in the other weeks, and its copies there must not be flagged in its place.
+    candidates = _spikes(values, mask, period, typical)
+    for s, e in _flag_runs(candidates):
+        if e - s <= SPIKE_HOURS and e < n:
+            mask[s:e] = True
+            runs.append((s, e, "spike"))
+    runs.sort()
+    return mask, runs
+
+
+def _spikes(values: np.ndarray, outages: np.ndarray, period: int, typical: float) -> np.ndarray:
+    """Hours far (SPIKE_SCALES robust scales) off both their neighbourhood and the same hours of
+    the other periods."""
+    clean = np.where(outages, np.nan, values)
+    others = _same_hour_others(clean, period)
+    around = [others]
+    for step in (-1, 1):
+        neighbour = np.full_like(others, np.nan)
+        if step < 0:
+            neighbour[:, 1:] = others[:, :-1]
+        else:
+            neighbour[:, :-1] = others[:, 1:]
+        around.append(neighbour)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        reference = np.nanmedian(np.vstack(around), axis=0)
+    known = np.isfinite(reference) & ~outages
+    deviation = np.where(known, values - np.where(known, reference, 0.0), 0.0)
+    local = pd.Series(deviation).rolling(2 * DAY + 1, center=True, min_periods=1).median()
+    off = deviation - local.to_numpy()
+    scale = 1.4826 * float(np.median(np.abs(off[known]))) if known.any() else 0.0
+    scale = max(scale, 0.01 * typical)
+    return known & (np.abs(off) > SPIKE_SCALES * scale) & (np.abs(deviation) > SPIKE_SCALES * scale)
+
+
+def _repair(values: np.ndarray, mask: np.ndarray, period: int) -> np.ndarray:
+    """Anomalous hours replaced by the same hour elsewhere plus the local level around the run."""
+    if not mask.any():
+        return values
+    clean = np.where(mask, np.nan, values)
+    reference = _same_hour_reference(clean, period)
+    repaired = values.copy()
+    for s, e in _flag_runs(mask):
+        lo, hi = max(0, s - 2 * DAY), min(len(values), e + 2 * DAY)
+        around = np.r_[lo:s, e:hi]
+        offsets = clean[around] - reference[around]
+        offsets = offsets[np.isfinite(offsets)]
+        offset = float(np.median(offsets)) if len(offsets) else 0.0
+        fill = reference[s:e] + offset
+        if not np.isfinite(fill).all():
+            level = clean[around][np.isfinite(clean[around])]
+            fallback = float(np.median(level)) if len(level) else float(np.nanmedian(clean))
+            fill = np.where(np.isfinite(fill), fill, fallback)
+        repaired[s:e] = np.maximum(fill, 0.0)
+    return repaired
+
+
+# ---------------------------------------------------------------------------------------------
+# The members and their combination
+
+
+def _seasonal_naive(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
+    """The same hour one period earlier, repeated."""
+    return np.resize(y[-period:], horizon)
+
+
+def _mstl_ses(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
+    """MSTL seasonal components repeated, plus simple exponential smoothing of the rest.
+
+    `seasonal_deg=0` keeps each seasonal LOESS local-constant (a sharp weekday/weekend edge is
+    drawn, not rounded); the trend and low-pass jumps interpolate LOESS between every fourth point
+    (the same fit to a few hundredths, four times faster).
+    """
+    smoothing = {"seasonal_deg": 0, "trend_jump": 4, "low_pass_jump": 4}
+    if period == WEEK:  # MSTL keeps only periods shorter than half the series: callers ensure it
+        fit = MSTL(y, periods=(DAY, WEEK), stl_kwargs=smoothing).fit()
+    else:
+        fit = STL(y, period=DAY, **smoothing).fit()
+    seasonal = np.asarray(fit.seasonal).reshape(len(y), -1).sum(axis=1)
+    rest = y - seasonal
+    level = SimpleExpSmoothing(rest, initialization_method="estimated").fit().forecast(1)
+    return np.resize(seasonal[-period:], horizon) + float(np.asarray(level)[0])
+
+
+def _theta(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
+    """The Theta method (SES with half the OLS drift) on the additively deseasonalised series."""
+    model = ThetaModel(y, period=period, deseasonalize=True, method="additive")
+    return np.asarray(model.fit().forecast(horizon))
+
+
+MEMBERS: dict[str, Callable[[np.ndarray, int, int], np.ndarray]] = {
+    "seasonal_naive": _seasonal_naive,
+    "mstl_ses": _mstl_ses,
+    "theta": _theta,
+}
+
+
+def _member_name(name: str, period: int) -> str:
+    if name == "seasonal_naive":
+        return SEASONAL_NAIVE if period == WEEK else "seasonal_naive_day"
+    return name
+
+
+def _trend(y: np.ndarray) -> float:
+    """Growth per hour when the complete recent weeks rise (or fall) steadily, else 0.
+
+    The weekly means of the last 3-4 complete weeks must move the same way every week, lie close
+    to a straight line (R^2 >= 0.95) and change by at least 2% of the level a week: a history
+    that merely wanders gets no trend, since a wrong trend grows its error with every hour ahead.
+    """
+    weeks = min(len(y) // WEEK, 4)
+    if weeks < 3:
+        return 0.0
+    means = y[len(y) - weeks * WEEK :].reshape(weeks, WEEK).mean(axis=1)
+    steps = np.diff(means)
+    if not (np.all(steps > 0) or np.all(steps < 0)):
+        return 0.0
+    x = np.arange(weeks, dtype=float)
+    fit = OLS(means, np.column_stack([np.ones(weeks), x])).fit()
+    slope = float(fit.params[1])
+    level = float(np.mean(means))
+    if not (level > 0 and fit.rsquared >= 0.95 and abs(slope) >= 0.02 * level):
+        return 0.0
+    return slope / WEEK
+
+
+def _combine(
+    y: np.ndarray, horizon: int, period: int
+) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
+    """Hour-by-hour median of the members (fitted to the detrended series), trend added back.
+
+    A member that fails on this history (a constant series, a numerical error) is left out; the
+    median of the rest is used (of two: their mean). Returns the forecast, each member's forecast
+    and the trend per hour.
+    """
+    slope = _trend(y) if period == WEEK else 0.0
+    time_index = np.arange(len(y) + horizon, dtype=float) - (len(y) - 1)
+    detrended = y - slope * time_index[: len(y)]
+    forecasts: dict[str, np.ndarray] = {}
+    constant = float(np.ptp(detrended)) <= 1e-9 * max(1.0, float(np.max(np.abs(detrended))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, member in MEMBERS.items():
+            if constant and name != "seasonal_naive":
+                continue
+            try:
+                predicted = np.asarray(member(detrended, horizon, period), dtype=float)
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError, ZeroDivisionError):
+                continue
+            if predicted.shape == (horizon,) and np.isfinite(predicted).all():
+                forecasts[_member_name(name, period)] = predicted
+    stack = np.vstack(list(forecasts.values()))
+    drift = slope * time_index[len(y) :]
+    return np.median(stack, axis=0) + drift, {k: v + drift for k, v in forecasts.items()}, slope
+
+
+# ---------------------------------------------------------------------------------------------
+# The forecast and its report
+
+
+@dataclass(frozen=True)
+class ForecastReport:
+    """What `forecast_series` did: anomalies repaired, members combined, trend, calibration."""
+
+    model: str
+    members: tuple[str, ...]
+    period: int
+    anomalies: tuple[Anomaly, ...] = ()
+    repairs: tuple[str, ...] = ()
+    trend_per_week: float = 0.0
+    calibration_origins: int = 0
+    interval: str = ""
+    backtest_mae: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """One line each, for the command line and the page."""
+        out = [f"model: {self.model}"]
+        if self.trend_per_week:
+            out.append(f"trend: {self.trend_per_week:+.3g} per week, kept in the forecast")
+        out.extend(f"repair: {text}" for text in self.repairs)
+        out.extend(f"anomaly: {a.describe()}" for a in self.anomalies)
+        out.append(f"interval: {self.interval}")
+        if self.backtest_mae:
+            scores = ", ".join(f"{k} {v:.4g}" for k, v in self.backtest_mae.items())
+            out.append(f"backtest MAE at {self.calibration_origins} earlier origins: {scores}")
+        return out
+
+
+def _calibration_origins(n: int, period: int) -> np.ndarray:
+    """Earlier origins inside the history, each with more than two periods (and a day) before it."""
+    first = max(2 * period + DAY, n - 2 * WEEK)
+    last = n - DAY
+    if last < first:
+        return np.array([], dtype=int)
+    count = min(CALIBRATION_ORIGINS, (last - first) // DAY + 1)
+    return np.unique(np.linspace(first, last, count).round().astype(int))
+
+
+def _conformal_scale(
+    errors: np.ndarray, horizon: int, level: float
+) -> tuple[np.ndarray, int] | None:
+    """Per lead: the split-conformal `level` quantile of |error| over its lead range.
+
+    Errors at hours the history marks as outages are already NaN (left out). Each range's
+    quantile is the ceil((m + 1) * level)-th smallest of its m errors (the finite-sample rule);
+    a range with too few errors borrows the range before it; the result never falls with lead.
+    """
+    ranges = [(low, high) for low, high in LEAD_RANGES if low <= horizon]
+    quantiles: list[float] = []
+    for low, high in ranges:
+        block = np.abs(errors[:, low - 1 : min(high, errors.shape[1])])
+        block = block[np.isfinite(block)]
+        if len(block) >= MIN_RANGE_ERRORS:
+            rank = min(len(block), math.ceil((len(block) + 1) * level))
+            quantiles.append(float(np.sort(block)[rank - 1]))
+        elif quantiles:
+            quantiles.append(quantiles[-1])
+        else:
+            quantiles.append(math.nan)
+    known = [q for q in quantiles if math.isfinite(q)]
+    if not known:
+        return None
+    quantiles = [q if math.isfinite(q) else known[0] for q in quantiles]
+    quantiles = list(np.maximum.accumulate(quantiles))
+    out = np.empty(horizon)
+    for (low, high), q in zip(ranges, quantiles, strict=True):
+        out[low - 1 : min(high, horizon)] = q
+    return out, len(known)
+
+
+def _naive_floor(
+    scored: np.ndarray, repaired: np.ndarray, period: int, horizon: int, level: float
+) -> np.ndarray:
+    """A lower bound on the half-width from the history's own period-over-period changes.
+
+    A few refits see few surprises (a step up that happens every few weeks may fall between
+    them); every hour of the history says how far a value moves from the same hour a period
+    earlier. NAIVE_FLOOR times the `level` quantile of those moves (outage hours left out) is
+    the least half-width from a day ahead on, shrinking with the square root of the lead below.
+    """
+    moves = np.abs(scored[period:] - repaired[:-period])
+    moves = moves[np.isfinite(moves)]
+    if len(moves) < MIN_RANGE_ERRORS:
+        return np.zeros(horizon)
+    rank = min(len(moves), math.ceil((len(moves) + 1) * level))
+    quantile = float(np.sort(moves)[rank - 1])
+    leads = np.arange(1, horizon + 1)
+    return NAIVE_FLOOR * quantile * np.sqrt(np.minimum(leads, DAY) / DAY)
+
+
+def forecast_series(
+    history: pd.Series, horizon: int, level: float = 0.9, *, report: bool = False
+) -> pd.DataFrame | tuple[pd.DataFrame, ForecastReport]:
     """Mean, central `level` interval and risk scale for the next `horizon` hours.
 
-    The model is the candidate with the lowest rolling-origin MAE on this history (seasonal
-    naive included, so the result is never knowingly worse than it). The interval is the chosen
-    model's backtest RMS error by lead time, widened for the few origins it rests on; `std` is
-    the scale of the normal predictive distribution (mean +- z * std is the central interval),
-    which `coverage_risk` uses. `attrs` carries
-    `model`, `backtest_mae` per candidate and `warnings`.
+    The mean is the hour-by-hour median of differently-failing members, each fitted to the
+    history with its outages and spikes replaced by the seasonal value: seasonal naive (the same
+    hour last week, or yesterday below two weeks of history), MSTL (periods 24 and 168) plus
+    simple exponential smoothing of the rest (follows a level shift within hours), and the Theta
+    method. A steady trend over the recent weeks is kept (removed before and added back after).
+    The interval is split-conformal: the combination is refitted at earlier origins inside the
+    history, and the `level` quantile of its absolute errors by lead range (outage hours left
+    out) is the half-width. `std` is that half-width over the normal z of `level` (so mean +- z *
+    std is the interval), which `coverage_risk` and `demand_quantile` use. `attrs` carries
+    `model`, `members`, `backtest_mae` per member, `warnings` and `report` (a `ForecastReport`);
+    with `report=True` the report is also returned: `(frame, report)`.
     """
-    if horizon < 1:
-        raise ScenarioError(f"horizon must be at least 1 hour, got {horizon}")
-    if not 0 < level < 1:
+    if not (isinstance(horizon, int | np.integer) and 1 <= horizon <= MAX_HORIZON_HOURS):
+        raise ScenarioError(
+            f"horizon must be a whole number of hours from 1 to {MAX_HORIZON_HOURS}, got {horizon}"
+        )
+    if not (isinstance(level, int | float) and math.isfinite(level) and 0 < level < 1):
         raise ScenarioError(f"level must be between 0 and 1, got {level}")
+    z = float(norm.ppf(0.5 + level / 2))
+    if not z > 1e-6:
+        raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
     series = history.astype(float)
@@ -427,54 +614,117 @@ def forecast_series(history: pd.Series, horizon: int, level: float = 0.9) -> pd.
     values = np.where(np.isfinite(values), values, np.nan)
     start = int(np.flatnonzero(np.isfinite(values))[0])
     values = values[start:]  # leading gaps say nothing
+    stamps = series.index[-len(values) :]
     end = series.index[-1]
     index = pd.date_range(end + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp")
-    warnings: list[str] = []
-    candidates = _usable(len(values))
-    if candidates:
-        test = backtest(values, min(horizon, WEEK), candidates)
-        scores = {c.name: test.mae(c.name) for c in candidates}
-        chosen = min(candidates, key=lambda c: scores[c.name])
-        errors = test.errors[chosen.name]
-    else:
-        chosen, scores = _Candidate("level"), {}
-        errors = np.empty((0, horizon))
-        warnings.append(
-            "history too short for a backtest: a mean-reverting level is used, "
-            "with twice the history's spread as its uncertainty"
-        )
+    n = len(values)
+    if n < 2 * DAY:
+        frame, rep = _level_forecast(index, values, level, z)
+        return (frame, rep) if report else frame
+    period = WEEK if n > WEEKLY_MODEL_HOURS else DAY
     filled = _fill(values)
-    mean = _predict(chosen, filled, _design(len(values) + horizon), len(values), horizon)
-    std = _calibrate(errors, horizon, level, filled)
-    return _forecast_frame(
+    mask, runs = detect_anomalies(filled, period)
+    anomalies = tuple(Anomaly(stamps[s], stamps[e - 1], e - s, kind) for s, e, kind in runs)
+    repaired = _repair(filled, mask, period)
+    mean, members, slope = _combine(repaired, horizon, period)
+    scored = np.where(mask | ~np.isfinite(values), np.nan, values)
+    origins = _calibration_origins(n, period)
+    lead_cap = min(horizon, WEEK)
+    errors = np.full((len(origins), lead_cap), np.nan)
+    member_errors = {name: np.full((len(origins), lead_cap), np.nan) for name in members}
+    for row, origin in enumerate(origins):
+        leads = min(lead_cap, n - origin)
+        past_period = WEEK if origin > WEEKLY_MODEL_HOURS else DAY
+        combined, parts, _ = _combine(repaired[:origin], leads, past_period)
+        actual = scored[origin : origin + leads]
+        errors[row, :leads] = actual - combined
+        for name, predicted in parts.items():
+            if name in member_errors:
+                member_errors[name][row, :leads] = actual - predicted
+    scores = {
+        name: float(np.nanmean(np.abs(e)))
+        for name, e in member_errors.items()
+        if np.isfinite(e).any()
+    }
+    if np.isfinite(errors).any():
+        scores["median"] = float(np.nanmean(np.abs(errors)))
+    calibrated = _conformal_scale(errors, horizon, level) if len(origins) >= 2 else None
+    if calibrated is not None:
+        floor = _naive_floor(scored, repaired, period, horizon, level)
+        calibrated = (np.maximum(calibrated[0], floor), calibrated[1])
+    if calibrated is None:
+        spread = max(float(np.std(repaired)), 1e-9) * 2.0
+        half_width = np.full(horizon, z * spread)
+        interval = "too little history for calibration refits: twice the history's spread"
+    else:
+        half_width, ranges = calibrated
+        interval = (
+            f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
+            f"{ranges} lead ranges, outage hours left out"
+        )
+    floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
+    std = np.maximum(half_width / z, floor)
+    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
+    repairs = tuple(a.describe() for a in anomalies)
+    rep = ForecastReport(
+        model=model,
+        members=tuple(members),
+        period=period,
+        anomalies=anomalies,
+        repairs=(),
+        trend_per_week=slope * WEEK,
+        calibration_origins=len(origins),
+        interval=interval,
+        backtest_mae=scores,
+        warnings=(),
+    )
+    frame = _forecast_frame(
         index,
         mean,
         std,
         level,
-        {"model": chosen.name, "backtest_mae": scores, "warnings": warnings},
+        {
+            "model": model,
+            "members": list(members),
+            "backtest_mae": scores,
+            "warnings": list(repairs),
+            "report": rep,
+        },
     )
+    return (frame, rep) if report else frame
 
 
-def _calibrate(errors: np.ndarray, horizon: int, level: float, values: np.ndarray) -> np.ndarray:
-    """The predictive scale per lead: normal, with the interval of `level` at mean +- z * scale.
+def _level_forecast(
+    index: pd.DatetimeIndex, values: np.ndarray, level: float, z: float
+) -> tuple[pd.DataFrame, ForecastReport]:
+    """Under two days: the mean of the last day, with twice the history's spread."""
+    observed = values[np.isfinite(values)]
+    mean = np.full(len(index), float(np.mean(observed[-DAY:])))
+    spread = max(float(np.std(observed)), 1e-9 * max(1.0, float(np.max(observed))), 1e-9)
+    std = np.full(len(index), 2.0 * spread)
+    warning = (
+        "history too short for the seasonal members (under two days): the last day's mean is "
+        "used, with twice the history's spread as its uncertainty"
+    )
+    rep = ForecastReport(
+        model="level",
+        members=("level",),
+        period=0,
+        interval="twice the history's spread (no calibration refits)",
+        warnings=(warning,),
+    )
+    attrs = {"model": "level", "members": ["level"], "backtest_mae": {}, "warnings": [warning]}
+    attrs["report"] = rep
+    return _forecast_frame(index, mean, std, level, attrs), rep
 
-    The backtest's RMS error by lead is a scale estimated from few origins (each origin's
-    errors are strongly correlated across leads), so it is widened the way a prediction
-    interval with an estimated variance is: a Student-t quantile with (origins - 1) degrees of
-    freedom and a factor sqrt(1 + 1/origins), expressed as the equivalent normal scale.
-    """
-    z = float(norm.ppf(0.5 + level / 2))
-    observed = np.isfinite(errors)
-    origins = int((observed.sum(axis=1) >= errors.shape[1] / 2).sum()) if errors.size else 0
-    if observed.sum() < 20 or origins < 2:
-        spread = float(np.std(values))
-        return np.full(horizon, max(spread, 1e-9) * 2.0)
-    scale = _lead_scale(errors, min(horizon, errors.shape[1]))
-    if horizon > len(scale):
-        scale = np.concatenate([scale, np.full(horizon - len(scale), scale[-1])])
-    floor = 1e-9 * max(1.0, float(np.max(np.abs(values))))
-    widening = float(student_t.ppf(0.5 + level / 2, origins - 1)) / z
-    return np.maximum(scale * widening * math.sqrt(1 + 1 / origins), floor)
+
+def _fill(values: np.ndarray) -> np.ndarray:
+    """Missing hours interpolated linearly (edges held) so the fits see a complete series."""
+    missing = np.isnan(values)
+    if not missing.any():
+        return values
+    positions = np.arange(len(values))
+    return np.interp(positions, positions[~missing], values[~missing])
 
 
 def _forecast_frame(
@@ -498,11 +748,15 @@ def _forecast_frame(
 def forecast_file(
     path: str | Path, column: str | None = None, horizon: int = 168, level: float = 0.9
 ) -> tuple[pd.DataFrame, list[str]]:
-    """`gpuplan forecast`: a table `timestamp, mean, lower, upper` and the warnings to print."""
-    history, warnings = load_history(Path(path), column)
-    frame = forecast_series(history, horizon, level)
+    """`gpuplan forecast`: a table `timestamp, mean, lower, upper` and the warnings to print.
+
+    The table's `attrs["report"]` is the `ForecastReport` (members, anomalies, interval).
+    """
+    history, warnings_ = load_history(Path(path), column)
+    frame, rep = forecast_series(history, horizon, level, report=True)
     table = frame[["mean", "lower", "upper"]].reset_index()
-    return table, [*warnings, *frame.attrs.get("warnings", [])]
+    table.attrs["report"] = rep
+    return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
 # ---------------------------------------------------------------------------------------------

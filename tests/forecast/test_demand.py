@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import runpy
 import subprocess
 import sys
@@ -14,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.forecast.demand import (
+    MAX_HORIZON_HOURS,
     SEASONAL_NAIVE,
+    ForecastReport,
     coverage_risk,
     demand_quantile,
     forecast_file,
@@ -29,7 +32,16 @@ from core.model import ScenarioError
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
 GENERATOR = ROOT / "scripts" / "make_sample_history.py"
-TRACE = ROOT.parent / "shared" / "traces" / "philly_active_nodes_hourly.csv"
+# ../shared/traces beside the repository; a worktree one level deeper looks one more level up
+TRACES = next(
+    (
+        p / "shared" / "traces"
+        for p in (ROOT.parent, ROOT.parent.parent)
+        if (p / "shared" / "traces").is_dir()
+    ),
+    ROOT.parent / "shared" / "traces",
+)
+TRACE = TRACES / "philly_active_nodes_hourly.csv"
 WEEK = 168
 
 
@@ -86,8 +98,26 @@ def test_real_trace_beats_seasonal_naive_with_a_calibrated_interval():
     result = weekly_backtest(history)
     print(f"philly: {result}")
     assert result["weeks"] == 7
-    assert result["mae"] <= 0.9 * result["naive_mae"], result
+    assert result["mae"] <= 0.85 * result["naive_mae"], result
     assert 0.85 <= result["coverage"] <= 0.95, result
+
+
+@pytest.mark.skipif(
+    not (TRACES / "openb_pod_list_default.csv").exists(),
+    reason=f"real traces not found in {TRACES} (the shared folder is absent)",
+)
+def test_every_real_trace_at_least_matches_seasonal_naive():
+    """The judge's protocol at weekly origins (scripts/forecast_backtest.py runs it daily)."""
+    backtest = runpy.run_path(str(ROOT / "scripts" / "forecast_backtest.py"))
+    series = backtest["real_series"](TRACES)
+    assert len(series) == 4
+    ratios = {}
+    for name, values in series.items():
+        result = backtest["backtest"](values, spacing=WEEK)
+        ratios[name] = result["ratio"]
+        assert result["ratio"] <= 1.0, (name, result)
+        assert result["coverage"] >= 0.8, (name, result)  # one or two weeks: a noisy estimate
+    assert np.exp(np.mean(np.log(list(ratios.values())))) <= 0.85, ratios
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,7 +134,8 @@ def test_sample_file_is_what_the_generator_writes(generator):
 def test_fitted_profile_recovers_the_known_weekly_shape(sample, generator):
     shape = generator["weekly_shape"]()
     forecast = forecast_series(sample, WEEK)
-    assert forecast.attrs["model"] == "weekly_profile"
+    assert forecast.attrs["members"] == [SEASONAL_NAIVE, "mstl_ses", "theta"]
+    assert forecast.attrs["model"].startswith("median of")
     assert forecast.index[0].day_of_week == 0 and forecast.index[0].hour == 0  # Monday 00:00
     fitted = forecast["mean"].to_numpy()
     fitted = fitted * shape.mean() / fitted.mean()  # the level wanders; the shape must not
@@ -146,8 +177,9 @@ def test_short_history_uses_a_daily_only_model_and_says_so(sample):
     history, warnings = load_history(text)
     assert any("less than two weeks" in w for w in warnings)
     forecast = forecast_series(history, 24)
-    assert forecast.attrs["model"] in {"seasonal_naive_day", "daily_profile", "level"}
-    assert set(forecast.attrs["backtest_mae"]) <= {"seasonal_naive_day", "daily_profile", "level"}
+    daily = {"seasonal_naive_day", "mstl_ses", "theta"}
+    assert set(forecast.attrs["members"]) <= daily and forecast.attrs["report"].period == 24
+    assert set(forecast.attrs["backtest_mae"]) <= daily | {"median"}
 
 
 def test_messy_history_is_repaired_and_reported(sample):
@@ -418,19 +450,150 @@ def test_forecast_series_handles_short_and_sub_hourly_series():
     assert np.allclose(hourly["mean"], 2.5, atol=0.05)  # each hour averages to 2.5
 
 
-def test_backtest_refits_equal_statsmodels_ols(sample):
-    """The backtest's running-sum fits are the same least squares as refitting OLS."""
-    from statsmodels.regression.linear_model import OLS
+# ---------------------------------------------------------------------------------------------
+# Robustness: outages, level shifts, trends (synthetic weeks with a known pattern)
 
-    from core.forecast.demand import CANDIDATES, _design, _design_columns, _PrefixLeastSquares
 
-    y = sample.to_numpy()[: 4 * WEEK]
-    design = _design(len(y) + 24)
-    prefix = _PrefixLeastSquares(y, design)
-    for candidate in CANDIDATES:
-        if candidate.naive_period:
-            continue
-        columns = _design_columns(candidate)
-        for origin in (WEEK, 2 * WEEK + 5, len(y)):
-            expected = OLS(y[:origin], design[:origin, columns]).fit().params
-            assert np.allclose(prefix.params(origin, columns), expected, rtol=1e-6, atol=1e-6)
+def _pattern(hours: int, start: int = 0) -> np.ndarray:
+    """A weekday/weekend daily shape around 100, peaking mid-afternoon."""
+    t = np.arange(start, start + hours)
+    day = 1 + 0.5 * np.sin(2 * np.pi * (t % 24 - 8) / 24)
+    weekend = np.where((t // 24) % 7 >= 5, 0.6, 1.0)
+    return 100 * day * weekend
+
+
+def _weeks(values: np.ndarray) -> pd.Series:
+    return pd.Series(values, index=pd.date_range("2026-03-02", periods=len(values), freq="h"))
+
+
+@pytest.fixture(scope="module")
+def noisy_weeks() -> np.ndarray:
+    return _pattern(3 * WEEK) + np.random.default_rng(3).normal(0, 3, 3 * WEEK)
+
+
+def test_an_outage_leaves_no_dip_a_week_later_and_no_wider_band(noisy_weeks):
+    broken = noisy_weeks.copy()
+    broken[400:412] = 0.0  # 12 hours down on Wednesday of the last week
+    forecast, report = forecast_series(_weeks(broken), WEEK, report=True)
+    clean = forecast_series(_weeks(noisy_weeks), WEEK)
+    truth = _pattern(WEEK, 3 * WEEK)
+    ghost = slice(400 - 2 * WEEK, 412 - 2 * WEEK)  # the same hours next week
+    assert (forecast["mean"].to_numpy()[ghost] >= 0.9 * truth[ghost]).all()
+    width = (forecast["upper"] - forecast["lower"]).mean()
+    assert width <= 1.1 * (clean["upper"] - clean["lower"]).mean()
+    (outage,) = report.anomalies
+    assert (outage.kind, outage.hours) == ("outage", 12)
+    assert outage.start == _weeks(broken).index[400]
+    assert any("outage" in line for line in report.lines())
+    assert any("12 hours" in w for w in forecast.attrs["warnings"])
+
+
+def test_a_spike_is_repaired_and_quiet_hours_that_recur_are_not(noisy_weeks):
+    spiky = noisy_weeks.copy()
+    spiky[300:302] += 400.0  # a two-hour burst four times the level
+    _, report = forecast_series(_weeks(spiky), WEEK, report=True)
+    assert [(a.kind, a.hours) for a in report.anomalies] == [("spike", 2)]
+    habit = noisy_weeks.copy()
+    for week in range(3):  # idle every Sunday night: a habit, not an outage
+        habit[week * WEEK + 144 : week * WEEK + 150] = 0.0
+    _, report = forecast_series(_weeks(habit), WEEK, report=True)
+    assert report.anomalies == ()
+
+
+def test_a_level_shift_is_followed_within_a_day(noisy_weeks):
+    shifted = noisy_weeks.copy()
+    shifted[-24:] += 40.0  # the last day runs 40 above the pattern
+    forecast = forecast_series(_weeks(shifted), WEEK)
+    next_day = forecast["mean"].to_numpy()[:24]
+    truth = _pattern(24, 3 * WEEK) + 40.0
+    assert abs(next_day.mean() / truth.mean() - 1) <= 0.1
+    naive = noisy_weeks[-WEEK : -WEEK + 24]  # what the same hours last week would say
+    assert np.abs(next_day - truth).mean() < 0.5 * np.abs(naive - truth).mean()
+
+
+def test_a_steady_trend_is_kept():
+    growth = 1.04 ** (np.arange(4 * WEEK) / WEEK)  # 4% a week
+    noise = np.random.default_rng(5).normal(0, 3, 3 * WEEK)
+    history = _pattern(3 * WEEK) * growth[: 3 * WEEK] + noise
+    forecast, report = forecast_series(_weeks(history), WEEK, report=True)
+    truth = _pattern(WEEK, 3 * WEEK) * growth[3 * WEEK :]
+    mean = forecast["mean"].to_numpy()
+    assert abs(mean.mean() / truth.mean() - 1) <= 0.02
+    assert mean.mean() >= 1.025 * history[-WEEK:].mean()  # not flat at last week's level
+    assert report.trend_per_week > 0
+    flat = forecast_series(_weeks(_pattern(3 * WEEK) + noise), WEEK, report=True)[1]
+    assert flat.trend_per_week == 0.0  # no trend where the history has none
+
+
+def test_report_names_the_members_and_the_interval(sample):
+    forecast, report = forecast_series(sample.iloc[: 4 * WEEK], 48, report=True)
+    assert isinstance(report, ForecastReport) and forecast.attrs["report"] == report
+    assert report.members == (SEASONAL_NAIVE, "mstl_ses", "theta")
+    assert report.calibration_origins >= 2 and "split-conformal" in report.interval
+    assert set(report.backtest_mae) == {SEASONAL_NAIVE, "mstl_ses", "theta", "median"}
+    lines = report.lines()
+    assert lines[0] == "model: median of seasonal_naive_week, mstl_ses, theta"
+    table, _ = forecast_file(SAMPLE, horizon=24)
+    assert table.attrs["report"].members == report.members
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"horizon": MAX_HORIZON_HOURS + 1}, "horizon"),  # would allocate without bound
+        ({"horizon": 24, "level": 1e-300}, "level"),  # z of 1e-300 is 0: divides by zero
+        ({"horizon": 24, "level": float("nan")}, "level"),
+    ],
+)
+def test_forecast_series_refuses_unbounded_or_degenerate_requests(sample, kwargs, words):
+    with pytest.raises(ScenarioError, match=words):
+        forecast_series(sample, **kwargs)
+
+
+def test_a_constant_history_is_forecast_constant():
+    forecast = forecast_series(_weeks(np.full(3 * WEEK, 7.0)), 24)
+    assert np.allclose(forecast["mean"], 7.0)
+    assert np.isfinite(forecast.to_numpy()).all() and (forecast["std"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--horizon", "100000000"], "--horizon must be from 1 to 10080"),  # issue 11: 23 GB
+        (["--horizon", "0"], "--horizon"),
+        (["--level", "1e-300"], "--level"),  # issue 11: divided by zero
+        (["--level", "1"], "--level"),
+        (["--level", "nan"], "--level"),
+    ],
+)
+def test_cli_forecast_refuses_bad_horizon_and_level_in_one_line(flags, words):
+    result = subprocess.run(
+        [sys.executable, "-m", "core", "forecast", str(SAMPLE), *flags],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
+
+
+def test_cli_forecast_reports_members_and_anomalies_on_stderr(tmp_path, noisy_weeks):
+    broken = noisy_weeks.copy()
+    broken[400:412] = 0.0
+    history = tmp_path / "down.csv"
+    _weeks(broken).rename("requests").rename_axis("timestamp").to_csv(history)
+    result = subprocess.run(
+        [sys.executable, "-m", "core", "forecast", str(history), "--horizon", "24"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert "forecast: model: median of seasonal_naive_week, mstl_ses, theta" in lines
+    assert any(line.startswith("warning: 12 hours") and "outage" in line for line in lines)
+    assert any(line.startswith("forecast: interval: split-conformal") for line in lines)
+    assert len(pd.read_csv(io.StringIO(result.stdout))) == 24
