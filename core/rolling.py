@@ -41,7 +41,17 @@ import numpy as np
 import pandas as pd
 
 from .forecast.rolling_demand import DemandModel, Forecaster
-from .model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError, duration_steps
+from .model import (
+    MAX_CELLS,
+    MAX_STEPS,
+    BatchJob,
+    Cluster,
+    RealtimeJob,
+    Running,
+    Scenario,
+    ScenarioError,
+    duration_steps,
+)
 from .plan import IDLE, Plan, batch_placements, check, metrics
 from .planners import solve
 
@@ -55,7 +65,8 @@ class SimulationResult:
     `scenario` is the full period with actual work and actual demand (check `plan` against it);
     `source` the input as given. `replans` has one row per re-plan; `forecasts` the demand forecast
     (GPUs: mean, lower, upper, std) each real-time job was planned with at every committed step;
-    `windows` every re-plan's day-ahead view, for the horizon products.
+    `windows` every re-plan's day-ahead view, for the horizon products; `notes` what was assumed
+    (e.g. a one-day demand repeated to cover the period).
     """
 
     scenario: Scenario
@@ -65,6 +76,7 @@ class SimulationResult:
     replans: pd.DataFrame
     forecasts: dict[str, pd.DataFrame]
     windows: list[HorizonWindow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def window_at(self, step: int) -> HorizonWindow:
         """The day-ahead plan in force at `step`: the latest re-plan at or before it."""
@@ -142,13 +154,17 @@ def simulate(
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
     """
     options = dict(planner_options or {})
+    source_steps = scenario.cluster.horizon_steps
     period, commit_steps, window_steps = _steps(scenario, days, replan_minutes, window_hours)
+    scenario, notes = extend_demand(scenario, period)
     if demand_quantile is not None and not 0 < demand_quantile < 1:
         raise ScenarioError(f"demand_quantile must be between 0 and 1, got {demand_quantile}")
     if not refit_hours > 0:
         raise ScenarioError(f"refit_hours must be > 0, got {refit_hours}")
     if forecaster is None:
         from .forecast.demand import forecast_series as forecaster
+    # the policy's real-time coverage SLO, where the model has one
+    target = getattr(scenario.policy, "rt_coverage_target", None)
     actual = realised_scenario(scenario, period)
     G = actual.cluster.gpus
     grid = np.full((G, period), IDLE, dtype=np.int32)
@@ -194,6 +210,7 @@ def simulate(
         executed = _execute(
             actual, scenario, grid, t0, end, planned, placements, started, held_before
         )
+        _adapt(demand_model, actual, grid, t0, t0 + executed, target)
         for job in actual.realtime_jobs:
             frame = window_forecasts[job.id].iloc[:executed]
             committed_forecasts[job.id].append(frame.set_axis(range(t0, t0 + executed)))
@@ -210,6 +227,10 @@ def simulate(
                 "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
                 "forecast_ms": forecast_ms,
                 "refit": demand_model.refitted,
+                "quantile_max": max(
+                    (demand_model.quantile_of(j.id) or 0.0 for j in actual.realtime_jobs),
+                    default=0.0,
+                ),
             }
         )
         previous = (t0, planned, placements)
@@ -231,6 +252,9 @@ def simulate(
     result_metrics = metrics(actual, plan)
     result_metrics["violations"] = len(check(actual, plan))  # 0 unless a planner has a bug
     result_metrics.update(_stability_metrics(replans, actual, period, replan_minutes))
+    result_metrics.update(_shortfall_metrics(actual, grid, target))
+    result_metrics["demand_extended_steps"] = max(0, period - source_steps)
+    result_metrics["notes"] = list(notes)
     forecasts = {
         job_id: pd.concat(frames) for job_id, frames in committed_forecasts.items() if frames
     }
@@ -242,6 +266,7 @@ def simulate(
         replans=replans,
         forecasts=forecasts,
         windows=windows,
+        notes=notes,
     )
 
 
@@ -266,6 +291,35 @@ def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
+
+
+def extend_demand(scenario: Scenario, period: int) -> tuple[Scenario, list[str]]:
+    """The scenario over at least `period` steps: real-time demand that is shorter is repeated.
+
+    A workload planned for one day has one day of demand; to simulate longer, each real-time
+    job's demand is repeated day after day (its last `steps_per_day` steps, or all of it when
+    shorter), as "tomorrow looks like today". Each repeat is named in the returned notes, and
+    `simulate` reports `demand_extended_steps`, so nobody mistakes it for measured traffic.
+    """
+    available = scenario.cluster.horizon_steps
+    if period <= available:
+        return scenario, []
+    step = scenario.cluster.step_minutes
+    per_day = max(1, round(1440 / step))
+    jobs, notes = [], []
+    for job in scenario.jobs:
+        if isinstance(job, RealtimeJob):
+            cycle = job.demand[-per_day:] if len(job.demand) >= per_day else job.demand
+            extra = tuple(np.resize(np.asarray(cycle, dtype=float), period - available).tolist())
+            jobs.append(replace(job, demand=tuple(job.demand) + extra))
+            notes.append(
+                f"job '{job.id}': demand covers {available} steps; steps {available}-{period - 1} "
+                f"repeat its last {len(cycle)} steps (not measured traffic)"
+            )
+        else:
+            jobs.append(job)
+    cluster = replace(scenario.cluster, horizon_steps=period)
+    return scenario.replace(cluster=cluster, jobs=tuple(jobs)), notes
 
 
 def realised_scenario(scenario: Scenario, period: int) -> Scenario:
@@ -293,14 +347,19 @@ def _steps(
         raise ScenarioError(f"replan_minutes must be at least 1, got {replan_minutes!r}")
     if not (isinstance(window_hours, int | float) and window_hours > 0):
         raise ScenarioError(f"window_hours must be > 0, got {window_hours!r}")
-    period = round(days * 24 * 60 / step)
+    steps = days * 24 * 60 / step
+    if not steps <= MAX_STEPS:
+        raise ScenarioError(
+            f"days must be at most {MAX_STEPS * step / 1440:g} ({MAX_STEPS} steps of {step} "
+            f"minutes), got {days:g}"
+        )
+    period = round(steps)
     if period < 1:
         raise ScenarioError(f"{days} days is shorter than one step of {step} minutes")
-    available = scenario.cluster.horizon_steps
-    if period > available and scenario.realtime_jobs:
+    if period * scenario.cluster.gpus > MAX_CELLS:
         raise ScenarioError(
-            f"scenario '{scenario.name}': --days {days:g} needs {period} steps of real-time "
-            f"demand, the scenario has {available} ({available * step / 1440:g} days)"
+            f"days {days:g}: {period} steps x {scenario.cluster.gpus} GPUs is more than the "
+            f"{MAX_CELLS:,} grid cells a plan may have"
         )
     commit = max(1, round(replan_minutes / step))
     window = max(1, round(window_hours * 60 / step))
@@ -325,7 +384,7 @@ def _window_scenario(
     for i, job in enumerate(actual.jobs):
         estimate = source.jobs[i]
         if isinstance(job, RealtimeJob):
-            demand = demand_model.planning_demand(forecasts[job.id])
+            demand = demand_model.planning_demand(forecasts[job.id], job.id)
             window_job = replace(
                 job, demand=tuple(demand), previous_gpus=held_before[i], history=None
             )
@@ -415,6 +474,58 @@ def _execute(
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
     return end - t0
+
+
+def _served(actual: Scenario, grid: np.ndarray, start: int, end: int) -> tuple[np.ndarray, ...]:
+    """Per real-time job and step in [start, end): actual demand and GPUs held."""
+    demand, held = [], []
+    for job in actual.realtime_jobs:
+        i = actual.job_index(job.id)
+        demand.append(np.asarray(job.demand[start:end], dtype=float))
+        held.append((grid[:, start:end] == i).sum(axis=0).astype(float))
+    return np.array(demand).reshape(-1, end - start), np.array(held).reshape(-1, end - start)
+
+
+def _adapt(
+    model: DemandModel,
+    actual: Scenario,
+    grid: np.ndarray,
+    start: int,
+    end: int,
+    target: float | None,
+) -> None:
+    """Tell the demand model, step by step, which services fell short in the committed steps."""
+    if not actual.realtime_jobs or end <= start:
+        return
+    demand, held = _served(actual, grid, 0, end)
+    served = np.minimum(demand, held)
+    for t in range(start, end):
+        wanted = float(demand[:, : t + 1].sum())
+        below = target is not None and wanted > 0 and served[:, : t + 1].sum() / wanted < target
+        for row, job in enumerate(actual.realtime_jobs):
+            model.observe(job.id, bool(demand[row, t] > held[row, t] + 1e-9), below)
+
+
+def _shortfall_metrics(actual: Scenario, grid: np.ndarray, target: float | None) -> dict[str, Any]:
+    """Shortfall episodes (maximal runs of steps where some service got less than its demand)
+    and, with a coverage SLO, the hours whose real-time coverage was below it."""
+    period = grid.shape[1]
+    step_hours = actual.cluster.step_minutes / 60.0
+    demand, held = _served(actual, grid, 0, period)
+    short = (demand > held + 1e-9).any(axis=0) if len(demand) else np.zeros(period, dtype=bool)
+    padded = np.concatenate([[False], short, [False]])
+    episodes = int((np.diff(padded.astype(int)) == 1).sum())
+    out: dict[str, Any] = {
+        "rt_shortfall_episodes": episodes,
+        "rt_shortfall_hours": float(short.sum() * step_hours),
+        "rt_coverage_target": target,
+    }
+    if target is not None:
+        wanted = demand.sum(axis=0)
+        served = np.minimum(demand, held).sum(axis=0)
+        coverage = np.where(wanted > 0, served / np.where(wanted > 0, wanted, 1.0), 1.0)
+        out["rt_hours_below_slo"] = float((coverage < target).sum() * step_hours)
+    return out
 
 
 def _stability(

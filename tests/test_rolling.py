@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from core.io import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from core.plan import IDLE, Plan, batch_placements, check, holdings
 from core.planners.fifo import peak_reservation
-from core.rolling import ReplanView, realised_scenario, simulate, write_simulation
+from core.rolling import ReplanView, extend_demand, realised_scenario, simulate, write_simulation
 from tests.strategies import scenarios
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "rolling-surge.json"
@@ -296,10 +297,60 @@ def test_cli_simulate_writes_exports(tmp_path, capsys):
     assert (out / "grid.csv").exists() and (out / "realtime.csv").exists()
 
 
-def test_cli_simulate_rejects_more_days_than_demand(capsys):
-    assert main(["simulate", str(EXAMPLE), "--days", "4"]) == 2
+def test_one_day_demand_is_repeated_for_more_days_and_says_so():
+    rt = RealtimeJob("chat", 8, 1, 4, 2, demand=tuple(float(1 + h % 3) for h in range(24)))
+    batch = BatchJob("train", "training", 5, 2, 4, gpu_hours=30, arrival_step=20)
+    scenario = Scenario("day", Cluster(8, 60, 24, datetime(2026, 8, 17)), (rt, batch))
+    extended, notes = extend_demand(scenario, 60)
+    chat = extended.realtime_jobs[0]
+    assert extended.cluster.horizon_steps == 60 and len(chat.demand) == 60
+    assert chat.demand[24:48] == rt.demand and chat.demand[48:] == rt.demand[:12]
+    assert notes and "repeat" in notes[0] and "'chat'" in notes[0]
+    assert extend_demand(scenario, 24) == (scenario, [])
+    result = simulate(scenario, 2, "fifo", forecaster=seasonal_naive)
+    assert result.metrics["period_steps"] == 48 and result.metrics["demand_extended_steps"] == 24
+    assert result.notes == result.metrics["notes"] and "repeat" in result.notes[0]
+    assert result.metrics["violations"] == 0 and check(result.scenario, result.plan) == []
+
+
+def test_shortfall_episodes_and_hours_below_the_slo_are_counted():
+    """Hand-made: demand 2 for 6 steps, the service held 2, 1, 1, 2, 0, 2 GPUs."""
+    rt = RealtimeJob("s", 1, 0, 2, 2, demand=(2.0,) * 6)
+    scenario = Scenario("slo", Cluster(2, 60, 6), (rt,))
+    grid = np.full((2, 6), IDLE, dtype=np.int32)
+    for t, n in enumerate((2, 1, 1, 2, 0, 2)):
+        grid[:n, t] = 0
+    from core.rolling import _shortfall_metrics
+
+    loose = _shortfall_metrics(scenario, grid, None)
+    assert loose["rt_shortfall_episodes"] == 2 and loose["rt_shortfall_hours"] == 3.0
+    assert "rt_hours_below_slo" not in loose
+    strict = _shortfall_metrics(scenario, grid, 0.6)  # coverage per step 1, .5, .5, 1, 0, 1
+    assert strict["rt_hours_below_slo"] == 3.0 and strict["rt_coverage_target"] == 0.6
+
+
+def test_adaptive_quantile_rises_after_a_miss_and_decays_back():
+    from core.forecast.rolling_demand import MAX_QUANTILE, DemandModel
+
+    rt = RealtimeJob("s", 1, 0, 2, 2, demand=(1.0,) * 4)
+    model = DemandModel(Scenario("q", Cluster(2, 60, 4), (rt,)), seasonal_naive, 0.9, 6)
+    model.observe("s", missed=True)
+    raised = model.quantile_of("s")
+    assert raised == pytest.approx(0.9 + 0.5 * (MAX_QUANTILE - 0.9))
+    frame = pd.DataFrame({"mean": [1.0], "std": [1.0]})
+    assert model.planning_demand(frame, "s")[0] > model.planning_demand(frame)[0]
+    model.observe("s", missed=False, below_slo=True)
+    assert model.quantile_of("s") == raised  # held while the SLO is missed
+    for _ in range(40):
+        model.observe("s", missed=False)
+    assert model.quantile_of("s") == pytest.approx(0.9, abs=1e-3)
+
+
+def test_cli_simulate_refuses_an_absurd_number_of_days(capsys):
+    assert main(["simulate", str(EXAMPLE), "--days", "1e308"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "96 steps" in err
+    assert err.startswith("error:") and "days must be at most" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

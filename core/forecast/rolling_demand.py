@@ -32,6 +32,12 @@ LEVEL_PERSISTENCE = 0.85
 BOOST_STEPS = 3
 MAX_BOOST = 2.0
 BOOST_PERSISTENCE = 0.9
+# Adaptive headroom: after a step where actual demand exceeded the GPUs a service held, its
+# planning quantile moves ADAPT_RAISE of the way to MAX_QUANTILE; every step without a miss the
+# extra decays by ADAPT_DECAY back towards the base quantile (held while a coverage SLO is missed).
+ADAPT_RAISE = 0.5
+ADAPT_DECAY = 0.85
+MAX_QUANTILE = 0.995
 # When the cluster has no start time, forecasts are dated from this Monday midnight.
 DEFAULT_START = datetime(2026, 1, 5)
 
@@ -39,7 +45,8 @@ Forecaster = Callable[[pd.Series, int, float], pd.DataFrame]
 
 
 class DemandModel:
-    """Per real-time job: forecasts in GPUs for a window, refitted every `refit_hours`."""
+    """Per real-time job: forecasts in GPUs for a window, refitted every `refit_hours`, and the
+    demand quantile it is planned at, raised after a surprise and decaying back (`observe`)."""
 
     def __init__(
         self, actual: Scenario, forecaster: Forecaster, quantile: float | None, refit_hours: float
@@ -50,6 +57,7 @@ class DemandModel:
         self.forecaster = forecaster
         self.quantile = quantile
         self.z = 0.0 if quantile is None else NormalDist().inv_cdf(quantile)
+        self.current: dict[str, float] = {job.id: quantile for job in self.jobs if quantile}
         self.refit = pd.Timedelta(hours=refit_hours)
         self.fits: dict[str, tuple[pd.Timestamp, pd.DataFrame]] = {}
         self.refitted = False
@@ -87,9 +95,30 @@ class DemandModel:
             return 1.0
         return float(min(max(actual / forecast, 1.0), MAX_BOOST))
 
-    def planning_demand(self, frame: pd.DataFrame) -> np.ndarray:
-        """The demand the planner is given: the chosen quantile (normal, mean and std)."""
-        values = frame["mean"].to_numpy() + self.z * frame["std"].to_numpy()
+    def quantile_of(self, job_id: str) -> float | None:
+        """The quantile `job_id` is planned at now (None: the mean)."""
+        return self.current.get(job_id, self.quantile)
+
+    def observe(self, job_id: str, missed: bool, below_slo: bool = False) -> None:
+        """After a committed step: raise the job's quantile after a miss, else let it decay.
+
+        `below_slo`: the realised coverage so far is under the policy's target, so the raised
+        quantile is held instead of decaying.
+        """
+        if self.quantile is None:
+            return
+        q = self.current.get(job_id, self.quantile)
+        if missed:
+            q = q + ADAPT_RAISE * (MAX_QUANTILE - q)
+        elif not below_slo:
+            q = self.quantile + ADAPT_DECAY * (q - self.quantile)
+        self.current[job_id] = min(max(q, self.quantile), MAX_QUANTILE)
+
+    def planning_demand(self, frame: pd.DataFrame, job_id: str | None = None) -> np.ndarray:
+        """The demand the planner is given: the job's current quantile (normal, mean and std)."""
+        quantile = self.quantile_of(job_id) if job_id is not None else self.quantile
+        z = 0.0 if quantile is None else NormalDist().inv_cdf(quantile)
+        values = frame["mean"].to_numpy() + z * frame["std"].to_numpy()
         return np.round(np.maximum(np.nan_to_num(values, nan=0.0, posinf=0.0), 0.0), 6)
 
     def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
