@@ -32,6 +32,12 @@ st.navigation(
             url_path="horizon",
         ),
         st.Page(
+            "pages/capacity.py",
+            title="Capacity",
+            icon=":material/stacked_line_chart:",
+            url_path="capacity",
+        ),
+        st.Page(
             "pages/benchmarks.py",
             title="Benchmarks",
             icon=":material/speed:",

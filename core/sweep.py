@@ -302,32 +302,41 @@ def default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-@contextmanager
-def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
-    """A Dask client, closed on exit (with its LocalCluster when this made one).
-
-    `scheduler` (or env DASK_SCHEDULER_ADDRESS) connects to a running cluster; otherwise a
-    LocalCluster of `workers` single-threaded worker processes on 127.0.0.1, dashboard off.
-    """
+def open_client(workers: int | None = None, scheduler: str | None = None) -> Any:
+    """A Dask client: to `scheduler` (or env DASK_SCHEDULER_ADDRESS) when given, otherwise to a
+    new LocalCluster of `workers` single-threaded worker processes on 127.0.0.1, dashboard off.
+    Close it with `close_client`, which also stops a LocalCluster made here."""
     from distributed import Client
 
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
-        client = Client(address, timeout="20s")
-        try:
-            yield client
-        finally:
-            client.close()
-        return
+        return Client(address, timeout="20s")
     cluster = local_cluster(workers)
     try:
-        client = Client(cluster)
-        try:
-            yield client
-        finally:
-            client.close()
-    finally:
+        return Client(cluster)
+    except BaseException:
         cluster.close()
+        raise
+
+
+def close_client(client: Any) -> None:
+    """Close a client from `open_client`, and its LocalCluster if it has one."""
+    cluster = client.cluster
+    try:
+        client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+@contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None) -> Iterator[Any]:
+    """`open_client` as a context manager: closed (with its LocalCluster) on exit."""
+    client = open_client(workers, scheduler)
+    try:
+        yield client
+    finally:
+        close_client(client)
 
 
 def local_cluster(workers: int | None = None) -> Any:
