@@ -806,8 +806,7 @@ def capacity_figure(
         cols=len(scales),
         shared_xaxes=True,
         column_titles=[f"demand x{s:g}" for s in scales],
-        row_titles=[label for _, label, _ in CAPACITY_METRICS],
-        vertical_spacing=0.04,
+        vertical_spacing=0.05,
         horizontal_spacing=0.04,
     )
     planners = [p for p in PLANNER_ORDER if p in set(valid.get("planner", []))]
@@ -869,16 +868,30 @@ def capacity_figure(
                             row=row_no,
                             col=col,
                         )
-    for row_no, (_, _, fmt) in enumerate(CAPACITY_METRICS, start=1):
-        fig.update_yaxes(
-            tickformat=fmt or "", gridcolor="#eee", rangemode="tozero", row=row_no, col="all"
-        )
-    fig.update_xaxes(gridcolor="#eee", row=len(CAPACITY_METRICS), col="all", title="GPUs")
+    for row_no, (_, label, fmt) in enumerate(CAPACITY_METRICS, start=1):
+        for col in range(1, len(scales) + 1):
+            fig.update_yaxes(
+                tickformat=fmt or ",",
+                gridcolor="#eee",
+                rangemode="tozero",
+                range=[0, 1.05] if fmt else None,
+                title=label if col == 1 else None,
+                row=row_no,
+                col=col,
+            )
+            if row_no == len(CAPACITY_METRICS):
+                fig.update_xaxes(title="GPUs", row=row_no, col=col)
+    fig.update_xaxes(gridcolor="#eee")
     fig.update_layout(
-        height=200 * len(CAPACITY_METRICS) + 80,
-        title=title or "Capacity what-ifs against GPUs (stars: smallest size meeting the targets)",
-        margin={"l": 60, "r": 40, "t": 80, "b": 40},
+        height=210 * len(CAPACITY_METRICS) + 120,
+        title={
+            "text": title
+            or "Capacity what-ifs against GPUs (stars: smallest size meeting the targets)",
+            "y": 0.99,
+            "yanchor": "top",
+        },
+        margin={"l": 70, "r": 20, "t": 110, "b": 50},
         plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.03, "x": 0.0},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "x": 0.0},
     )
     return fig

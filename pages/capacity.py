@@ -128,7 +128,8 @@ if run:
     if points:
         client = _engine()["client"]
         total = len(points) * len(planners)
-        st.button("Cancel", key="cap_cancel", help="Stops the sweep; pending runs are dropped.")
+        cancel = st.empty()
+        cancel.button("Cancel", key="cap_cancel", help="Stops the sweep; pending runs are dropped.")
         bar = st.progress(0.0, text=f"0 of {total} runs on {engine_label(client)}")
 
         def progress(done: int, total: int, row: dict) -> None:
@@ -137,6 +138,7 @@ if run:
         options = {"full": {"time_limit": 5.0}}
         rows = run_sweep(client, s, points, planners, options=options, progress=progress)
         bar.empty()
+        cancel.empty()
         st.session_state[K_RESULT] = {
             "scenario": s,
             "rows": rows,
@@ -160,6 +162,10 @@ st.plotly_chart(
 )
 
 st.subheader("Smallest swept size meeting the targets")
+st.caption(
+    f"Real-time coverage >= {coverage:.0%} and completed batch jobs >= {completed:.0%} of all, "
+    "per planner and setting; `gpuplan size` searches every multiple of a step instead."
+)
 sizes = pd.DataFrame(marks)
 top = int(table["gpus"].max())
 sizes["gpus"] = [str(m["gpus"]) if m["gpus"] is not None else f"none up to {top}" for m in marks]

@@ -469,3 +469,28 @@ def test_bad_values_exit_2_with_one_error_line(args, message, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
     assert not (tmp_path / "sweep.csv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The chart
+
+
+def test_capacity_figure_has_a_column_per_demand_scale_a_line_per_planner_and_the_stars(mixed):
+    import pandas as pd
+
+    from core.charts import CAPACITY_METRICS, capacity_figure
+
+    points = sweep_points(mixed, gpus=[2, 8, 16, 24], demand_scale=[1, 1.5])
+    rows = [run_point(mixed, p, planner) for p in points for planner in ("fifo", "allocator")]
+    marks = smallest_sizes(rows, coverage=0.99, completed=0.8)
+    fig = capacity_figure(pd.DataFrame(rows), marks)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["demand x1", "demand x1.5"]
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(lines) == 2 * 2 * len(CAPACITY_METRICS)  # planners x scales x metrics
+    assert sorted(t.name for t in lines if t.showlegend) == ["allocator", "fifo"]
+    assert all(list(t.x) == [8, 16, 24] for t in lines)  # the invalid 2-GPU point is left out
+    stars = [t for t in fig.data if t.mode == "markers"]
+    # Only allocator at demand x1 meets both targets (at 24); fifo never in this grid.
+    assert {(t.name.split(":")[0], tuple(t.x)) for t in stars} == {("allocator", (24,))}
+    assert len(stars) == len(CAPACITY_METRICS)

@@ -269,3 +269,30 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
     finally:
         first.close()
         second.close()
+
+
+def test_capacity_runs_a_small_sweep_and_draws_the_chart(app_url, page):
+    page.goto(f"{app_url}/capacity")
+    page.get_by_role("heading", name="Capacity", level=1).wait_for()
+    settle(page)
+    no_exception(page)
+    gpus = page.get_by_role("textbox", name="GPUs (comma list)")
+    gpus.fill("8,16,24,32")
+    gpus.press("Enter")
+    settle(page)
+    demand = page.get_by_role("textbox", name="Demand scales")
+    demand.fill("1,1.5")
+    demand.press("Enter")
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    settle(page)
+    no_exception(page)
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=60000)
+    text = chart.inner_text()
+    assert "demand x1" in text and "demand x1.5" in text  # one panel column per demand scale
+    assert "real-time coverage" in text and "completed jobs" in text
+    engine = page.get_by_test_id("stCaptionContainer").filter(has_text="runs on")
+    assert "16 runs on 2 worker(s)" in engine.inner_text()  # 8 points x 2 planners
+    assert page.get_by_role("button", name="Download sweep.csv").count() == 1
+    screenshot(page, "capacity")
