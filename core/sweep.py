@@ -280,7 +280,11 @@ def run_point(
     except ScenarioError as exc:
         row[ERROR_COLUMN] = str(exc)
         return row
-    plan = solve(moved, planner, **dict(options or {}))
+    try:
+        plan = solve(moved, planner, **dict(options or {}))
+    except Exception as exc:  # one failing run is reported in its row, the sweep goes on
+        row[ERROR_COLUMN] = f"internal error: {planner} failed: {type(exc).__name__}: {exc}"
+        return row
     values = metrics(moved, plan)
     values.pop("planner", None)
     row.update(values)
@@ -302,7 +306,9 @@ def default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def open_client(workers: int | None = None, scheduler: str | None = None) -> Any:
+def open_client(
+    workers: int | None = None, scheduler: str | None = None, connect_timeout: str = "20s"
+) -> Any:
     """A Dask client: to `scheduler` (or env DASK_SCHEDULER_ADDRESS) when given, otherwise to a
     new LocalCluster of `workers` single-threaded worker processes on 127.0.0.1, dashboard off.
     Close it with `close_client`, which also stops a LocalCluster made here."""
@@ -310,7 +316,12 @@ def open_client(workers: int | None = None, scheduler: str | None = None) -> Any
 
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
     if address:
-        return Client(address, timeout="20s")
+        try:
+            return Client(address, timeout=connect_timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ScenarioError(
+                f"scheduler {address}: cannot connect ({type(exc).__name__}: {exc})"
+            ) from None
     cluster = local_cluster(workers)
     try:
         return Client(cluster)

@@ -454,6 +454,7 @@ def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
         (("sweep", MIXED, "--planners", "fifo,best"), "--planners: 'best'"),
         (("sweep", MIXED, "--workers", "0"), "--workers: must be at least 1"),
         (("sweep", "missing.json"), "missing.json"),
+        (("sweep", MIXED, "--scheduler", "nonsense://x"), "scheduler nonsense://x: cannot connect"),
         (("size", MIXED, "--coverage", "high"), "--coverage: 'high' is not a number"),
         (("size", MIXED, "--coverage", "1.5"), "coverage must be in [0, 1]"),
         (("size", MIXED, "--completed", "0.5", "--step", "0"), "step must be >= 1"),
