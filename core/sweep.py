@@ -7,7 +7,8 @@ parameter lists, every planner at every point, one Dask task per point and plann
 sorted by (point, planner) in the order given, so the table never depends on how many workers
 ran it or in which order they finished. The engine is Dask distributed: a `LocalCluster` of
 single-threaded worker processes by default, or any running Dask cluster by address (the same
-code path).
+code path). One thread per worker: BLAS/OpenMP through the workers' environment, HiGHS by
+`single_threaded_highs` before a worker's first `full` run.
 """
 
 from __future__ import annotations
@@ -280,6 +281,8 @@ def run_point(
     except ScenarioError as exc:
         row[ERROR_COLUMN] = str(exc)
         return row
+    if planner == "full":
+        single_threaded_highs()
     try:
         plan = solve(moved, planner, **dict(options or {}))
     except Exception as exc:  # one failing run is reported in its row, the sweep goes on
@@ -296,6 +299,33 @@ def run_point(
         else ""
     )
     return row
+
+
+_HIGHS_PINNED: list[bool] = []
+
+
+def single_threaded_highs() -> bool:
+    """Start this process's HiGHS scheduler with one thread (once), so a `full` run in a worker
+    uses one thread however many cores the node has.
+
+    HiGHS keeps one global scheduler per process, sized by the `threads` option of the first
+    solve; the full planner never sets the option (0: take the existing scheduler), so one tiny
+    solve with threads=1 here fixes it for every later solve in this worker. Returns whether
+    the scheduler is single-threaded (False when an earlier solve already sized it otherwise).
+    """
+    if not _HIGHS_PINNED:
+        try:
+            import highspy
+
+            highs = highspy.Highs()
+            highs.setOptionValue("output_flag", False)
+            highs.setOptionValue("threads", 1)
+            highs.addVar(0.0, 1.0)
+            highs.addRow(0.0, 1.0, 1, [0], [1.0])
+            _HIGHS_PINNED.append(highs.run() == highspy.HighsStatus.kOk)
+        except Exception:  # no highspy: the full planner falls back to the allocator anyway
+            _HIGHS_PINNED.append(False)
+    return _HIGHS_PINNED[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -495,3 +495,58 @@ def test_capacity_figure_has_a_column_per_demand_scale_a_line_per_planner_and_th
     # Only allocator at demand x1 meets both targets (at 24); fifo never in this grid.
     assert {(t.name.split(":")[0], tuple(t.x)) for t in stars} == {("allocator", (24,))}
     assert len(stars) == len(CAPACITY_METRICS)
+
+
+# ---------------------------------------------------------------------------------------------
+# One thread per worker
+
+THREADS_AFTER_FULL = """
+import re, sys
+from core.io import load_scenario
+from core.planners import solve
+from core.sweep import single_threaded_highs
+if sys.argv[1] == "pin":
+    assert single_threaded_highs()
+scenario = load_scenario(sys.argv[2])
+assert solve(scenario, "full", time_limit=2).stats["status"] != "solver_failed"
+print(re.search(r"Threads:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+"""
+
+
+@pytest.mark.skipif(
+    (os.cpu_count() or 1) < 2 or not Path("/proc/self/status").exists(),
+    reason="needs Linux and 2+ cores (HiGHS sizes its default scheduler by the core count)",
+)
+def test_pinned_highs_runs_the_full_planner_on_one_os_thread():
+    def threads(mode: str) -> int:
+        result = subprocess.run(
+            [sys.executable, "-c", THREADS_AFTER_FULL, mode, str(MIXED)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout.strip().splitlines()[-1])
+
+    assert threads("pin") == 1  # the whole process: HiGHS started no thread of its own
+    assert threads("default") > 1  # without the pin HiGHS adds threads for the cores
+
+
+def test_a_full_sweep_task_pins_highs_in_its_worker(mixed):
+    def pinned() -> list[bool]:
+        import core.sweep
+
+        return list(core.sweep._HIGHS_PINNED)
+
+    with dask_client(1) as client:
+        [row] = run_sweep(
+            client,
+            mixed,
+            [SweepPoint(8, 1.0, 1.0, 8.0, 0.97)],
+            ["full"],
+            options={"full": {"time_limit": 2.0}},
+        )
+        assert row["error"] == "" and row["objective"] >= 0
+        assert list(client.run(pinned).values()) == [[True]]
