@@ -294,5 +294,19 @@ def test_capacity_runs_a_small_sweep_and_draws_the_chart(app_url, page):
     assert "real-time coverage" in text and "completed jobs" in text
     engine = page.get_by_test_id("stCaptionContainer").filter(has_text="runs on")
     assert "16 runs on 2 worker(s)" in engine.inner_text()  # 8 points x 2 planners
-    assert page.get_by_role("button", name="Download sweep.csv").count() == 1
+    page.get_by_test_id("stDownloadButton").filter(has_text="Download sweep.csv").wait_for()
     screenshot(page, "capacity")
+
+    # Cancel: add the MIP planner (seconds a point), start, cancel; the last sweep stays.
+    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
+    box.click()
+    box.press_sequentially("Full", delay=20)
+    page.get_by_role("option").filter(has_text="Full").first.click()
+    box.press("Escape")  # close the option list
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_role("button", name="Cancel").click(timeout=60000)
+    settle(page)
+    no_exception(page)
+    assert page.get_by_text("Sweep cancelled").count() == 1
+    assert "16 runs on" in engine.inner_text()  # the finished sweep, not the cancelled one
