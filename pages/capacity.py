@@ -29,13 +29,20 @@ common.page_header(
 common.sidebar_summary()
 
 K_RESULT = "capacity_result"
+MAX_RUNS = 5_000  # points x planners in one sweep from the page (the CLI has no limit)
 
 
 def _release(engine: dict) -> None:
     close_client(engine["client"])
 
 
-@st.cache_resource(show_spinner="Starting the Dask workers ...", on_release=_release)
+def _running(engine: dict) -> bool:
+    return engine["client"].status == "running"
+
+
+@st.cache_resource(
+    show_spinner="Starting the Dask workers ...", on_release=_release, validate=_running
+)
 def _engine() -> dict:
     """One Dask client per process, never per rerun: DASK_SCHEDULER_ADDRESS when set, else a
     LocalCluster of single-threaded worker processes. (Held in a dict: a Client is awaitable,
@@ -122,6 +129,11 @@ if run:
             penalty_weight=_numbers("Penalty weights", penalty_text),
             decay=_numbers("Decays", decay_text),
         )
+        if len(points) * len(planners) > MAX_RUNS:
+            raise ScenarioError(
+                f"{len(points) * len(planners):,} runs is more than this page runs at once "
+                f"({MAX_RUNS:,}); use `gpuplan sweep` on a Dask cluster for larger grids"
+            )
     except ScenarioError as e:
         st.error(str(e))
         points = []
