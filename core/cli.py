@@ -317,13 +317,16 @@ def _run_sweep(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with dask_client(workers, args.scheduler) as client:
         engine = engine_label(client)
+        ready = time.perf_counter()
         rows = run_sweep(client, scenario, points, planners, options=options, progress=progress)
-    seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - ready
+    startup = ready - started
     (out / "sweep.csv").write_text(sweep_to_csv(rows), encoding="utf-8")
     invalid = sum(1 for r in rows if r["error"])
     print(
         f"{len(points)} point(s) x {len(planners)} planner(s) = {len(rows)} run(s) on {engine} "
-        f"in {seconds:.1f} s; {invalid} invalid; wrote {out / 'sweep.csv'}"
+        f"in {seconds:.2f} s (+{startup:.2f} s to connect); {invalid} invalid; "
+        f"wrote {out / 'sweep.csv'}"
     )
     for planner in planners:
         valid = [r for r in rows if r["planner"] == planner and not r["error"]]
