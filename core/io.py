@@ -30,7 +30,7 @@ from .model import (
     Scenario,
     ScenarioError,
 )
-from .plan import IDLE, Conflict, Plan, batch_placements, holdings, metrics
+from .plan import IDLE, Conflict, Plan, batch_placements, holdings, report
 
 MAX_UPLOAD_MB = 20
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
@@ -735,7 +735,7 @@ def plan_exports(scenario: Scenario, plan: Plan) -> dict[str, str]:
         "grid.csv": grid_to_csv(scenario, plan),
         "assignments.csv": assignments_to_csv(scenario, plan),
         "realtime.csv": realtime_to_csv(scenario, plan),
-        "metrics.json": metrics_to_json(metrics(scenario, plan)),
+        "metrics.json": metrics_to_json(report(scenario, plan)),
     }
 
 

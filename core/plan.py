@@ -8,7 +8,7 @@ grid alone, so all planners are measured on the same definitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -301,8 +301,28 @@ def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.
         )
 
 
-def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
-    """Every metric of SPEC section 1, computed from the grid, plus what the planner reported."""
+class Metrics(TypedDict):
+    """The metrics of SPEC section 1, the same definitions for every planner (metrics.json keys).
+
+    What a planner reports beyond these (a solver's status, bound and gap, its timings) stays
+    in `Plan.stats`; `report` puts the two side by side for the exports.
+    """
+
+    planner: str
+    utilization: float
+    allocated_fraction: float
+    value: float
+    objective: float
+    completed_jobs: int
+    started_jobs: int
+    batch_jobs: int
+    rt_shortfall_gpu_hours: float
+    rt_coverage: float
+    runtime_ms: float
+
+
+def metrics(scenario: Scenario, plan: Plan) -> Metrics:
+    """Every metric of SPEC section 1, computed from the grid alone."""
     c, policy = scenario.cluster, scenario.policy
     G, T = c.gpus, c.horizon_steps
     held = holdings(scenario, plan).astype(float)
@@ -335,7 +355,7 @@ def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
         if p.start_step + scenario.duration(by_id[p.job_id], p.gpus) <= T
     )
     cells = G * T
-    out: dict[str, Any] = {
+    return {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
         "allocated_fraction": (batch_cells + rt_allocated) / cells,
@@ -350,6 +370,11 @@ def metrics(scenario: Scenario, plan: Plan) -> dict[str, Any]:
         "rt_coverage": served_total / demanded if demanded > 0 else 1.0,
         "runtime_ms": float(plan.stats.get("runtime_ms", 0.0)),
     }
+
+
+def report(scenario: Scenario, plan: Plan) -> dict[str, Any]:
+    """metrics.json's content: the metrics, then what the planner reported beyond them."""
+    out: dict[str, Any] = dict(metrics(scenario, plan))
     for key, value in plan.stats.items():
         out.setdefault(key, value)
     return out
