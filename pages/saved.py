@@ -29,7 +29,10 @@ with st.container(border=True):
     st.markdown("**Save the active workload**")
     c1, c2, c3 = st.columns([3, 1, 1])
     with c1:
-        name = st.text_input("Name", value=s.name, key="saved_name", max_chars=200)
+        # keyed by the workload's version, so a newly opened workload brings its own name
+        name = st.text_input(
+            "Name", value=s.name, key=f"saved_name_{common.scenario_version()}", max_chars=200
+        )
     planned = list(store["plans"])
     with c2:
         st.write("")

@@ -32,7 +32,9 @@ def saved_page() -> AppTest:
 def test_a_saved_workload_is_there_in_a_new_session_and_opens(workspace_file):
     at = saved_page()
     assert any("Nothing saved yet" in i.value for i in at.info)
-    at.text_input(key="saved_name").set_value("my cluster day").run()
+    at.text_input(key=f"saved_name_{at.session_state['scenario_version']}").set_value(
+        "my cluster day"
+    ).run()
     at.button(key="saved_save").click().run()
     assert not at.exception and any("my cluster day" in s.value for s in at.success)
     assert [x.name for x in Workspace(workspace_file).scenarios()] == ["my cluster day"]

@@ -7,6 +7,7 @@ Full-page screenshots (1400 px wide) land in tests/browser/artifacts/ for review
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -53,8 +54,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url():
+@contextlib.contextmanager
+def start_app(env: dict[str, str] | None = None):
+    """`streamlit run app.py` on a free localhost port; yields its URL, stops it afterwards."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -75,7 +77,7 @@ def app_url():
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -99,6 +101,13 @@ def app_url():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    workspace = tmp_path_factory.mktemp("workspace") / "workspace.sqlite"
+    with start_app({**os.environ, "GPUPLAN_WORKSPACE": str(workspace)}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +139,7 @@ def settle(page, timeout: float = 120) -> None:
 
 def go(page, link: str, title: str) -> None:
     """Navigate inside the session (the sidebar), so the session state is kept."""
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=link).click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name=link).click()
     page.get_by_role("heading", name=title, level=1).wait_for()
     settle(page)
 
