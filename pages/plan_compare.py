@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core import charts
+from core.compare import explain_divergence
 from core.io import plan_exports
 from core.model import ScenarioError
 from core.plan import check, metrics
@@ -261,9 +262,23 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
                 f"{'-' if gap is None else f'{gap:.2%}'}"
             )
 
-st.plotly_chart(
-    charts.utilization_value_figure(values), key="plan_chart_uv", config={"displayModeBar": False}
-)
+# --- utilization against value, and why each planner differs from FIFO (core.compare) ---------
+chart_col, why_col = st.columns([3, 2], vertical_alignment="center")
+with chart_col:
+    st.plotly_chart(
+        charts.utilization_value_figure(values),
+        key="plan_chart_uv",
+        config={"displayModeBar": False},
+    )
+with why_col, st.container(border=True, key="plan_divergence"):
+    st.markdown("**Utilization vs value, against FIFO**")
+    others = [n for n in plans if n != "fifo"]
+    if "fifo" not in plans or not others:
+        st.caption("Run another planner beside FIFO to see why their utilization and value differ.")
+    for name in others if "fifo" in plans else []:
+        why = explain_divergence(s, plans["fifo"], plans[name], "FIFO", name)
+        markdown_safe = "".join(f"\\{c}" if c in "\\`*_[]<>#|~$" else c for c in why)
+        st.markdown(f"**{common.planner_label(name)}.** {markdown_safe}")
 
 # --- grids ---------------------------------------------------------------------------------------
 st.subheader(
