@@ -3,8 +3,9 @@
 Utilization counts GPU-steps, completions count jobs, value weighs each delivered GPU-hour by its
 job's priority: two plans can tie on the first two and still differ on the third (the published
 scale test), or complete fewer jobs and deliver more value (mixed-control). `compare_plans`
-reads the two plans' metrics and, job by job, what each plan did with the batch work;
-`explain_divergence` turns that into a short explanation naming the jobs that differ.
+reads the two plans' metrics and, job by job, what each did with the batch work
+(`core.plan.job_outcomes`); `explain_divergence` turns that into a short explanation naming
+the jobs that differ.
 """
 
 from __future__ import annotations
@@ -12,28 +13,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import Scenario
-from .plan import Plan, batch_placements, metrics
+from .plan import JobOutcome, Plan, job_outcomes, metrics
 
 # Utilization differences up to this many points (as a fraction) read as "the same".
 SAME_UTILIZATION = 0.005
 # At most this many jobs are named per list; the rest are counted.
 MAX_NAMED = 6
 
+
+def status(outcome: JobOutcome) -> str:
+    """'completed', 'cut' (started, cut by the horizon) or 'waiting' (never started)."""
+    if outcome.completed:
+        return "completed"
+    return "cut" if outcome.started else "waiting"
+
+
 _RANK = {"waiting": 0, "cut": 1, "completed": 2}
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """What a plan did with one batch job: completed, cut by the horizon, or left waiting."""
-
-    job_id: str
-    priority: float
-    status: str
-    gpu_hours: float  # delivered inside the horizon
-
-    @property
-    def value(self) -> float:
-        return self.priority * self.gpu_hours
 
 
 @dataclass(frozen=True)
@@ -66,22 +61,6 @@ class Divergence:
         return abs(self.utilization - self.base_utilization) <= SAME_UTILIZATION + 1e-12
 
 
-def job_outcomes(scenario: Scenario, plan: Plan) -> dict[str, JobOutcome]:
-    """Per batch job (file order): its status and the GPU-hours it delivered in the plan."""
-    T, step_hours = scenario.cluster.horizon_steps, scenario.cluster.step_hours
-    placements = batch_placements(scenario, plan)
-    out = {}
-    for job in scenario.batch_jobs:
-        p = placements.get(job.id)
-        if p is None:
-            out[job.id] = JobOutcome(job.id, job.priority, "waiting", 0.0)
-            continue
-        done = p.start_step + scenario.duration(job, p.gpus) <= T
-        hours = p.gpus * (p.end_step - p.start_step) * step_hours
-        out[job.id] = JobOutcome(job.id, job.priority, "completed" if done else "cut", hours)
-    return out
-
-
 def compare_plans(
     scenario: Scenario,
     base_plan: Plan,
@@ -91,13 +70,12 @@ def compare_plans(
 ) -> Divergence:
     """The metrics of both plans and the batch jobs whose outcome differs between them."""
     base_m, m = metrics(scenario, base_plan), metrics(scenario, plan)
-    before, after = job_outcomes(scenario, base_plan), job_outcomes(scenario, plan)
     gained, lost = [], []
-    for job_id, old in before.items():
-        new = after[job_id]
-        if _RANK[new.status] > _RANK[old.status]:
+    pairs = zip(job_outcomes(scenario, base_plan), job_outcomes(scenario, plan), strict=True)
+    for old, new in pairs:
+        if _RANK[status(new)] > _RANK[status(old)]:
             gained.append((old, new))
-        elif _RANK[new.status] < _RANK[old.status]:
+        elif _RANK[status(new)] < _RANK[status(old)]:
             lost.append((old, new))
     return Divergence(
         base_name=base_name,
@@ -185,8 +163,8 @@ def describe(d: Divergence) -> str:
 
 def _kind_of_work(d: Divergence) -> str:
     """'higher-priority jobs' when what the plan took further outranks what it gave up."""
-    gained = sum(new.priority for _, new in d.gained) / len(d.gained)
-    lost = sum(old.priority for old, _ in d.lost) / len(d.lost)
+    gained = sum(new.job.priority for _, new in d.gained) / len(d.gained)
+    lost = sum(old.job.priority for old, _ in d.lost) / len(d.lost)
     if gained > lost:
         return "higher-priority jobs"
     if gained < lost:
@@ -196,8 +174,8 @@ def _kind_of_work(d: Divergence) -> str:
 
 def _deeds(outcomes: list[JobOutcome]) -> str:
     """'completed a (priority 3), b (priority 5) and ran c (priority 8) until the horizon'."""
-    completed = [o for o in outcomes if o.status == "completed"]
-    cut = [o for o in outcomes if o.status == "cut"]
+    completed = [o for o in outcomes if o.completed]
+    cut = [o for o in outcomes if o.started and not o.completed]
     phrases = []
     if completed:
         phrases.append(f"completed {_names(completed)}")
@@ -209,7 +187,7 @@ def _deeds(outcomes: list[JobOutcome]) -> str:
 
 
 def _names(outcomes: list[JobOutcome]) -> str:
-    named = [f"{o.job_id} (priority {o.priority:g})" for o in outcomes[:MAX_NAMED]]
+    named = [f"{o.job.id} (priority {o.job.priority:g})" for o in outcomes[:MAX_NAMED]]
     if len(outcomes) > MAX_NAMED:
         named.append(f"{len(outcomes) - MAX_NAMED} more")
     return ", ".join(named)

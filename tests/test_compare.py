@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.bench import SCENARIO_DIR
-from core.compare import MAX_NAMED, compare_plans, describe, explain_divergence, job_outcomes
+from core.compare import MAX_NAMED, compare_plans, describe, explain_divergence, status
 from core.io import load_scenario
 from core.model import BatchJob, Cluster, Scenario
-from core.plan import IDLE, Plan, check, metrics
+from core.plan import IDLE, Plan, check, job_outcomes, metrics
 from core.planners import solve
 
 from .strategies import scenarios
@@ -39,16 +39,22 @@ RUNS_BIG = grid([3, 3, 3, 3], [3, 3, 3, 3])  # big cut by the horizon: value 9*8
 RUNS_SMALL = grid([2, 2, X, X], [0, 0, 0, 0])  # low and eval complete, on other GPUs
 
 
-def test_job_outcomes_read_status_and_delivered_hours_off_the_grid():
-    assert {k: (o.status, o.gpu_hours) for k, o in job_outcomes(TINY, RUNS_BIG).items()} == {
+def test_status_is_completed_cut_or_waiting():
+    def statuses(plan):
+        return {o.job.id: (status(o), o.delivered_gpu_hours) for o in job_outcomes(TINY, plan)}
+
+    assert statuses(RUNS_BIG) == {
         "low": ("waiting", 0.0),
         "high": ("waiting", 0.0),
         "eval": ("waiting", 0.0),
         "big": ("cut", 8.0),  # 2 GPUs x 4 of its 8 steps
     }
-    outcomes = job_outcomes(TINY, RUNS_LOW)
-    assert (outcomes["low"].status, outcomes["low"].value) == ("completed", 4.0)
-    assert (outcomes["eval"].status, outcomes["eval"].value) == ("completed", 6.0)
+    assert statuses(RUNS_LOW) == {
+        "low": ("completed", 4.0),
+        "high": ("waiting", 0.0),
+        "eval": ("completed", 2.0),
+        "big": ("waiting", 0.0),
+    }
 
 
 def test_same_utilization_more_value_names_the_jobs_swapped():
@@ -56,8 +62,8 @@ def test_same_utilization_more_value_names_the_jobs_swapped():
     assert (d.base_utilization, d.utilization) == (0.75, 0.75)  # 6 of 8 cells each
     assert (d.base_completed, d.completed, d.batch_jobs) == (2, 2, 4)
     assert d.value_gain == pytest.approx(26 / 10 - 1)
-    assert [new.job_id for _, new in d.gained] == ["high"]
-    assert [old.job_id for old, _ in d.lost] == ["low"]
+    assert [new.job.id for _, new in d.gained] == ["high"]
+    assert [old.job.id for old, _ in d.lost] == ["low"]
     text = describe(d)
     assert text.startswith(
         "Same utilization (allocator 75.0%, FIFO 75.0%), the same completed jobs (2 of 4), "
@@ -122,13 +128,12 @@ def test_long_lists_name_the_first_jobs_and_count_the_rest():
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=12, max_steps=8, max_jobs=5))
-def test_outcomes_agree_with_metrics_and_comparison_is_symmetric(scenario):
+def test_statuses_agree_with_metrics_and_comparison_is_symmetric(scenario):
     fifo, allocator = solve(scenario, "fifo"), solve(scenario, "allocator")
     for plan in (fifo, allocator):
-        m, outcomes = metrics(scenario, plan), job_outcomes(scenario, plan).values()
-        assert sum(o.value for o in outcomes) == pytest.approx(m["value"])
-        assert sum(o.status == "completed" for o in outcomes) == m["completed_jobs"]
-        assert sum(o.status != "waiting" for o in outcomes) == m["started_jobs"]
+        m, statuses = metrics(scenario, plan), [status(o) for o in job_outcomes(scenario, plan)]
+        assert statuses.count("completed") == m["completed_jobs"]
+        assert len(statuses) - statuses.count("waiting") == m["started_jobs"]
     there, back = compare_plans(scenario, fifo, allocator), compare_plans(scenario, allocator, fifo)
     assert [(b, a) for a, b in there.gained] == list(back.lost)
     assert [(b, a) for a, b in there.lost] == list(back.gained)
@@ -147,8 +152,8 @@ def test_divergence_scenario_explains_the_tie_with_the_evening_jobs():
     scenario, fifo, allocator = _bench("scale-64-divergence")
     d = compare_plans(scenario, fifo, allocator, "FIFO", "allocator")
     assert d.same_utilization and d.completed == d.base_completed == 27
-    assert {new.job_id for _, new in d.gained} == {"batch-27", "training-28", "batch-29"}
-    assert {old.job_id for old, _ in d.lost} == {"sweep-21", "sweep-22", "sweep-23"}
+    assert {new.job.id for _, new in d.gained} == {"batch-27", "training-28", "batch-29"}
+    assert {old.job.id for old, _ in d.lost} == {"sweep-21", "sweep-22", "sweep-23"}
     text = describe(d)
     assert text.startswith("Same utilization (allocator 44.6%, FIFO 44.6%), the same completed")
     assert "+19.8% value: allocator ran higher-priority jobs instead" in text
@@ -168,5 +173,5 @@ def test_mixed_control_explains_fewer_completed_jobs_with_more_value():
     assert "A completed job counts once whatever its size and priority" in text
     d = compare_plans(scenario, fifo, allocator)
     for old, new in d.lost:  # every job FIFO took further is named, with its priority
-        assert f"{old.job_id} (priority {old.priority:g})" in text
-        assert old.status == "completed" and new.status != "completed"
+        assert f"{old.job.id} (priority {old.job.priority:g})" in text
+        assert old.completed and not new.completed
