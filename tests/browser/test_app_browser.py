@@ -278,3 +278,35 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
     finally:
         first.close()
         second.close()
+
+
+def test_divergence_scenario_explains_utilization_against_value(app_url, page):
+    from playwright.sync_api import expect
+
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    choose(page, "Built-in scenario", "scale-64-divergence")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: scale-64-divergence")
+    go(page, "Plan & compare", "Plan & compare")
+    page.get_by_role("button", name="Run planners").click()
+    settle(page)
+    no_exception(page)
+    why = page.locator(".st-key-plan_divergence")
+    expect(why).to_contain_text("Allocator (fast).", timeout=30000)
+    text = why.inner_text()
+    assert "Same utilization (allocator 44.6%, FIFO 44.6%)" in text
+    assert "the same completed jobs (27 of 30), +19.8% value" in text
+    for job in ("batch-27", "training-28", "batch-29", "sweep-21", "sweep-22", "sweep-23"):
+        assert f"{job} (priority" in text, job
+    assert "Backfill (conservative)." in text  # every planner run beside FIFO is explained
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30000)
+    screenshot(page, "plan-divergence")
+
+    go(page, "Benchmarks", "Benchmarks")  # the scenario beside the published figures
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=120000)
+    no_exception(page)
+    expect(
+        page.get_by_test_id("stCaptionContainer").filter(has_text="reproduces the scale")
+    ).to_be_visible()
+    screenshot(page, "benchmarks-divergence")
