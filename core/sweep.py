@@ -16,7 +16,9 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import sys
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -272,8 +274,8 @@ def run_point(
 ) -> dict[str, Any]:
     """One row: the point's parameters, then every metric of the plan, then `error` ("" when
     the point is valid and the plan legal). Runs in a Dask worker; pure apart from the clock."""
-    from .plan import check, metrics
-    from .planners import solve
+    from .plan import check, report
+    from .planners import planner_spec, solve
 
     row: dict[str, Any] = {**asdict(point), "planner": planner}
     try:
@@ -281,14 +283,14 @@ def run_point(
     except ScenarioError as exc:
         row[ERROR_COLUMN] = str(exc)
         return row
-    if planner == "full":
+    if planner_spec(planner).exact:  # the MIP planner: HiGHS on one thread in this process
         single_threaded_highs()
     try:
         plan = solve(moved, planner, **dict(options or {}))
     except Exception as exc:  # one failing run is reported in its row, the sweep goes on
         row[ERROR_COLUMN] = f"internal error: {planner} failed: {type(exc).__name__}: {exc}"
         return row
-    values = metrics(moved, plan)
+    values = report(moved, plan)  # the keys of metrics.json
     values.pop("planner", None)
     row.update(values)
     violations = check(moved, plan)
@@ -316,13 +318,16 @@ def single_threaded_highs() -> bool:
     if not _HIGHS_PINNED:
         try:
             import highspy
+            from pyomo.common.tee import capture_output
 
-            highs = highspy.Highs()
-            highs.setOptionValue("output_flag", False)
-            highs.setOptionValue("threads", 1)
-            highs.addVar(0.0, 1.0)
-            highs.addRow(0.0, 1.0, 1, [0], [1.0])
-            _HIGHS_PINNED.append(highs.run() == highspy.HighsStatus.kOk)
+            with capture_output(capture_fd=True):  # HiGHS's banner, as Pyomo hides it
+                highs = highspy.Highs()
+                highs.setOptionValue("output_flag", False)
+                highs.setOptionValue("threads", 1)
+                highs.addVar(0.0, 1.0)
+                highs.addRow(0.0, 1.0, 1, [0], [1.0])
+                status = highs.run()
+            _HIGHS_PINNED.append(status == highspy.HighsStatus.kOk)
         except Exception:  # no highspy: the full planner falls back to the allocator anyway
             _HIGHS_PINNED.append(False)
     return _HIGHS_PINNED[0]
@@ -386,14 +391,30 @@ def local_cluster(workers: int | None = None) -> Any:
 
     n = default_workers() if workers is None else workers
     _check_count("workers", n, minimum=1)
-    return LocalCluster(
-        n_workers=int(n),
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        env=dict(WORKER_ENV),
-    )
+    with _spawn_without_main():
+        return LocalCluster(
+            n_workers=int(n),
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            env=dict(WORKER_ENV),
+        )
+
+
+@contextmanager
+def _spawn_without_main() -> Iterator[None]:
+    """Worker processes are spawned, and spawning re-runs the parent's `__main__` in each child:
+    under Streamlit that is the app script, which cannot run outside a session. Sweep tasks
+    live in core, so workers never need `__main__`: it is hidden while they start."""
+    main = sys.modules.get("__main__")
+    placeholder = types.ModuleType("__main__")
+    sys.modules["__main__"] = placeholder
+    try:
+        yield
+    finally:
+        if main is not None and sys.modules.get("__main__") is placeholder:
+            sys.modules["__main__"] = main
 
 
 def engine_label(client: Any) -> str:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from core import charts
 from core.model import ScenarioError
+from core.planners import BASELINE, FAST, PLANNER_NAMES, planner_options
 from core.sweep import (
     SCHEDULER_ENV,
     close_client,
@@ -67,7 +68,7 @@ def _numbers(label: str, text: str, *, integer: bool = False) -> list[float]:
 s = common.scenario()
 G = s.cluster.gpus
 default_gpus = ",".join(str(g) for g in sorted({max(1, G // 2), G, 2 * G, 3 * G, 4 * G}))
-available = [p for p in ("fifo", "backfill", "allocator", "full") if common.planner_available(p)]
+available = list(PLANNER_NAMES)
 
 with st.container(border=True):
     c1, c2, c3 = st.columns([2, 1, 1])
@@ -85,7 +86,7 @@ with st.container(border=True):
         )
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
-        common.init_widget("cap_planners", [p for p in ("fifo", "allocator") if p in available])
+        common.init_widget("cap_planners", [BASELINE, FAST])
         planners = st.multiselect(
             "Planners",
             available,
@@ -147,7 +148,7 @@ if run:
         def progress(done: int, total: int, row: dict) -> None:
             bar.progress(done / total, text=f"{done} of {total} runs ({row['planner']})")
 
-        options = {"full": {"time_limit": 5.0}}
+        options = {p: planner_options(p, time_limit=5.0) for p in planners}
         rows = run_sweep(client, s, points, planners, options=options, progress=progress)
         bar.empty()
         cancel.empty()

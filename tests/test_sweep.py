@@ -550,3 +550,34 @@ def test_a_full_sweep_task_pins_highs_in_its_worker(mixed):
         )
         assert row["error"] == "" and row["objective"] >= 0
         assert list(client.run(pinned).values()) == [[True]]
+
+
+SCRIPT_WITHOUT_MAIN_GUARD = """
+import sys
+from pathlib import Path
+marker = Path(sys.argv[1])
+marker.write_text(marker.read_text() + "ran\\n" if marker.exists() else "ran\\n")
+from core.io import load_scenario
+from core.sweep import dask_client, run_sweep, sweep_points
+scenario = load_scenario(sys.argv[2])
+with dask_client(1) as client:
+    rows = run_sweep(client, scenario, sweep_points(scenario), ["allocator"])
+print(rows[0]["error"] == "")
+"""
+
+
+def test_workers_never_rerun_the_script_that_started_them(tmp_path):
+    # Under Streamlit the parent's __main__ is the app script; a spawned worker must not run it.
+    script, marker = tmp_path / "script.py", tmp_path / "marker.txt"
+    script.write_text(SCRIPT_WITHOUT_MAIN_GUARD)
+    result = subprocess.run(
+        [sys.executable, str(script), str(marker), str(MIXED)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "True"
+    assert marker.read_text() == "ran\n"  # once: in the parent only
