@@ -37,5 +37,11 @@ st.navigation(
             icon=":material/speed:",
             url_path="benchmarks",
         ),
+        st.Page(
+            "pages/saved.py",
+            title="Saved & compare",
+            icon=":material/bookmarks:",
+            url_path="saved",
+        ),
     ]
 ).run()

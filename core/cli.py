@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .model import ScenarioError
-from .planners import PLANNER_NAMES
+from .planners import FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -39,19 +39,19 @@ def _parser() -> argparse.ArgumentParser:
 
     plan = sub.add_parser("plan", help="plan a scenario and print its metrics as JSON")
     plan.add_argument("scenario", help="scenario JSON file")
-    plan.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    plan.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     plan.add_argument(
         "--time-limit",
         type=_positive_float,
         default=10.0,
         metavar="S",
-        help="seconds for the full planner's MIP (default 10)",
+        help=f"seconds for the {_exact_names()} planner (default 10)",
     )
     plan.add_argument(
         "--gap",
         type=_non_negative_float,
         default=1e-4,
-        help="relative MIP gap at which the full planner stops (default 1e-4)",
+        help=f"relative MIP gap at which the {_exact_names()} planner stops (default 1e-4)",
     )
     plan.add_argument(
         "--out",
@@ -66,9 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(run=_run_check)
 
     bench = sub.add_parser("bench", help="run the benchmark scenarios through the planners")
-    bench.add_argument(
-        "--planners", nargs="+", choices=PLANNER_NAMES, default=["fifo", "backfill", "allocator"]
-    )
+    bench.add_argument("--planners", nargs="+", choices=PLANNER_NAMES, default=default_planners())
     bench.add_argument(
         "--scenarios",
         nargs="+",
@@ -105,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
     simulate.add_argument("scenario")
     simulate.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
-    simulate.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     simulate.add_argument("--replan-minutes", type=int, default=60, metavar="M")
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
     simulate.add_argument("--out", metavar="DIR")
@@ -128,14 +126,19 @@ def _non_negative_float(text: str) -> float:
 
 
 def _planner_options(args: argparse.Namespace) -> dict:
-    if args.planner == "full":
-        return {"time_limit": args.time_limit, "mip_gap": getattr(args, "gap", 1e-4)}
-    return {}
+    """The command's planner options that the chosen planner accepts."""
+    return planner_options(
+        args.planner, time_limit=args.time_limit, mip_gap=getattr(args, "gap", 1e-4)
+    )
+
+
+def _exact_names() -> str:
+    return " and ".join(name for name, spec in PLANNERS.items() if spec.exact) or "exact"
 
 
 def _run_plan(args: argparse.Namespace) -> int:
     from .io import load_scenario, metrics_to_json, write_exports
-    from .plan import check, metrics
+    from .plan import check, report
     from .planners import solve
 
     scenario = load_scenario(args.scenario)
@@ -150,7 +153,7 @@ def _run_plan(args: argparse.Namespace) -> int:
         return EXIT_ILLEGAL
     if args.out:
         write_exports(scenario, plan, args.out)
-    sys.stdout.write(metrics_to_json(metrics(scenario, plan)))
+    sys.stdout.write(metrics_to_json(report(scenario, plan)))
     return EXIT_OK
 
 

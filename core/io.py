@@ -30,7 +30,7 @@ from .model import (
     Scenario,
     ScenarioError,
 )
-from .plan import IDLE, Conflict, Plan, batch_placements, holdings, metrics
+from .plan import IDLE, Conflict, Plan, batch_placements, holdings, report
 
 MAX_UPLOAD_MB = 20
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
@@ -51,12 +51,20 @@ JOBS_OPTIONAL_COLUMNS = (
     "running_remaining_steps",
     "previous_gpus",
     "gpu_hours_actual",
+    "team",
+    "deadline_step",
 )
 DEMAND_COLUMNS = ("step", "job_id", "demand")
 GRID_COLUMNS = ("step", "gpu", "job_id")
 
 _CLUSTER_KEYS = {"gpus", "step_minutes", "horizon_steps", "start"}
-_POLICY_KEYS = {"penalty_weight", "decay", "reward_weight"}
+_POLICY_KEYS = {
+    "penalty_weight",
+    "decay",
+    "reward_weight",
+    "rt_coverage_target",
+    "gpu_hour_cost",
+}
 _BATCH_KEYS = {
     "id",
     "type",
@@ -67,6 +75,8 @@ _BATCH_KEYS = {
     "gpu_hours",
     "running",
     "gpu_hours_actual",
+    "team",
+    "deadline_step",
 }
 _REALTIME_KEYS = {
     "id",
@@ -78,6 +88,7 @@ _REALTIME_KEYS = {
     "demand",
     "previous_gpus",
     "history",
+    "team",
 }
 _RUNNING_KEYS = {"gpu_start", "gpus", "remaining_steps"}
 
@@ -207,6 +218,7 @@ def job_from_dict(raw: Any, position: int) -> Job:
             demand=_list(owner, "demand", raw["demand"]),
             previous_gpus=tuple(previous) if previous is not None else None,
             history=tuple(history) if history is not None else None,
+            team=raw.get("team"),
         )
     _no_unknown(owner, raw, _BATCH_KEYS)
     _require(owner, raw, ("gpus_min", "gpus_max", "gpu_hours"))
@@ -226,6 +238,8 @@ def job_from_dict(raw: Any, position: int) -> Job:
         arrival_step=raw.get("arrival_step", 0),
         running=running,
         gpu_hours_actual=raw.get("gpu_hours_actual"),
+        team=raw.get("team"),
+        deadline_step=raw.get("deadline_step"),
     )
 
 
@@ -247,6 +261,11 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
             "penalty_weight": _num(p.penalty_weight),
             "decay": _num(p.decay),
             "reward_weight": _num(p.reward_weight),
+            **{
+                key: _num(getattr(p, key))
+                for key in ("rt_coverage_target", "gpu_hour_cost")
+                if getattr(p, key) is not None
+            },
         },
         "jobs": [job_to_dict(job) for job in scenario.jobs],
     }
@@ -267,6 +286,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             out["previous_gpus"] = list(job.previous_gpus)
         if job.history is not None:
             out["history"] = [None if math.isnan(h) else _num(h) for h in job.history]
+        if job.team is not None:
+            out["team"] = job.team
         return out
     out = {
         "id": job.id,
@@ -279,6 +300,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     }
     if job.gpu_hours_actual is not None:
         out["gpu_hours_actual"] = _num(job.gpu_hours_actual)
+    if job.team is not None:
+        out["team"] = job.team
+    if job.deadline_step is not None:
+        out["deadline_step"] = job.deadline_step
     if job.running is not None:
         r = job.running
         out["running"] = {
@@ -340,12 +365,16 @@ def scenario_to_tables(scenario: Scenario) -> tuple[str, str]:
 
 
 def _optional_value(job: Job, column: str) -> Any:
+    if column == "team":
+        return job.team if job.team is not None else ""
     if isinstance(job, BatchJob):
         r = job.running
         if column.startswith("running_"):
             return getattr(r, column.removeprefix("running_")) if r else ""
         if column == "gpu_hours_actual" and job.gpu_hours_actual is not None:
             return _num(job.gpu_hours_actual)
+        if column == "deadline_step" and job.deadline_step is not None:
+            return job.deadline_step
     elif column == "previous_gpus" and job.previous_gpus is not None:
         # "[]" says "held nothing before step 0", which limits step 0; blank says "unknown".
         return " ".join(str(g) for g in job.previous_gpus) or "[]"
@@ -431,6 +460,7 @@ def _job_from_row(row: dict[str, str], where: str, demand_by_job, history_by_job
                 if previous or empty_set
                 else None,
                 history=history_by_job.get(job_id),
+                team=_unneutralise(row.get("team", "").strip()) or None,
             )
         running = None
         if row.get("running_gpus", "").strip():
@@ -449,6 +479,8 @@ def _job_from_row(row: dict[str, str], where: str, demand_by_job, history_by_job
             gpu_hours=number("gpu_hours"),
             running=running,
             gpu_hours_actual=number("gpu_hours_actual", False),
+            team=_unneutralise(row.get("team", "").strip()) or None,
+            deadline_step=number("deadline_step", False),
         )
     except ScenarioError as e:
         # The model names the job; the table also names the row.
@@ -703,7 +735,7 @@ def plan_exports(scenario: Scenario, plan: Plan) -> dict[str, str]:
         "grid.csv": grid_to_csv(scenario, plan),
         "assignments.csv": assignments_to_csv(scenario, plan),
         "realtime.csv": realtime_to_csv(scenario, plan),
-        "metrics.json": metrics_to_json(metrics(scenario, plan)),
+        "metrics.json": metrics_to_json(report(scenario, plan)),
     }
 
 

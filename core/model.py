@@ -128,6 +128,10 @@ class Policy:
     penalty_weight: float = 8.0
     decay: float = 0.97
     reward_weight: float = 1.0
+    # Optional: the share of demanded real-time GPU-hours a plan must serve where feasible
+    # (the penalty prices shortfall; the target forbids it), and the price of a GPU-hour.
+    rt_coverage_target: float | None = None
+    gpu_hour_cost: float | None = None
 
     def __post_init__(self) -> None:
         _check_number("policy", "penalty_weight", self.penalty_weight, minimum=0)
@@ -135,6 +139,16 @@ class Policy:
         _check_number("policy", "reward_weight", self.reward_weight, strictly_positive=True)
         if self.decay > 1:
             raise ScenarioError(f"policy: decay must be in (0, 1], got {self.decay!r}")
+        if self.rt_coverage_target is not None:
+            _check_number(
+                "policy", "rt_coverage_target", self.rt_coverage_target, strictly_positive=True
+            )
+            if self.rt_coverage_target > 1:
+                raise ScenarioError(
+                    f"policy: rt_coverage_target must be in (0, 1], got {self.rt_coverage_target!r}"
+                )
+        if self.gpu_hour_cost is not None:
+            _check_number("policy", "gpu_hour_cost", self.gpu_hour_cost, minimum=0)
 
     def half_life_hours(self, step_minutes: int) -> float:
         """Hours after which a GPU-step of batch work is worth half as much (inf for decay 1)."""
@@ -165,10 +179,16 @@ class BatchJob:
     arrival_step: int = 0
     running: Running | None = None
     gpu_hours_actual: float | None = None  # true work, known only to the rolling simulation
+    team: str | None = None
+    deadline_step: int | None = None  # the step by which the job should have completed
 
     def __post_init__(self) -> None:
         _check_id(self.id)
         owner = f"job '{self.id}'"
+        _check_team(owner, self.team)
+        if self.deadline_step is not None:
+            _check_number(owner, "deadline_step", self.deadline_step, integer=True, minimum=0)
+            object.__setattr__(self, "deadline_step", int(self.deadline_step))
         if self.type not in BATCH_TYPES:
             raise ScenarioError(f"{owner}: type {self.type!r} is not a batch type {BATCH_TYPES}")
         _check_number(owner, "priority", self.priority, strictly_positive=True)
@@ -230,10 +250,12 @@ class RealtimeJob:
     previous_gpus: tuple[int, ...] | None = None
     history: tuple[float, ...] | None = None  # hourly values before step 0, seeds forecasts
     type: JobType = field(default=REALTIME_TYPE)
+    team: str | None = None
 
     def __post_init__(self) -> None:
         _check_id(self.id)
         owner = f"job '{self.id}'"
+        _check_team(owner, self.team)
         if self.type != REALTIME_TYPE:
             raise ScenarioError(f"{owner}: type {self.type!r} is not 'realtime'")
         _check_number(owner, "priority", self.priority, strictly_positive=True)
@@ -276,6 +298,15 @@ def _check_id(job_id: object) -> None:
         raise ScenarioError(f"job id must be a non-empty string, got {job_id!r}")
     if len(job_id) > 200 or any(ord(c) < 32 for c in job_id):
         raise ScenarioError(f"job id {job_id[:40]!r}: must be at most 200 printable characters")
+
+
+def _check_team(owner: str, team: object) -> None:
+    if team is None:
+        return
+    if not isinstance(team, str) or not team.strip():
+        raise ScenarioError(f"{owner}: team must be a non-empty string, got {team!r}")
+    if len(team) > 200 or any(ord(c) < 32 for c in team):
+        raise ScenarioError(f"{owner}: team must be at most 200 printable characters")
 
 
 def _numbers(owner: str, name: str, values: object, *, allow_nan: bool = False) -> list[float]:

@@ -73,6 +73,8 @@ JOB_TABLE_COLUMNS = (
     "running_gpus",
     "running_remaining_steps",
     "previous_gpus",
+    "team",
+    "deadline_step",
 )
 # previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0
 # (the notation of jobs.csv).
@@ -85,6 +87,7 @@ _INT_COLUMNS = (
     "running_gpu_start",
     "running_gpus",
     "running_remaining_steps",
+    "deadline_step",
 )
 
 
@@ -99,13 +102,18 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
             priority=float(job.priority),
             gpus_min=job.gpus_min,
             gpus_max=job.gpus_max,
+            team=job.team,
         )
         if isinstance(job, RealtimeJob):
             row["swap_cap"] = job.swap_cap
             if job.previous_gpus is not None:
                 row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus) or NO_GPUS
         else:
-            row.update(arrival_step=job.arrival_step, gpu_hours=float(job.gpu_hours))
+            row.update(
+                arrival_step=job.arrival_step,
+                gpu_hours=float(job.gpu_hours),
+                deadline_step=job.deadline_step,
+            )
             if job.running is not None:
                 row.update(
                     running_gpu_start=job.running.gpu_start,
@@ -120,7 +128,7 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
         jobs[c] = pd.array(jobs[c].tolist(), dtype="Int64")
     for c in ("priority", "gpu_hours"):
         jobs[c] = pd.array(jobs[c].tolist(), dtype="Float64")
-    for c in ("id", "type", "previous_gpus"):
+    for c in ("id", "type", "previous_gpus", "team"):
         jobs[c] = jobs[c].astype("string")
     demand = pd.DataFrame(
         {j.id: list(j.demand) for j in s.realtime_jobs},
@@ -207,6 +215,7 @@ def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: in
         "priority": raw["priority"],
         "gpus_min": raw["gpus_min"],
         "gpus_max": raw["gpus_max"],
+        "team": raw["team"],
     }
     if raw["type"] == REALTIME_TYPE:
         out["swap_cap"] = raw["swap_cap"] if raw["swap_cap"] is not None else 0
@@ -231,6 +240,7 @@ def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: in
     out.update(
         arrival_step=raw["arrival_step"] if raw["arrival_step"] is not None else 0,
         gpu_hours=raw["gpu_hours"],
+        deadline_step=raw["deadline_step"],
     )
     running = [raw["running_gpu_start"], raw["running_gpus"], raw["running_remaining_steps"]]
     if any(v is not None for v in running):

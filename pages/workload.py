@@ -129,6 +129,13 @@ with jobs_tab:
                 help="real-time: GPUs held just before step 0, e.g. '6 7'; '[]' = held no GPU "
                 "(step 0 then obeys the swap cap); blank = step 0 is free",
             ),
+            "team": st.column_config.TextColumn("team", help="optional: who owns the job"),
+            "deadline_step": st.column_config.NumberColumn(
+                "deadline step",
+                min_value=0,
+                step=1,
+                help="batch, optional: the step by which the job should have completed",
+            ),
         },
     )
 with demand_tab:

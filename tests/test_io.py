@@ -125,6 +125,15 @@ BAD_SCENARIOS = [
     (mutate("policy.temperature", 1), ["policy", "temperature", "unknown"]),
     (mutate("jobs", "none"), ["jobs", "list"]),
     (mutate("jobs.2.gpus_min", 7), ["job 'chat'", "gpus_min", "larger than gpus_max"]),
+    # SPEC section 7's optional fields
+    (mutate("policy.rt_coverage_target", 1.2), ["policy", "rt_coverage_target", "(0, 1]"]),
+    (mutate("policy.rt_coverage_target", 0), ["policy", "rt_coverage_target", "> 0"]),
+    (mutate("policy.gpu_hour_cost", -1), ["policy", "gpu_hour_cost", ">= 0"]),
+    (mutate("jobs.1.team", 7), ["job 'eval'", "team", "string"]),
+    (mutate("jobs.2.team", " "), ["job 'chat'", "team", "non-empty"]),
+    (mutate("jobs.1.deadline_step", -1), ["job 'eval'", "deadline_step", ">= 0"]),
+    (mutate("jobs.1.deadline_step", 2.5), ["job 'eval'", "deadline_step", "whole number"]),
+    (mutate("jobs.2.deadline_step", 3), ["job 'chat'", "deadline_step", "unknown"]),
 ]
 
 
@@ -305,3 +314,20 @@ def test_bad_grid_imports(text, words):
         plan_from_grid_csv(scenario, text)
     for word in words:
         assert word in str(raised.value)
+
+
+def test_optional_fields_round_trip_through_json_and_the_csv_pair():
+    doc = copy.deepcopy(BASE)
+    doc["policy"].update(rt_coverage_target=0.95, gpu_hour_cost=2.5)
+    doc["jobs"][0]["team"] = "research"
+    doc["jobs"][1].update(team="=evil", deadline_step=3)
+    doc["jobs"][2]["team"] = "serving"
+    scenario = scenario_from_json(json.dumps(doc))
+    assert scenario.policy.rt_coverage_target == 0.95
+    assert scenario.policy.gpu_hour_cost == 2.5
+    assert [j.team for j in scenario.jobs] == ["research", "=evil", "serving"]
+    assert scenario.jobs[1].deadline_step == 3
+    assert scenario_from_json(scenario_to_json(scenario)) == scenario
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    assert "'=evil" in jobs_csv  # neutralised for spreadsheets, recovered on import
+    assert scenario_from_tables(jobs_csv, demand_csv, scenario) == scenario

@@ -16,7 +16,7 @@ from core.plan import IDLE, Plan, check, objective, pin_running
 from core.planners import full as full_module
 from core.planners import solve
 from core.planners.fifo import plan_backfill
-from core.planners.full import plan_full
+from core.planners.full import FullParams, plan_full
 from tests.strategies import scenarios, tiny_scenarios
 
 STATS_KEYS = (
@@ -401,14 +401,18 @@ def test_zero_time_limit_keeps_the_warm_start_when_nothing_better_is_found():
         assert plan.stats["status"] in ("time_limit_improved", "optimal")
 
 
-def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
+def test_large_model_path_bounds_with_the_relaxation():
     scenario = _contended()
     warm = plan_backfill(scenario)
     exact = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
-    monkeypatch.setattr(full_module, "LARGE_MODEL_COLUMNS", 0)
     events: list[dict] = []
     plan = plan_full(
-        scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm, progress=events.append
+        scenario,
+        time_limit=20.0,
+        mip_gap=0.0,
+        warm_start=warm,
+        progress=events.append,
+        large_model_columns=0,
     )
     assert check(scenario, plan) == []
     relaxation = plan.stats["relaxation_bound"]
@@ -419,11 +423,10 @@ def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
 
 
-def test_a_model_too_large_to_build_returns_the_warm_start(monkeypatch):
+def test_a_model_too_large_to_build_returns_the_warm_start():
     scenario = _contended()
     warm = plan_backfill(scenario)
-    monkeypatch.setattr(full_module, "MAX_MODEL_TERMS", 10)
-    plan = plan_full(scenario, warm_start=warm)
+    plan = plan_full(scenario, warm_start=warm, max_model_terms=10)
     assert plan.stats["status"] == "too_large"
     assert plan.stats["objective_source"] == "allocator"
     assert plan.same_grid(warm)
@@ -436,7 +439,8 @@ def test_concurrent_solves_from_two_threads_both_finish():
     scenario = _contended()
     warm = plan_backfill(scenario)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(plan_full, scenario, 20.0, 0.0, None, warm) for _ in range(2)]
+        params = FullParams(time_limit=20.0, mip_gap=0.0, warm_start=warm)
+        futures = [pool.submit(plan_full, scenario, params) for _ in range(2)]
         plans = [f.result(timeout=120) for f in futures]
     values = [objective(scenario, p) for p in plans]
     for plan in plans:
