@@ -1,22 +1,20 @@
 """Fixtures for the whole suite: every registered planner, and where the data lives.
 
-`planner` runs a test once per name in `core.planners.PLANNER_NAMES`, so a new planner is
-tested the moment it is registered. Planners that take a time limit (the MIP) get a short one
-and fewer Hypothesis examples, so the suite stays fast without leaving any planner out.
+`planner` runs a test once per name in the registry (`core.planners.PLANNER_NAMES`), so a
+new planner is tested the moment it is registered. Planners that take a time limit (the MIP)
+get a short one and fewer Hypothesis examples, so the suite stays fast and leaves none out.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-import core.planners
 from core.model import Scenario
 from core.plan import Plan
-from core.planners import PLANNER_NAMES, solve
+from core.planners import PLANNER_NAMES, planner_spec, solve
 from tests.paths import DATA_DIR, SCENARIOS_DIR, TRACES_DIR
 
 QUICK_TIME_LIMIT = 2.0
@@ -25,16 +23,8 @@ TIME_LIMITED_EXAMPLES = 10  # ... and for those with one: each example may use i
 
 
 def takes_time_limit(name: str) -> bool:
-    """Whether the planner has a `time_limit` option, read off its registry entry's params."""
-    registry = getattr(core.planners, "PLANNERS", None)
-    if registry is None:  # before the registry: only the MIP has a time limit
-        return name == "full"
-    params = getattr(registry[name], "params", None)
-    if params is None:
-        return False
-    if dataclasses.is_dataclass(params):
-        return any(f.name == "time_limit" for f in dataclasses.fields(params))
-    return hasattr(params, "time_limit")
+    """Whether the planner's params dataclass (in the registry) has a `time_limit`."""
+    return planner_spec(name).accepts("time_limit")
 
 
 def plan_quickly(scenario: Scenario, planner: str, time_limit: float = QUICK_TIME_LIMIT) -> Plan:

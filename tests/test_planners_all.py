@@ -7,11 +7,10 @@ grid and the SPEC's definitions, independently of `core.plan.metrics`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -23,14 +22,9 @@ from tests.strategies import scenarios
 PROPERTY_TIME_LIMIT = 1.0  # seconds per Hypothesis example for planners that take a limit
 
 
-def metric_values(scenario: Scenario, plan: Plan) -> dict[str, Any]:
-    """`metrics` as a plain dict, whether it returns a mapping or a dataclass of the same keys."""
-    values = metrics(scenario, plan)
-    return dataclasses.asdict(values) if dataclasses.is_dataclass(values) else dict(values)
-
-
-def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float]:
-    """SPEC section 1's metrics from the grid with plain loops: the test's own reading."""
+def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float | None]:
+    """SPEC section 1's metrics (and section 7's that random scenarios exercise) from the grid
+    with plain loops: the test's own reading."""
     c, policy = scenario.cluster, scenario.policy
     G, T = c.gpus, c.horizon_steps
     step_hours = c.step_minutes / 60
@@ -41,9 +35,10 @@ def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float]:
             if j != IDLE:
                 held[j][t] += 1
 
-    batch_cells = served = allocated_rt = demanded = shortfall = 0.0
+    batch_cells = served = allocated_rt = demanded = shortfall = above_demand = 0.0
     reward = penalty = value = 0.0
     started = completed = 0
+    waits = []
     for j, job in enumerate(scenario.jobs):
         if isinstance(job, BatchJob):
             batch_cells += sum(held[j])
@@ -54,6 +49,8 @@ def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float]:
                 started += 1
                 first = steps[0]
                 completed += first + scenario.duration(job, held[j][first]) <= T
+                if job.running is None:
+                    waits.append((first - job.arrival_step) * step_hours)
         else:
             for t in range(T):
                 allocated_rt += held[j][t]
@@ -62,6 +59,7 @@ def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float]:
                 short = max(0.0, job.demand[t] - held[j][t])
                 shortfall += short
                 penalty += job.priority * short
+                above_demand += max(0.0, held[j][t] - job.demand[t])
     return {
         "utilization": (batch_cells + served) / (G * T),
         "allocated_fraction": (batch_cells + allocated_rt) / (G * T),
@@ -72,6 +70,11 @@ def hand_metrics(scenario: Scenario, plan: Plan) -> dict[str, float]:
         "batch_jobs": len(scenario.batch_jobs),
         "rt_shortfall_gpu_hours": shortfall * step_hours,
         "rt_coverage": served / demanded if demanded > 0 else 1.0,
+        "unstarted_jobs": len(scenario.batch_jobs) - started,
+        "idle_gpu_hours": (G * T - batch_cells - allocated_rt) * step_hours,
+        "reserved_idle_gpu_hours": above_demand * step_hours,
+        "wait_hours_p50": float(np.percentile(waits, 50)) if waits else None,
+        "wait_hours_p90": float(np.percentile(waits, 90)) if waits else None,
     }
 
 
@@ -96,7 +99,7 @@ def test_every_plan_is_legal(planner, plan_with, max_examples):
 def test_metrics_keep_their_invariants_and_match_a_hand_count(planner, plan_with, max_examples):
     def invariants(scenario):
         plan = plan_with(scenario, planner, time_limit=PROPERTY_TIME_LIMIT)
-        m = metric_values(scenario, plan)
+        m = dict(metrics(scenario, plan))
         eps = 1e-9
         assert -eps <= m["utilization"] <= m["allocated_fraction"] + eps
         assert m["allocated_fraction"] <= 1 + eps
@@ -105,8 +108,14 @@ def test_metrics_keep_their_invariants_and_match_a_hand_count(planner, plan_with
         assert m["value"] >= 0 and m["rt_shortfall_gpu_hours"] >= 0
         assert math.isfinite(m["runtime_ms"]) and m["runtime_ms"] >= 0
         assert m["planner"] == planner
+        assert 0 <= m["fragmented_gpu_hours"] <= m["idle_gpu_hours"] + eps
+        if m["wait_hours_p50"] is not None:
+            assert 0 <= m["wait_hours_p50"] <= m["wait_hours_p90"] + eps
         for key, expected in hand_metrics(scenario, plan).items():
-            assert m[key] == pytest.approx(expected, rel=1e-9, abs=1e-9), key
+            if expected is None:
+                assert m[key] is None, key
+            else:
+                assert m[key] == pytest.approx(expected, rel=1e-9, abs=1e-9), key
 
     run_property(max_examples, scenarios(), invariants)
 
@@ -143,7 +152,7 @@ def test_edge_cases_have_one_right_answer(planner, plan_with, case):
     scenario, right = EDGE_CASES[case]
     plan = plan_with(scenario, planner)
     assert check(scenario, plan) == []
-    assert right(scenario, plan, metric_values(scenario, plan)), plan.grid
+    assert right(scenario, plan, dict(metrics(scenario, plan))), plan.grid
 
 
 def _example_with(scenarios_dir, path, **changes) -> None:
