@@ -19,13 +19,6 @@ def example(scenarios_dir):
     return load_scenario(scenarios_dir / "example.json")
 
 
-@pytest.fixture
-def scenarios_dir():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[1] / "data" / "scenarios"
-
-
 def test_a_saved_scenario_and_its_run_come_back_exactly(tmp_path, example):
     path = tmp_path / "ws.sqlite"
     Workspace(path).save_scenario("my day", example)
