@@ -52,7 +52,7 @@ def job_log_table(
         if source_column in frame.columns:
             table[column] = frame[source_column].str.strip().to_numpy()
     if "state" in frame.columns:
-        table["state"] = normalise_state(frame["state"]).to_numpy()
+        table["state"] = normalise_state(frame["state"])
     table["gpus"] = parse_numbers(frame["gpu_num"], shown, "gpu_num", rows)
     table["submit"] = parse_times(frame["submit_time"], shown, "submit_time", rows)
     table["start"] = parse_times(frame["start_time"], shown, "start_time", rows)

@@ -384,18 +384,28 @@ def read_delimited(
 
 
 def _where_broken(source: str | Path, path: Path | None, sep: str, message: str) -> str:
+    """The first row whose cell count differs from the header's (only on this error path is
+    the file walked row by row)."""
+    import csv
     import io
 
-    target = path if path is not None else io.StringIO(str(source))
     try:
-        pd.read_csv(target, sep=sep, dtype="str", keep_default_na=False, engine="c")
-    except pd.errors.ParserError as e:
-        line = re.search(r"line (\d+)", str(e))
-        if line:
-            return f"row {line.group(1)}: {str(e).split(':', 1)[-1].strip()}"
-    except (UnicodeDecodeError, ValueError):
+        handle = (
+            path.open(encoding="utf-8-sig", newline="")
+            if path is not None
+            else io.StringIO(str(source), newline="")
+        )
+        with handle:
+            reader = csv.reader(handle, delimiter=sep)
+            width = len(next(reader, []))
+            for cells in reader:
+                if cells and len(cells) != width:
+                    return f"row {reader.line_num}: has {len(cells)} cells, the header has {width}"
+    except UnicodeDecodeError as e:
+        return f"is not UTF-8 text (byte {e.start} of a line cannot be read)"
+    except (csv.Error, OSError):
         pass
-    if "UTF8" in message or "utf8" in message.lower():
+    if "utf8" in message.lower():
         return "is not UTF-8 text"
     return f"cannot be read as a table ({message.removeprefix('CSV parse error: ')})"
 
