@@ -688,8 +688,10 @@ def _priorities(table: pd.DataFrame, rules: ImportRules) -> tuple[np.ndarray, st
 def _window_start(window: ImportWindow, info: TraceInfo, submit: np.ndarray) -> float:
     if window.start is None:
         known = submit[np.isfinite(submit)]
+        if not len(submit):
+            raise ScenarioError(f"{info.name}: no job with GPUs in the file; nothing to import")
         if not len(known):
-            raise ScenarioError(f"{info.name}: no job has a submit time; give --start")
+            raise ScenarioError(f"{info.name}: no GPU job has a submit time; give --start")
         median = float(np.median(known))
         return math.floor(median / DAY) * DAY
     if info.relative:
@@ -814,7 +816,11 @@ def import_table(
     rt_live = is_rt & started
     edges = W0 + step * np.arange(T + 1)
     history_from = max(W0 - rules.history_days * DAY, _first_time(submit, start))
-    history_hours = max(0, int(math.floor((W0 - history_from) / HOUR + 1e-9)))
+    history_hours = (
+        max(0, int(math.floor((W0 - history_from) / HOUR + 1e-9)))
+        if math.isfinite(history_from)
+        else 0
+    )
     hist_edges = W0 - HOUR * np.arange(history_hours, -1, -1)
     group_names = sorted({g for g in groups[rt_live]}) if rt_live.any() else []
     rt_demand: dict[str, np.ndarray] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from core.formats import acme, helios, kubectl, openb, slurm
@@ -536,3 +536,50 @@ def test_cli_import_bad_file_exits_2_with_one_line(tmp_path):
 def test_realtime_is_a_realtime_job(sacct):
     assert all(isinstance(j, RealtimeJob) for j in sacct.scenario.jobs if j.id.startswith("rt-"))
     assert not math.isnan(sacct.as_run["objective"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Any job table imports into a valid scenario that every planner can plan legally
+
+job_rows = st.lists(
+    st.tuples(
+        st.sampled_from(["sft", "eval", "awq", "serve", "x"]),
+        st.sampled_from([0, 0.5, 1, 2, 3, 4, 6, 8, 12]),
+        st.floats(-30, 30, allow_nan=False),  # submit, hours from the window start
+        st.one_of(st.none(), st.floats(0, 5, allow_nan=False)),  # wait (None: never started)
+        st.one_of(st.none(), st.floats(0, 20, allow_nan=False)),  # run (None: still running)
+        st.one_of(st.none(), st.floats(0.1, 30, allow_nan=False)),  # time limit, hours
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(job_rows, st.sampled_from([None, 4, 16]))
+def test_any_history_imports_and_plans_legally(rows, gpus):
+    from core.formats.history import TraceInfo, empty_table, import_table
+
+    table = empty_table(len(rows))
+    t0 = 1_800_000_000.0
+    for i, (name, g, submit, wait, run, limit) in enumerate(rows):
+        start = None if wait is None else submit + wait
+        end = None if start is None or run is None else start + run
+        table.loc[i, ["job_id", "name"]] = [f"j{i}", name]
+        table.loc[i, "gpus"] = g
+        table.loc[i, "submit"] = t0 + submit * 3600
+        table.loc[i, "start"] = np.nan if start is None else t0 + start * 3600
+        table.loc[i, "end"] = np.nan if end is None else t0 + end * 3600
+        table.loc[i, "time_limit"] = np.nan if limit is None else limit * 3600
+    info = TraceInfo(name="random.txt", format="slurm", rows=len(rows))
+    if not (table["gpus"] > 0).any():
+        return
+    result = import_table(table, info, ImportWindow(start="2027-01-15T08:00:00", gpus=gpus))
+    scenario = result.scenario
+    b = result.summary["batch"]
+    event(f"pinned {min(b['pinned'], 2)}, not pinned {min(b['not_pinned'], 1)}")
+    assert b["jobs"] == len(scenario.batch_jobs)
+    assert b["pinned"] == sum(j.running is not None for j in scenario.batch_jobs)
+    for planner in ("fifo", "allocator"):
+        assert check(scenario, solve(scenario, planner)) == []
+    assert result.as_run["utilization"] >= 0
+    assert result.as_run["completed_jobs"] <= result.as_run["started_jobs"] <= b["jobs"]
