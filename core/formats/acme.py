@@ -33,7 +33,9 @@ def sniff(name: str, head: str) -> bool:
     return {"job_id", "gpu_num", "submit_time", "type"} <= header
 
 
-def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFrame, TraceInfo]:
+def read_table(
+    source: str | bytes | Path, name: str | None = None
+) -> tuple[pd.DataFrame, TraceInfo]:
     table, info, frame, _ = job_log_table(source, name, FORMAT)
     table["workload"] = frame["type"].str.strip().to_numpy()
     table["team"] = table["user"]
@@ -48,7 +50,7 @@ def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFram
 
 
 def read_history(
-    source: str | Path,
+    source: str | bytes | Path,
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,
     *,

@@ -38,7 +38,7 @@ def sniff(name: str, head: str) -> bool:
 
 
 def job_log_table(
-    source: str | Path, name: str | None, fmt: str
+    source: str | bytes | Path, name: str | None, fmt: str
 ) -> tuple[pd.DataFrame, TraceInfo, pd.DataFrame, np.ndarray]:
     """The columns Helios and Acme share: (table, info, raw frame, rows) for the caller."""
     frame, shown = read_delimited(source, name)
@@ -70,7 +70,9 @@ def job_log_table(
     return table, info, frame, rows
 
 
-def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFrame, TraceInfo]:
+def read_table(
+    source: str | bytes | Path, name: str | None = None
+) -> tuple[pd.DataFrame, TraceInfo]:
     table, info, frame, _ = job_log_table(source, name, FORMAT)
     if "vc" in frame.columns:
         vc = frame["vc"].str.strip().to_numpy()
@@ -80,7 +82,7 @@ def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFram
 
 
 def read_history(
-    source: str | Path,
+    source: str | bytes | Path,
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,
     *,

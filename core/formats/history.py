@@ -319,9 +319,27 @@ def empty_table(n: int) -> pd.DataFrame:
 # Reading helpers shared by the format modules
 
 
-def read_source(source: str | Path, name: str | None = None) -> tuple[str, Path | None, str]:
-    """(display name, path or None, head text) of a path or of text given directly."""
-    if isinstance(source, Path) or ("\n" not in source and len(source) < 4096):
+def as_text(source: str | bytes | Path) -> str:
+    """The text of a history given directly (an upload's bytes are decoded as UTF-8)."""
+    if isinstance(source, bytes):
+        try:
+            return source.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ScenarioError(f"is not UTF-8 text (byte {e.start} cannot be read)") from None
+    return str(source)
+
+
+def is_path(source: str | bytes | Path) -> bool:
+    return isinstance(source, Path) or (
+        isinstance(source, str) and "\n" not in source and len(source) < 4096
+    )
+
+
+def read_source(
+    source: str | bytes | Path, name: str | None = None
+) -> tuple[str, Path | None, str]:
+    """(display name, path or None, head text) of a path, or of the text (or bytes) itself."""
+    if is_path(source):
         path = Path(source)
         try:
             size = path.stat().st_size
@@ -341,14 +359,20 @@ def read_source(source: str | Path, name: str | None = None) -> tuple[str, Path 
         except OSError as e:
             raise ScenarioError(f"{path}: cannot be read ({e.strerror})") from None
         return name or path.name, path, head
-    text = str(source)
+    try:
+        text = as_text(source)
+    except ScenarioError as e:
+        raise e.with_prefix(name or "history") from None
     if not text.strip():
         raise ScenarioError(f"{name or 'history'}: file is empty")
     return name or "history", None, text[:SNIFF_BYTES]
 
 
 def read_delimited(
-    source: str | Path, name: str | None, sep: str = ",", keep: Callable[[str], bool] | None = None
+    source: str | bytes | Path,
+    name: str | None,
+    sep: str = ",",
+    keep: Callable[[str], bool] | None = None,
 ) -> tuple[pd.DataFrame, str]:
     """All cells as strings ("" where empty), with the header stripped; (frame, display name).
 
@@ -362,7 +386,7 @@ def read_delimited(
 
     shown, path, head = read_source(source, name)
     columns = [c for c in header_of(head, sep)]
-    raw = path if path is not None else io.BytesIO(str(source).encode("utf-8"))
+    raw = path if path is not None else io.BytesIO(as_text(source).encode("utf-8"))
     try:
         table = pacsv.read_csv(
             raw,
@@ -383,7 +407,7 @@ def read_delimited(
     return frame, shown
 
 
-def _where_broken(source: str | Path, path: Path | None, sep: str, message: str) -> str:
+def _where_broken(source: str | bytes | Path, path: Path | None, sep: str, message: str) -> str:
     """The first row whose cell count differs from the header's (only on this error path is
     the file walked row by row)."""
     import csv
@@ -393,7 +417,7 @@ def _where_broken(source: str | Path, path: Path | None, sep: str, message: str)
         handle = (
             path.open(encoding="utf-8-sig", newline="")
             if path is not None
-            else io.StringIO(str(source), newline="")
+            else io.StringIO(as_text(source), newline="")
         )
         with handle:
             reader = csv.reader(handle, delimiter=sep)
@@ -566,7 +590,7 @@ def detect_format(name: str, head: str) -> str | None:
 
 
 def import_history(
-    source: str | Path,
+    source: str | bytes | Path,
     format: str = "auto",
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,

@@ -24,6 +24,7 @@ from .history import (
     ImportRules,
     ImportWindow,
     TraceInfo,
+    as_text,
     check_order,
     empty_table,
     import_table,
@@ -43,10 +44,12 @@ def sniff(name: str, head: str) -> bool:
     )
 
 
-def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFrame, TraceInfo]:
+def read_table(
+    source: str | bytes | Path, name: str | None = None
+) -> tuple[pd.DataFrame, TraceInfo]:
     shown, path, _ = read_source(source, name)
     try:
-        text = path.read_text(encoding="utf-8-sig") if path is not None else str(source)
+        text = path.read_text(encoding="utf-8-sig") if path is not None else as_text(source)
         raw = json.loads(text)
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{shown}: is not UTF-8 text (byte {e.start} cannot be read)") from None
@@ -104,7 +107,7 @@ def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFram
 
 
 def read_history(
-    source: str | Path,
+    source: str | bytes | Path,
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,
     *,

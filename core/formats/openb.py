@@ -24,6 +24,7 @@ from .history import (
     empty_table,
     header_of,
     import_table,
+    is_path,
     parse_numbers,
     read_delimited,
     read_source,
@@ -53,7 +54,7 @@ def sniff(name: str, head: str) -> bool:
 
 
 def read_table(
-    source: str | Path, name: str | None = None, nodes: str | Path | None = None
+    source: str | bytes | Path, name: str | None = None, nodes: str | Path | None = None
 ) -> tuple[pd.DataFrame, TraceInfo]:
     frame, shown = read_delimited(source, name)
     require_columns(frame, shown, [(c,) for c in _REQUIRED])
@@ -99,7 +100,7 @@ def read_table(
 
 
 def read_history(
-    source: str | Path,
+    source: str | bytes | Path,
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,
     *,
@@ -110,10 +111,10 @@ def read_history(
     return import_table(table, info, window, rules)
 
 
-def _cluster_gpus(source: str | Path, nodes: str | Path | None) -> int | None:
+def _cluster_gpus(source: str | bytes | Path, nodes: str | Path | None) -> int | None:
     """Total `gpu` of the node list given, or of the one beside a pod list file."""
     if nodes is None:
-        if isinstance(source, str) and "\n" in source:
+        if not is_path(source):
             return None
         candidates = sorted(Path(source).parent.glob("openb_node_list*.csv"))
         if not candidates:

@@ -51,7 +51,9 @@ def sniff(name: str, head: str) -> bool:
     return "jobid" in header and "submit" in header and len(header) > 2
 
 
-def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFrame, TraceInfo]:
+def read_table(
+    source: str | bytes | Path, name: str | None = None
+) -> tuple[pd.DataFrame, TraceInfo]:
     wanted = {c.lower() for c in SACCT_FIELDS.split(",")} - {"nnodes", "nodelist"}
     frame, shown = read_delimited(source, name, sep="|", keep=lambda c: c.lower() in wanted)
     canonical = {c.lower(): c for c in SACCT_FIELDS.split(",")}
@@ -128,7 +130,7 @@ def read_table(source: str | Path, name: str | None = None) -> tuple[pd.DataFram
 
 
 def read_history(
-    source: str | Path,
+    source: str | bytes | Path,
     window: ImportWindow | None = None,
     rules: ImportRules | None = None,
     *,

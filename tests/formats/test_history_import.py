@@ -583,3 +583,15 @@ def test_any_history_imports_and_plans_legally(rows, gpus):
         assert check(scenario, solve(scenario, planner)) == []
     assert result.as_run["utilization"] >= 0
     assert result.as_run["completed_jobs"] <= result.as_run["started_jobs"] <= b["jobs"]
+
+
+def test_uploaded_bytes_import_like_the_file():
+    """The app hands over an upload's bytes and its name; the result is the file's."""
+    window = ImportWindow(start="2026-08-17T00:00:00")
+    for path in (SACCT, KUBECTL):
+        from_bytes = import_history(path.read_bytes(), window=window, name=path.name)
+        from_file = import_history(path, window=window)
+        assert from_bytes.scenario == from_file.scenario
+        assert from_bytes.summary["file"] == path.name
+    with pytest.raises(ScenarioError, match="upload.txt: is not UTF-8"):
+        import_history(b"JobID|Submit\n\xff", name="upload.txt")
