@@ -70,8 +70,7 @@ TABLE_COLUMNS = (
     "priority_raw",  # a scheduler's numeric priority, ranked into 1..10
     "state",
 )
-TEXT_COLUMNS = ("job_id", "name", "user", "team", "partition", "qos", "priority_class")
-TEXT_COLUMNS += ("workload", "state")
+TEXT_COLUMNS = TABLE_COLUMNS[1:9] + ("state",)
 RULE_FIELDS = ("name", "user", "team", "partition", "qos", "priority_class", "workload", "state")
 
 AS_RUN_NOTE = (
@@ -729,6 +728,11 @@ def _window_start(window: ImportWindow, info: TraceInfo, submit: np.ndarray) -> 
         if not math.isfinite(hours):
             raise ScenarioError(f"{info.name}: --start must be a finite number of hours")
         return hours * HOUR
+    if isinstance(window.start, int | float):
+        raise ScenarioError(
+            f"{info.name}: times are calendar times, so --start is an ISO time such as "
+            f"2026-08-17T00:00:00, got {window.start!r}"
+        )
     try:
         stamp = pd.Timestamp(window.start)
     except (TypeError, ValueError):

@@ -595,3 +595,14 @@ def test_uploaded_bytes_import_like_the_file():
         assert from_bytes.summary["file"] == path.name
     with pytest.raises(ScenarioError, match="upload.txt: is not UTF-8"):
         import_history(b"JobID|Submit\n\xff", name="upload.txt")
+
+
+def test_repeated_job_ids_are_made_unique_and_start_must_fit_the_trace():
+    text = (
+        "JobID|Submit|Start|End|AllocTRES\n"
+        + "7|2026-08-17T01:00:00|2026-08-17T01:00:00|2026-08-17T02:00:00|gres/gpu=1\n" * 3
+    )
+    result = slurm.read_history(text, ImportWindow(start="2026-08-17T00:00:00"))
+    assert [j.id for j in result.scenario.jobs] == ["7", "7#2", "7#3"]
+    with pytest.raises(ScenarioError, match="calendar times"):
+        slurm.read_history(text, ImportWindow(start=3360))
