@@ -1134,7 +1134,25 @@ def _as_run(
 
 
 # ---------------------------------------------------------------------------------------------
-# The one-screen summary
+# What the pages show: the demand chart's data and the one-screen summary
+
+
+def demand_frame(result: ImportResult) -> pd.DataFrame:
+    """One row per step: each real-time group's demand and the GPUs really held (as-run),
+    with the step's start time where the trace has calendar times."""
+    scenario = result.scenario
+    c = scenario.cluster
+    frame = pd.DataFrame({"step": np.arange(c.horizon_steps)})
+    if c.start is not None:
+        frame["time"] = pd.Timestamp(c.start) + pd.to_timedelta(
+            frame["step"] * c.step_minutes, unit="min"
+        )
+    for job in scenario.realtime_jobs:
+        frame[job.id] = job.demand
+    per_step = result.as_run["per_step"]
+    frame["as_run_batch_gpus"] = per_step["batch_gpus"]
+    frame["as_run_realtime_gpus"] = per_step["realtime_gpus"]
+    return frame
 
 
 def format_summary(summary: dict[str, Any], as_run: dict[str, Any]) -> str:

@@ -606,3 +606,23 @@ def test_repeated_job_ids_are_made_unique_and_start_must_fit_the_trace():
     assert [j.id for j in result.scenario.jobs] == ["7", "7#2", "7#3"]
     with pytest.raises(ScenarioError, match="calendar times"):
         slurm.read_history(text, ImportWindow(start=3360))
+
+
+def test_demand_frame_for_the_preview_chart(sacct):
+    from core.formats.history import demand_frame
+
+    frame = demand_frame(sacct)
+    assert list(frame.columns) == [
+        "step",
+        "time",
+        "rt-infer",
+        "rt-serving",
+        "as_run_batch_gpus",
+        "as_run_realtime_gpus",
+    ]
+    assert frame["time"].iloc[8] == pd.Timestamp("2026-08-17T08:00:00")
+    assert frame["rt-serving"].iloc[8] == 2.5
+    assert frame["as_run_realtime_gpus"].sum() == pytest.approx(54.5)
+    assert (frame["rt-infer"] + frame["rt-serving"]).tolist() == pytest.approx(
+        frame["as_run_realtime_gpus"].tolist()
+    )
