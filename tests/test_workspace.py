@@ -19,13 +19,6 @@ def example(scenarios_dir):
     return load_scenario(scenarios_dir / "example.json")
 
 
-@pytest.fixture
-def scenarios_dir():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[1] / "data" / "scenarios"
-
-
 def test_a_saved_scenario_and_its_run_come_back_exactly(tmp_path, example):
     path = tmp_path / "ws.sqlite"
     Workspace(path).save_scenario("my day", example)
@@ -126,3 +119,20 @@ def test_the_environment_chooses_the_default_location(tmp_path, monkeypatch):
     assert default_path() == tmp_path / "chosen.sqlite"
     monkeypatch.delenv("GPUPLAN_WORKSPACE")
     assert default_path().name == "workspace.sqlite" and "gpuplan" in str(default_path())
+
+
+def test_the_workspace_command_saves_lists_exports_and_deletes(tmp_path, scenarios_dir, capsys):
+    from core.cli import main
+
+    ws = str(tmp_path / "ws.sqlite")
+    example = scenarios_dir / "example.json"
+    assert main(["workspace", "--workspace", ws, "save", str(example), "--planners", "fifo"]) == 0
+    assert main(["workspace", "--workspace", ws, "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "example  (8 GPUs, 6 jobs" in listed and "run 1: fifo" in listed
+    out = tmp_path / "back.json"
+    assert main(["workspace", "--workspace", ws, "export", "example", "--out", str(out)]) == 0
+    assert load_scenario(out) == load_scenario(example)
+    assert main(["workspace", "--workspace", ws, "delete", "example"]) == 0
+    assert main(["workspace", "--workspace", ws, "delete", "example"]) == 2
+    assert "no saved scenario named 'example'" in capsys.readouterr().err

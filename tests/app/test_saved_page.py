@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.io import load_scenario
 from core.workspace import Workspace
+from tests.paths import ROOT, SCENARIOS_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 
 
@@ -59,7 +57,7 @@ def test_runs_saved_from_the_session_can_be_compared(workspace_file):
     at.run()
     assert at.selectbox(key="saved_run_a") is not None
     assert any(df.value.columns.tolist()[:1] == ["KPI"] for df in at.dataframe)
-    expected = load_scenario(ROOT / "data" / "scenarios" / "mixed-control.json")
+    expected = load_scenario(SCENARIOS_DIR / "mixed-control.json")
     assert ws.load_scenario(expected.name) == expected
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT, SCENARIOS_DIR
+
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -263,11 +264,7 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
             settle(p)
         default = active_name(b)
         assert active_name(a) == default
-        other = next(
-            p.stem
-            for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
-            if p.stem != default
-        )
+        other = next(p.stem for p in sorted(SCENARIOS_DIR.glob("*.json")) if p.stem != default)
         choose(a, "Built-in scenario", other)
         expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
         b.reload()
