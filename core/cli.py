@@ -134,7 +134,7 @@ def _planner_options(args: argparse.Namespace) -> dict:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json, write_exports
+    from .formats import load_scenario, metrics_to_json, write_exports
     from .plan import check, metrics
     from .planners import solve
 
@@ -155,7 +155,7 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from .io import load_scenario, plan_from_grid_csv, read_text
+    from .formats import load_scenario, plan_from_grid_csv, read_text
     from .plan import check
 
     scenario = load_scenario(args.scenario)
@@ -182,7 +182,7 @@ def _run_bench(args: argparse.Namespace) -> int:
 
         rows += run_generated(args.planners, repeat=args.repeat)
     if args.json:
-        from .io import json_safe
+        from .formats import json_safe
 
         print(json.dumps(json_safe(rows), indent=2))
     else:
@@ -211,7 +211,7 @@ def _run_forecast(args: argparse.Namespace) -> int:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json
+    from .formats import load_scenario, metrics_to_json
     from .rolling import simulate, write_simulation
 
     scenario = load_scenario(args.scenario)

@@ -2,7 +2,7 @@
 
 Every object here is a frozen dataclass that validates itself on construction, so code past the
 edge (planners, checker, metrics) trusts what it is given. Messages name the job and the field;
-the file and row are added by `core.io`, which knows them.
+the file and row are added by `core.formats`, which knows them.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ MAX_GPUS = 65_536
 MAX_STEPS = 10_080
 MAX_CELLS = 10_000_000
 MAX_JOBS = 100_000
+MAX_HISTORY_STEPS = 100_000  # hourly values before step 0 a real-time job may carry (11 years)
 
 BATCH_TYPES = ("training", "batch_inference", "quantization")
 REALTIME_TYPE = "realtime"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.plan import metrics
 from core.planners import solve
 
@@ -25,6 +26,8 @@ def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
+        # this checkout's core, whatever the cwd (the venv may have another one installed)
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 
@@ -92,6 +95,7 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
     [
         (("plan", "missing.json"), ["missing.json", "no such file"]),
         (("plan", "{bad}"), ["bad.json", "not valid JSON"]),
+        (("plan", "{jobs}"), ["jobs.csv", "demand.csv is needed"]),  # half of the CSV pair
         (("check", "{example}", "{bad_grid}"), ["grid.csv", "row 2", "job_id 'ghost'"]),
         (("check", "{example}", "{example}"), ["example.json", "missing column"]),
     ],
@@ -101,7 +105,9 @@ def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
     bad.write_text('{"cluster": ')
     bad_grid = tmp_path / "grid.csv"
     bad_grid.write_text("step,gpu,job_id\n0,0,ghost\n")
-    filled = [a.format(bad=bad, example=EXAMPLE, bad_grid=bad_grid) for a in args]
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n")
+    filled = [a.format(bad=bad, example=EXAMPLE, bad_grid=bad_grid, jobs=jobs) for a in args]
     result = gpuplan(*filled, cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -8,7 +8,8 @@ import json
 import pytest
 from hypothesis import given, settings
 
-from core.io import (
+from core import formats
+from core.formats import (
     MAX_UPLOAD_BYTES,
     decode_upload,
     grid_to_csv,
@@ -22,7 +23,7 @@ from core.io import (
     spreadsheet_safe,
     write_csv,
 )
-from core.model import ScenarioError
+from core.model import Scenario, ScenarioError
 from core.planners import solve
 from tests.strategies import scenarios
 
@@ -331,3 +332,67 @@ def test_optional_fields_round_trip_through_json_and_the_csv_pair():
     jobs_csv, demand_csv = scenario_to_tables(scenario)
     assert "'=evil" in jobs_csv  # neutralised for spreadsheets, recovered on import
     assert scenario_from_tables(jobs_csv, demand_csv, scenario) == scenario
+
+
+# ---------------------------------------------------------------------------------------------
+# read(): the format is detected from the files, and what is missing is said
+
+
+def test_read_detects_json_and_the_csv_pair_in_any_order(tmp_path):
+    scenario = scenario_from_dict(BASE)
+    (tmp_path / "s.json").write_text(scenario_to_json(scenario))
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    (tmp_path / "demand.csv").write_text(demand_csv)
+    assert formats.read(tmp_path / "s.json") == scenario
+    pair = [tmp_path / "demand.csv", tmp_path / "jobs.csv"]
+    assert formats.read(pair, base=scenario) == scenario
+    assert formats.read(list(reversed(pair)), format="csv-pair", base=scenario) == scenario
+
+
+@pytest.mark.parametrize(
+    "files, words",
+    [
+        (["jobs.csv"], ["jobs.csv", "jobs half", "demand.csv is needed"]),
+        (["demand.csv"], ["demand.csv", "jobs.csv is needed"]),
+        (["jobs.csv", "demand.csv"], ["carries only jobs and demand"]),  # no base given
+        (["s.json", "t.json"], ["s.json, t.json", "give one scenario .json"]),
+        (["notes.txt"], ["notes.txt", "not a format gpuplan reads"]),
+        (["jobs.csv", "notes.txt"], ["not a format gpuplan reads"]),
+    ],
+)
+def test_read_says_what_is_missing(tmp_path, files, words):
+    scenario = scenario_from_dict(BASE)
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    texts = {
+        "jobs.csv": jobs_csv,
+        "demand.csv": demand_csv,
+        "s.json": scenario_to_json(scenario),
+        "t.json": scenario_to_json(scenario),
+        "notes.txt": "hello, world\n",
+    }
+    for name in files:
+        (tmp_path / name).write_text(texts[name])
+    with pytest.raises(ScenarioError) as raised:
+        formats.read([tmp_path / n for n in files])
+    for word in words:
+        assert word in str(raised.value), f"{word!r} not in {raised.value}"
+
+
+def test_a_registered_format_is_detected_and_gets_its_options(tmp_path):
+    seen = {}
+
+    def reader(text: str, name: str, *, days: int = 1) -> Scenario:
+        seen.update(name=name, days=days)
+        return scenario_from_dict(BASE)
+
+    formats.register("toy", lambda name, head: head.startswith("TOY"), reader)
+    try:
+        (tmp_path / "trace.log").write_text("TOY trace\n")
+        assert formats.read(tmp_path / "trace.log", days=3) == scenario_from_dict(BASE)
+        assert seen == {"name": "trace.log", "days": 3}
+        (tmp_path / "other.log").write_text("other\n")
+        with pytest.raises(ScenarioError, match="or one of toy"):
+            formats.read(tmp_path / "other.log")
+    finally:
+        del formats.FORMATS["toy"]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 
 from core import workload
-from core.io import load_scenario, scenario_to_json, scenario_to_tables
+from core.formats import load_scenario, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
 from tests.strategies import scenarios
 
@@ -31,7 +31,7 @@ def test_editor_tables_round_trip_to_the_same_scenario(s):
     [
         ("gpus_max", 3, "gpus_max 3 is not a power of two"),  # not 2^k
         ("priority", 0, "priority must be > 0"),  # priorities are positive
-        ("gpu_hours", None, "missing field 'gpu_hours'"),  # batch work needs its size
+        ("gpu_hours", None, "gpu_hours is empty"),  # batch work needs its size
         ("type", "gaming", "type 'gaming' is not one of"),  # unknown type
         ("gpus_max", 64, "larger than the cluster's"),  # cluster-level rule, still on its row
     ],
@@ -74,7 +74,7 @@ def test_uploads_accept_json_or_the_csv_pair_in_any_order():
     assert new == base
     with pytest.raises(ScenarioError, match="need a jobs CSV"):
         workload.scenario_from_uploads([("j.csv", jobs_csv.encode())], base)
-    with pytest.raises(ScenarioError, match="upload one scenario .json"):
+    with pytest.raises(ScenarioError, match="give one scenario .json"):
         workload.scenario_from_uploads([("a.json", b"{}"), ("b.json", b"{}")], base)
     with pytest.raises(ScenarioError, match="not UTF-8"):
         workload.scenario_from_uploads([("x.json", b"\xff\xfe\x00")], base)
