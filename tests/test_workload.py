@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from datetime import datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from core import workload
-from core.formats import load_scenario, scenario_to_json, scenario_to_tables
+from core.formats import load_scenario, scenario_from_tables, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
 from tests.strategies import scenarios
 
@@ -97,3 +98,76 @@ def test_default_capacity_makes_the_peak_need_gpus_max():
     capacity = workload.default_capacity(4321.0, 6)
     assert 4321.0 / capacity <= 6 < 4321.0 / capacity + 1
     assert workload.default_capacity(0.0, 4) == 1.0
+
+
+def _batch_row(s: Scenario) -> int:
+    return next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None)
+
+
+def test_running_start_and_steps_without_gpus_is_an_error_not_silently_idle():
+    s = load_scenario(SCENARIOS / "example.json")
+    jobs, demand = workload.editor_tables(s)
+    row = _batch_row(s)
+    jobs.loc[jobs.index[row], ["running_gpu_start", "running_remaining_steps"]] = [0, 2]
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert not result.ok
+    assert any("running_gpus is empty" in issue for issue in result.row_issues[row])
+
+
+def test_a_running_job_turned_realtime_keeps_its_pin_or_says_why_not():
+    s = load_scenario(SCENARIOS / "example.json")
+    row = next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is not None)
+    jobs, demand = workload.editor_tables(s)
+    jobs.iloc[row, jobs.columns.get_loc("type")] = "realtime"
+    jobs.iloc[row, jobs.columns.get_loc("swap_cap")] = 1
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert not result.ok
+    assert any("cannot be running" in issue for issue in result.row_issues[row])
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (None, None),  # blank: unknown, step 0 is free
+        ("", None),
+        ("[]", ()),  # held no GPU before step 0
+        ("[ ]", ()),
+        ("6 7", (6, 7)),
+        ("6,7", (6, 7)),
+        ("[6, 7]", (6, 7)),
+    ],
+)
+def test_previous_gpus_means_the_same_in_the_editor_and_in_jobs_csv(text, expected):
+    """One codec: the editor and jobs.csv read previous_gpus by the README's rule."""
+    s = load_scenario(SCENARIOS / "example.json")
+    k = next(i for i, j in enumerate(s.jobs) if j.is_realtime)
+    jobs, demand = workload.editor_tables(s)
+    # free GPUs 6 and 7 of the running block so [6, 7] is a legal previous set
+    base = s.replace(jobs=tuple(j for j in s.jobs if j.is_realtime or j.running is None))
+    jobs = jobs[[j.is_realtime or j.running is None for j in s.jobs]]
+    k = [j.id for j in base.jobs].index(s.jobs[k].id)
+    jobs.iloc[k, jobs.columns.get_loc("previous_gpus")] = text
+    from_editor = workload.scenario_from_editor(base, jobs, demand)
+    assert from_editor.ok, from_editor.row_issues
+    assert from_editor.scenario.jobs[k].previous_gpus == expected
+    jobs_csv, demand_csv = scenario_to_tables(base)
+    header, *rows = jobs_csv.splitlines()
+    columns = header.split(",")
+    if "previous_gpus" not in columns:
+        columns.append("previous_gpus")
+        rows = [r + "," for r in rows]
+    cells = next(csv.reader([rows[k]]))
+    cells[columns.index("previous_gpus")] = text or ""
+    rows[k] = ",".join(f'"{c}"' if "," in c else c for c in cells)
+    text_csv = "\n".join([",".join(columns), *rows]) + "\n"
+    from_csv = scenario_from_tables(text_csv, demand_csv, base)
+    assert from_csv.jobs[k].previous_gpus == expected
+
+
+def test_editor_cells_are_stripped_like_csv_cells():
+    s = load_scenario(SCENARIOS / "example.json")
+    jobs, demand = workload.editor_tables(s)
+    row = _batch_row(s)
+    jobs.iloc[row, jobs.columns.get_loc("id")] = "  fresh-id "
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert result.ok and result.scenario.jobs[row].id == "fresh-id"

@@ -47,7 +47,10 @@ def number_cell(owner: str, field: str, text: str, required: bool = True) -> Any
             raise ScenarioError(f"{owner}: {field} is empty")
         return None
     if len(text) > _MAX_NUMBER_CHARS:
-        raise ScenarioError(f"{owner}: {field} must be a number, got {text[:20]!r}...")
+        raise ScenarioError(
+            f"{owner}: {field} {text[:20]!r}... is longer than {_MAX_NUMBER_CHARS} characters; "
+            f"no number of a scenario is that long"
+        )
     try:
         return int(text)
     except ValueError:

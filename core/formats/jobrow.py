@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import JOB_TYPES, REALTIME_TYPE, Job, RealtimeJob, ScenarioError
+from ..model import JOB_TYPES, REALTIME_TYPE, Job, RealtimeJob, ScenarioError, shown
 from .cells import number_cell, text_cell
 from .scenario_json import job_from_dict
 
@@ -104,7 +104,7 @@ def job_from_row(
     job_id = _text(row.get("id"))
     if job_id is None:
         raise ScenarioError("id is empty")
-    owner = f"job '{job_id}'"
+    owner = f"job '{shown(job_id)}'"
     job_type = _text(row.get("type"))
     if job_type not in JOB_TYPES:
         raise ScenarioError(f"{owner}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}")

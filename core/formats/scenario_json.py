@@ -11,6 +11,7 @@ from typing import Any
 
 from ..model import (
     JOB_TYPES,
+    MAX_DEMAND,
     REALTIME_TYPE,
     BatchJob,
     Cluster,
@@ -20,6 +21,7 @@ from ..model import (
     Running,
     Scenario,
     ScenarioError,
+    shown,
 )
 from .cells import plain_number
 
@@ -153,7 +155,7 @@ def job_from_dict(raw: Any, position: int) -> Job:
     """One job object of the JSON (also what the CSV pair's and the editor's rows become)."""
     if not isinstance(raw, dict):
         raise ScenarioError(f"jobs[{position}]: must be an object")
-    owner = f"job '{raw['id']}'" if isinstance(raw.get("id"), str) else f"jobs[{position}]"
+    owner = f"job '{shown(raw['id'])}'" if isinstance(raw.get("id"), str) else f"jobs[{position}]"
     _require(owner, raw, ("id", "type", "priority"))
     job_type = raw["type"]
     if job_type not in JOB_TYPES:
@@ -167,7 +169,7 @@ def job_from_dict(raw: Any, position: int) -> Job:
         history = raw.get("history")
         if history is not None and not isinstance(history, list):
             raise ScenarioError(f"{owner}: history must be a list of numbers")
-        return RealtimeJob(
+        job = RealtimeJob(
             id=raw["id"],
             priority=raw["priority"],
             gpus_min=raw["gpus_min"],
@@ -178,6 +180,13 @@ def job_from_dict(raw: Any, position: int) -> Job:
             history=tuple(history) if history is not None else None,
             team=raw.get("team"),
         )
+        for field in ("demand", "history"):
+            for i, value in enumerate(getattr(job, field) or ()):
+                if value > MAX_DEMAND:
+                    raise ScenarioError(
+                        f"{owner}: {field}[{i}] {value:g} exceeds the limit of {MAX_DEMAND:g}"
+                    )
+        return job
     _no_unknown(owner, raw, _BATCH_KEYS)
     _require(owner, raw, ("gpus_min", "gpus_max", "gpu_hours"))
     running = None
