@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from .model import BatchJob, RealtimeJob, Scenario
 from .plan import IDLE, Plan, holdings
+from .planners import BASELINE, PLANNER_COLOURS, PLANNER_NAMES
 
 IDLE_COLOUR = "#e9ecef"
 # Batch jobs: blues, greens, oranges, yellows, browns (Okabe-Ito first, then Tableau), cycled.
@@ -56,13 +57,8 @@ REALTIME_COLOURS = ("#C0392B", "#6C3483", "#922B21", "#A04000", "#4A235A", "#782
 # dominate the figure's size); above MAX_DRAWN_CELLS a page should offer grid.csv instead.
 MAX_HOVER_CELLS = 200_000
 MAX_DRAWN_CELLS = 2_000_000
-PLANNER_ORDER = ("fifo", "backfill", "allocator", "full")
-PLANNER_COLOURS = {
-    "fifo": "#6C757D",
-    "backfill": "#A9B4BE",
-    "allocator": "#0072B2",
-    "full": "#009E73",
-}
+# Planner order and colours come from the registry, so a new planner needs nothing here.
+PLANNER_ORDER = PLANNER_NAMES
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
 
 
@@ -290,7 +286,7 @@ def _planner_rows(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> list[s
 
 
 def utilization_value_figure(
-    metrics_by_planner: Mapping[str, Mapping[str, Any]], baseline: str = "fifo"
+    metrics_by_planner: Mapping[str, Mapping[str, Any]], baseline: str = BASELINE
 ) -> go.Figure:
     """Utilization and priority-weighted value per planner, both as an index (baseline = 100).
 

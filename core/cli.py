@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .model import ScenarioError
-from .planners import PLANNER_NAMES
+from .planners import FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -39,19 +39,19 @@ def _parser() -> argparse.ArgumentParser:
 
     plan = sub.add_parser("plan", help="plan a scenario and print its metrics as JSON")
     plan.add_argument("scenario", help="scenario JSON file")
-    plan.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    plan.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     plan.add_argument(
         "--time-limit",
         type=_positive_float,
         default=10.0,
         metavar="S",
-        help="seconds for the full planner's MIP (default 10)",
+        help=f"seconds for the {_exact_names()} planner (default 10)",
     )
     plan.add_argument(
         "--gap",
         type=_non_negative_float,
         default=1e-4,
-        help="relative MIP gap at which the full planner stops (default 1e-4)",
+        help=f"relative MIP gap at which the {_exact_names()} planner stops (default 1e-4)",
     )
     plan.add_argument(
         "--out",
@@ -66,9 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(run=_run_check)
 
     bench = sub.add_parser("bench", help="run the benchmark scenarios through the planners")
-    bench.add_argument(
-        "--planners", nargs="+", choices=PLANNER_NAMES, default=["fifo", "backfill", "allocator"]
-    )
+    bench.add_argument("--planners", nargs="+", choices=PLANNER_NAMES, default=default_planners())
     bench.add_argument(
         "--scenarios",
         nargs="+",
@@ -105,11 +103,34 @@ def _parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
     simulate.add_argument("scenario")
     simulate.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
-    simulate.add_argument("--planner", choices=PLANNER_NAMES, default="allocator")
+    simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     simulate.add_argument("--replan-minutes", type=int, default=60, metavar="M")
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
     simulate.add_argument("--out", metavar="DIR")
     simulate.set_defaults(run=_run_simulate)
+
+    workspace = sub.add_parser(
+        "workspace", help="saved scenarios and runs (the app's Saved page, from the shell)"
+    )
+    workspace.add_argument(
+        "--workspace",
+        metavar="FILE",
+        help="the SQLite workspace (default: GPUPLAN_WORKSPACE, else the user's data folder)",
+    )
+    actions = workspace.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="saved scenarios and their runs")
+    save = actions.add_parser("save", help="save a scenario file, optionally with plans")
+    save.add_argument("scenario", help="scenario JSON file")
+    save.add_argument("--name", help="name to save it under (default: the scenario's name)")
+    save.add_argument(
+        "--planners", nargs="*", choices=PLANNER_NAMES, default=[], help="also plan and keep runs"
+    )
+    export = actions.add_parser("export", help="write a saved scenario as JSON")
+    export.add_argument("name")
+    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    delete = actions.add_parser("delete", help="delete a saved scenario and its runs")
+    delete.add_argument("name")
+    workspace.set_defaults(run=_run_workspace)
     return parser
 
 
@@ -128,14 +149,19 @@ def _non_negative_float(text: str) -> float:
 
 
 def _planner_options(args: argparse.Namespace) -> dict:
-    if args.planner == "full":
-        return {"time_limit": args.time_limit, "mip_gap": getattr(args, "gap", 1e-4)}
-    return {}
+    """The command's planner options that the chosen planner accepts."""
+    return planner_options(
+        args.planner, time_limit=args.time_limit, mip_gap=getattr(args, "gap", 1e-4)
+    )
+
+
+def _exact_names() -> str:
+    return " and ".join(name for name, spec in PLANNERS.items() if spec.exact) or "exact"
 
 
 def _run_plan(args: argparse.Namespace) -> int:
     from .formats import load_scenario, metrics_to_json, write_exports
-    from .plan import check, metrics
+    from .plan import check, report
     from .planners import solve
 
     scenario = load_scenario(args.scenario)
@@ -150,7 +176,7 @@ def _run_plan(args: argparse.Namespace) -> int:
         return EXIT_ILLEGAL
     if args.out:
         write_exports(scenario, plan, args.out)
-    sys.stdout.write(metrics_to_json(metrics(scenario, plan)))
+    sys.stdout.write(metrics_to_json(report(scenario, plan)))
     return EXIT_OK
 
 
@@ -225,6 +251,45 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if args.out:
         write_simulation(result, args.out)
     sys.stdout.write(metrics_to_json(result.metrics))
+    return EXIT_OK
+
+
+def _run_workspace(args: argparse.Namespace) -> int:
+    from .formats import load_scenario, scenario_to_json
+    from .planners import solve
+    from .workspace import Workspace
+
+    ws = Workspace(args.workspace)
+    if args.action == "list":
+        runs = ws.runs()
+        for saved in ws.scenarios():
+            print(
+                f"{saved.name}  ({saved.gpus} GPUs, {saved.jobs} jobs, saved {saved.saved_at[:19]})"
+            )
+            for run in (r for r in runs if r.scenario == saved.name):
+                m = run.metrics
+                print(
+                    f"  run {run.id}: {run.planner}  utilization {m['utilization']:.1%}  "
+                    f"value {m['value']:,.1f}  completed {m['completed_jobs']}/{m['batch_jobs']}"
+                )
+        print(f"workspace: {ws.path}", file=sys.stderr)
+    elif args.action == "save":
+        scenario = load_scenario(args.scenario)
+        name = args.name or scenario.name
+        ws.save_scenario(name, scenario)
+        for planner in args.planners:
+            ws.save_run(name, scenario, solve(scenario, planner))
+        print(f"saved {name!r} with {len(args.planners)} run(s) in {ws.path}")
+    elif args.action == "export":
+        text = scenario_to_json(ws.load_scenario(args.name))
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    else:
+        ws.load_scenario(args.name)  # an unknown name is an error, not a silent no-op
+        ws.delete_scenario(args.name)
+        print(f"deleted {args.name!r} from {ws.path}")
     return EXIT_OK
 
 

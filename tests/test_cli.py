@@ -14,9 +14,7 @@ import pytest
 from core.formats import load_scenario
 from core.plan import metrics
 from core.planners import solve
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "data" / "scenarios" / "example.json"
+from tests.paths import ROOT
 
 
 def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -31,15 +29,20 @@ def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="session")
+def example(scenarios_dir) -> Path:
+    return scenarios_dir / "example.json"
+
+
 @pytest.fixture(scope="module")
-def fifo_out(tmp_path_factory) -> Path:
+def fifo_out(tmp_path_factory, example) -> Path:
     out = tmp_path_factory.mktemp("fifo")
-    result = gpuplan("plan", EXAMPLE, "--planner", "fifo", "--out", out)
+    result = gpuplan("plan", example, "--planner", "fifo", "--out", out)
     assert result.returncode == 0, result.stderr
     return out
 
 
-def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
+def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out, example):
     assert sorted(p.name for p in fifo_out.iterdir()) == [
         "assignments.csv",
         "grid.csv",
@@ -47,7 +50,7 @@ def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
         "realtime.csv",
     ]
     printed = json.loads((fifo_out / "metrics.json").read_text())
-    scenario = load_scenario(EXAMPLE)
+    scenario = load_scenario(example)
     expected = metrics(scenario, solve(scenario, "fifo"))
     for key in (
         "utilization",
@@ -65,13 +68,13 @@ def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
     assert len(rt) == 24 and {"demand", "allocated", "shortfall"} <= set(rt[0])
 
 
-def test_check_accepts_the_exported_grid(fifo_out):
-    result = gpuplan("check", EXAMPLE, fifo_out / "grid.csv")
+def test_check_accepts_the_exported_grid(fifo_out, example):
+    result = gpuplan("check", example, fifo_out / "grid.csv")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("legal")
 
 
-def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
+def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path, example):
     rows = list(csv.DictReader((fifo_out / "grid.csv").open()))
     taken = {(r["step"], r["gpu"]) for r in rows}
     # one cell of dpo-13b's block moves to a (step, GPU) that nobody holds
@@ -84,7 +87,7 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    result = gpuplan("check", EXAMPLE, moved)
+    result = gpuplan("check", example, moved)
     assert result.returncode == 1
     assert "illegal" in result.stdout and "job 'dpo-13b'" in result.stdout
     assert "constraint 3 (power-of-two blocks)" in result.stdout
@@ -100,14 +103,14 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
         (("check", "{example}", "{example}"), ["example.json", "missing column"]),
     ],
 )
-def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
+def test_bad_input_exits_2_with_one_line(args, words, tmp_path, example):
     bad = tmp_path / "bad.json"
     bad.write_text('{"cluster": ')
     bad_grid = tmp_path / "grid.csv"
     bad_grid.write_text("step,gpu,job_id\n0,0,ghost\n")
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n")
-    filled = [a.format(bad=bad, example=EXAMPLE, bad_grid=bad_grid, jobs=jobs) for a in args]
+    filled = [a.format(bad=bad, example=example, bad_grid=bad_grid, jobs=jobs) for a in args]
     result = gpuplan(*filled, cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -117,7 +120,7 @@ def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_module_and_console_script_agree():
-    result = gpuplan("plan", EXAMPLE, "--planner", "backfill")
+def test_module_and_console_script_agree(example):
+    result = gpuplan("plan", example, "--planner", "backfill")
     assert result.returncode == 0
     assert json.loads(result.stdout)["planner"] == "backfill"

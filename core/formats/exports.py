@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..model import Scenario
-from ..plan import Plan, batch_placements, holdings, metrics
+from ..plan import Plan, batch_placements, holdings, report
 from .cells import plain_number, write_csv
 from .grid import grid_to_csv
 
@@ -79,7 +79,7 @@ def plan_exports(scenario: Scenario, plan: Plan) -> dict[str, str]:
         "grid.csv": grid_to_csv(scenario, plan),
         "assignments.csv": assignments_to_csv(scenario, plan),
         "realtime.csv": realtime_to_csv(scenario, plan),
-        "metrics.json": metrics_to_json(metrics(scenario, plan)),
+        "metrics.json": metrics_to_json(report(scenario, plan)),
     }
 
 
