@@ -101,8 +101,8 @@ def _batch_row(s: Scenario) -> int:
     return next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None)
 
 
-def test_running_start_and_steps_without_gpus_is_an_error_not_silently_idle():
-    s = load_scenario(SCENARIOS / "example.json")
+def test_running_start_and_steps_without_gpus_is_an_error_not_silently_idle(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)
     row = _batch_row(s)
     jobs.loc[jobs.index[row], ["running_gpu_start", "running_remaining_steps"]] = [0, 2]
@@ -111,8 +111,8 @@ def test_running_start_and_steps_without_gpus_is_an_error_not_silently_idle():
     assert any("running_gpus is empty" in issue for issue in result.row_issues[row])
 
 
-def test_a_running_job_turned_realtime_keeps_its_pin_or_says_why_not():
-    s = load_scenario(SCENARIOS / "example.json")
+def test_a_running_job_turned_realtime_keeps_its_pin_or_says_why_not(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     row = next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is not None)
     jobs, demand = workload.editor_tables(s)
     jobs.iloc[row, jobs.columns.get_loc("type")] = "realtime"
@@ -134,9 +134,9 @@ def test_a_running_job_turned_realtime_keeps_its_pin_or_says_why_not():
         ("[6, 7]", (6, 7)),
     ],
 )
-def test_previous_gpus_means_the_same_in_the_editor_and_in_jobs_csv(text, expected):
+def test_previous_gpus_means_the_same_in_the_editor_and_in_jobs_csv(text, expected, scenarios_dir):
     """One codec: the editor and jobs.csv read previous_gpus by the README's rule."""
-    s = load_scenario(SCENARIOS / "example.json")
+    s = load_scenario(scenarios_dir / "example.json")
     k = next(i for i, j in enumerate(s.jobs) if j.is_realtime)
     jobs, demand = workload.editor_tables(s)
     # free GPUs 6 and 7 of the running block so [6, 7] is a legal previous set
@@ -161,8 +161,8 @@ def test_previous_gpus_means_the_same_in_the_editor_and_in_jobs_csv(text, expect
     assert from_csv.jobs[k].previous_gpus == expected
 
 
-def test_editor_cells_are_stripped_like_csv_cells():
-    s = load_scenario(SCENARIOS / "example.json")
+def test_editor_cells_are_stripped_like_csv_cells(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)
     row = _batch_row(s)
     jobs.iloc[row, jobs.columns.get_loc("id")] = "  fresh-id "
