@@ -124,3 +124,44 @@ def test_module_and_console_script_agree(example):
     result = gpuplan("plan", example, "--planner", "backfill")
     assert result.returncode == 0
     assert json.loads(result.stdout)["planner"] == "backfill"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        # argument errors: one `error:` line, not a usage block
+        (("plan", "{example}", "--time-limit", "-1"), ["--time-limit", "must be > 0"]),
+        (("plan", "{example}", "--time-limit", "inf"), ["--time-limit", "finite"]),
+        (("simulate", "{example}", "--days", "0"), ["--days", "must be > 0"]),
+        (("simulate", "{example}", "--days", "1e308"), ["--days", "at most 70,560"]),
+        (("simulate", "{example}", "--replan-minutes", "7"), ["--replan-minutes 7", "60-minute"]),
+        (("forecast", "h.csv", "--horizon", "100000000"), ["--horizon", "at most 10,080"]),
+        (("forecast", "h.csv", "--level", "1e-300"), ["--level", "0.001 and 0.999"]),
+        (("bench", "--repeat", "0"), ["--repeat", "at least 1"]),
+        (("plan",), ["required", "scenario"]),
+        # --out onto a file, under a missing folder, or under a file
+        (("plan", "{example}", "--out", "{a_file}"), ["--out", "is a file, not a folder"]),
+        (("simulate", "{example}", "--out", "{a_file}/sub"), ["is a file", "cannot be made"]),
+        (("forecast", "h.csv", "--out", "{tmp}/missing/f.csv"), ["--out", "does not exist"]),
+        (("forecast", "h.csv", "--out", "{tmp}"), ["--out", "is a folder, not a file"]),
+    ],
+)
+def test_argument_and_output_errors_are_one_line(args, words, example, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    filled = [a.format(example=example, a_file=a_file, tmp=tmp_path) for a in args]
+    result = gpuplan(*filled, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_out_in_a_folder_without_permission_is_one_line(example, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = gpuplan("plan", example, "--out", locked / "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "no permission" in result.stderr
