@@ -157,6 +157,28 @@ def _parser() -> argparse.ArgumentParser:
     delete = actions.add_parser("delete", help="delete a saved scenario and its runs")
     delete.add_argument("name")
     workspace.set_defaults(run=_run_workspace)
+
+    history = sub.add_parser(
+        "import", help="a scheduler history (sacct, pod list, job log) -> a scenario + as-run"
+    )
+    history.add_argument("file", help="sacct -P export, openb/kubectl pod list, Helios/Acme log")
+    history.add_argument(
+        "--format", choices=("auto", "slurm", "openb", "kubectl", "helios", "acme"), default="auto"
+    )
+    history.add_argument(
+        "--start",
+        metavar="T",
+        help="window start: ISO time, or hours from the trace start for openb "
+        "(default: the day of the median submit time)",
+    )
+    history.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
+    history.add_argument("--step-minutes", type=int, default=60, metavar="M")
+    history.add_argument(
+        "--gpus", type=int, metavar="G", help="cluster size (default: peak in use, power of two)"
+    )
+    history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
+    history.add_argument("--out", required=True, metavar="scenario.json")
+    history.set_defaults(run=_run_import)
     return parser
 
 
@@ -397,6 +419,32 @@ def _run_workspace(args: argparse.Namespace) -> int:
         ws.load_scenario(args.name)  # an unknown name is an error, not a silent no-op
         ws.delete_scenario(args.name)
         print(f"deleted {args.name!r} from {ws.path}")
+    return EXIT_OK
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from .formats.history import ImportRules, ImportWindow, format_summary, import_history
+    from .io import json_safe, scenario_to_json
+
+    start = args.start
+    if start is not None:
+        with contextlib.suppress(ValueError):
+            start = float(start)  # hours from the trace start, for relative traces
+    window = ImportWindow(
+        start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
+    )
+    rules = ImportRules.load(args.rules) if args.rules else ImportRules()
+    result = import_history(args.file, args.format, window, rules)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(scenario_to_json(result.scenario), encoding="utf-8")
+    as_run_path = out.with_name("as_run.json")
+    as_run = {**result.as_run, "summary": result.summary}
+    as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
+    print(format_summary(result.summary, result.as_run))
+    print(f"wrote {out} and {as_run_path}")
     return EXIT_OK
 
 
