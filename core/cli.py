@@ -425,8 +425,8 @@ def _run_workspace(args: argparse.Namespace) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     import contextlib
 
+    from .formats import json_safe, scenario_to_json
     from .formats.history import ImportRules, ImportWindow, format_summary, import_history
-    from .io import json_safe, scenario_to_json
 
     start = args.start
     if start is not None:

@@ -562,7 +562,7 @@ def test_a_registered_format_is_detected_and_gets_its_options(tmp_path):
         assert formats.read(tmp_path / "trace.log", days=3) == scenario_from_dict(BASE)
         assert seen == {"name": "trace.log", "days": 3}
         (tmp_path / "other.log").write_text("other\n")
-        with pytest.raises(ScenarioError, match="or one of toy"):
+        with pytest.raises(ScenarioError, match=r"or one of .*\btoy\)"):
             formats.read(tmp_path / "other.log")
     finally:
         del formats.FORMATS["toy"]
@@ -645,3 +645,19 @@ def test_uploads_are_read_at_most_limit_plus_one_bytes():
     with pytest.raises(ScenarioError, match="up.json: file is .* upload limit"):
         decode_upload(Endless(), "up.json", limit=1000)
     assert Endless.asked == [1001]
+
+
+@pytest.mark.parametrize(
+    "fixture, fmt",
+    [
+        ("sacct_quirks.txt", "slurm"),
+        ("kubectl_pods.json", "kubectl"),  # JSON too, but not a scenario
+        ("helios_cluster_log.csv", "helios"),
+        ("acme_trace.csv", "acme"),
+    ],
+)
+def test_read_detects_the_history_imports(fixture, fmt):
+    path = Path(__file__).resolve().parent / "formats" / "fixtures" / fixture
+    assert formats.detect([(path.name, path.read_text())]).name == fmt
+    scenario = formats.read(path)
+    assert scenario.jobs and scenario == formats.read(path, format=fmt)

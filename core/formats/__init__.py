@@ -6,6 +6,9 @@
 - `exports`: the four plan exports
 - `text`, `cells`: bounded, decoded reads and CSV cells, shared by all
 
+The scheduler-history imports of issue 14 (`slurm`, `openb`, `kubectl`, `helios`, `acme`, with
+their shared `history` module) are registered with one `register_history(...)` line each.
+
 A format is one `register(...)` line: a name, `sniff(name, head) -> bool` (does this file look like
 mine? `head` is the first 4,096 characters), and a reader `reader(text, name, **options)`
 (single-file formats) or `reader([(name, text), ...], **options)` (multi-file formats). Detection
@@ -15,6 +18,7 @@ accepts every input wins. Every reader returns a validated `Scenario` or raises 
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -174,6 +178,33 @@ def _names(sources: list[tuple[str, str]]) -> str:
     return ", ".join(name for name, _ in sources)
 
 
+def register_history(fmt: str) -> Format:
+    """Register a scheduler-history importer (issue 14: `core.formats.<fmt>` with `FORMAT`,
+    `sniff` and `read_history`), imported on first use so plain scenario reads stay light.
+
+    Its reader takes the import options `window` (an `ImportWindow`) and `rules` (`ImportRules`)
+    and returns the imported scenario (`gpuplan import` keeps the as-run record too).
+    """
+
+    def module():
+        return importlib.import_module(f"{__name__}.{fmt}")
+
+    def sniff(name: str, head: str) -> bool:
+        return module().sniff(name, head)
+
+    def reader(text: str, name: str, *, window=None, rules=None) -> Scenario:
+        return module().read_history(text, window, rules, name=name).scenario
+
+    return register(fmt, sniff, reader)
+
+
+# Detection order: the history imports' sniffers are specific (a kubectl pod list is JSON too),
+# so they go before the scenario JSON; the CSV pair (two files) is tried last.
+register_history("slurm")
+register_history("openb")
+register_history("kubectl")
+register_history("helios")
+register_history("acme")
 register(scenario_json.FORMAT, scenario_json.sniff, scenario_json.read)
 register(csv_pair.FORMAT, csv_pair.sniff, csv_pair.read, files=2, takes_base=True)
 
@@ -205,6 +236,7 @@ __all__ = [
     "read_text",
     "realtime_to_csv",
     "register",
+    "register_history",
     "scenario_from_dict",
     "scenario_from_json",
     "scenario_from_tables",
