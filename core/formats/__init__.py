@@ -31,10 +31,12 @@ from .cells import spreadsheet_safe, write_csv
 from .csv_pair import DEMAND_COLUMNS, scenario_from_tables, scenario_to_tables
 from .exports import (
     assignments_to_csv,
+    export_name,
     json_safe,
     metrics_to_json,
     plan_exports,
     realtime_to_csv,
+    summary_to_csv,
     write_exports,
 )
 from .grid import GRID_COLUMNS, grid_to_csv, plan_from_grid_csv, step_times
@@ -221,6 +223,7 @@ __all__ = [
     "assignments_to_csv",
     "decode_upload",
     "detect",
+    "export_name",
     "grid_to_csv",
     "job_from_dict",
     "job_from_row",
@@ -245,6 +248,7 @@ __all__ = [
     "scenario_to_tables",
     "spreadsheet_safe",
     "step_times",
+    "summary_to_csv",
     "write_csv",
     "write_exports",
 ]
