@@ -5,6 +5,7 @@ import streamlit as st
 
 from core import charts
 from core.bench import BENCHMARKS, CONTENDED, PUBLISHED, benchmark_paths, run_bench
+from core.planners import BASELINE, PLANNER_NAMES, PLANNERS, default_planners
 from pages import common
 
 common.page_header(
@@ -23,21 +24,19 @@ def _bench_one(
     return run_bench([path], list(planners), repeat=repeat, time_limit=time_limit)
 
 
-available = [p for p in ("fifo", "backfill", "allocator", "full") if common.planner_available(p)]
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     with c1:
-        common.init_widget(
-            "bench_planners", [p for p in ("fifo", "backfill", "allocator") if p in available]
-        )
+        common.init_widget("bench_planners", default_planners())
         planners = st.multiselect(
             "Planners",
-            available,
+            PLANNER_NAMES,
             key="bench_planners",
             format_func=common.planner_label,
             on_change=common.remember,
             args=("bench_planners",),
-            help="FIFO is always included: value gains are against it.",
+            help=f"{common.planner_label(BASELINE)} is always included: value gains are "
+            "against it.",
         )
     with c2:
         common.init_widget("bench_repeat", 5)
@@ -48,12 +47,12 @@ with st.container(border=True):
             key="bench_repeat",
             on_change=common.remember,
             args=("bench_repeat",),
-            help="Runtime is the median over these runs (full: 1 run).",
+            help="Runtime is the median over these runs (planners that search: 1 run).",
         )
     with c3:
         common.init_widget("bench_time_limit", 5)
         time_limit = st.number_input(
-            "Full: time limit (s)",
+            "Time limit of planners that search (s)",
             1,
             120,
             key="bench_time_limit",
@@ -64,7 +63,7 @@ with st.container(border=True):
         st.write("")
         run = st.button("Run benchmarks", type="primary", key="bench_run", width="stretch")
 
-chosen = tuple(["fifo", *[p for p in planners if p != "fifo"]])
+chosen = tuple([BASELINE, *[p for p in planners if p != BASELINE]])
 paths = benchmark_paths()
 missing = [n for n in BENCHMARKS if n not in {p.stem for p in paths}]
 if missing:
@@ -74,7 +73,7 @@ store = st.session_state.get("bench_rows")
 if (
     store is None
     or (run and store["params"] != params)
-    or (store["params"] != params and "full" not in chosen)
+    or (store["params"] != params and not any(PLANNERS[p].exact for p in chosen))
 ):
     rows = []
     with st.status("Running the benchmarks ...", expanded=True) as status:
@@ -94,7 +93,7 @@ if (
     st.session_state["bench_rows"] = store
 elif store["params"] != params:
     st.info(
-        "Settings changed: press **Run benchmarks** (the full planner takes up to its time "
+        "Settings changed: press **Run benchmarks** (planners that search take up to their time "
         "limit per scenario)."
     )
 
@@ -103,6 +102,10 @@ if table.empty:
     st.stop()
 table["completed"] = [
     f"{c}/{b}" for c, b in zip(table["completed_jobs"], table["batch_jobs"], strict=True)
+]
+table["published_completed"] = [  # the published "27 of 30" beside the measured one
+    "" if pd.isna(c) else f"{int(c)}/{b}"
+    for c, b in zip(table["published_completed"], table["batch_jobs"], strict=True)
 ]
 shown = table[["scenario", "planner", "gpus", "jobs"]].copy()
 for column in (
@@ -113,10 +116,11 @@ for column in (
     "rt_coverage",
 ):
     shown[column] = pd.to_numeric(table[column], errors="coerce") * 100
-shown.loc[table["planner"] == "fifo", "value_gain"] = float("nan")  # the baseline itself
+shown.loc[table["planner"] == BASELINE, "value_gain"] = float("nan")  # the baseline itself
 shown = shown.assign(
     value=table["value"],
     completed=table["completed"],
+    published_completed=table["published_completed"],
     objective=table["objective"],
     runtime_ms=table["runtime_ms"],
     legal=table["legal"],
@@ -133,6 +137,7 @@ shown = shown[
         "value_gain",
         "published_value_gain",
         "completed",
+        "published_completed",
         "rt_coverage",
         "objective",
         "runtime_ms",
@@ -146,13 +151,21 @@ st.dataframe(
     width="stretch",
     key="bench_table",
     placeholder="",
-    height=min(36 * (len(shown) + 1) + 4, 800),
+    height=min(36 * (len(shown) + 1) + 4, 1000),
     column_config={
         "utilization": st.column_config.NumberColumn("util.", format=percent),
-        "published_utilization": st.column_config.NumberColumn("published util.", format=percent),
+        "published_utilization": st.column_config.NumberColumn(
+            "published util.",
+            format=percent,
+            help="The published figure for this row's planner (scale test: the allocator's "
+            "published utilization equals FIFO's).",
+        ),
         "value": st.column_config.NumberColumn(format="%.1f"),
         "value_gain": st.column_config.NumberColumn("value vs FIFO", format="%+.1f%%"),
         "published_value_gain": st.column_config.NumberColumn("published gain", format="%+.1f%%"),
+        "published_completed": st.column_config.TextColumn(
+            "published completed", help="The published completions for this row's planner."
+        ),
         "rt_coverage": st.column_config.NumberColumn("rt coverage", format=percent),
         "objective": st.column_config.NumberColumn(format="%.1f"),
         "runtime_ms": st.column_config.NumberColumn("runtime (ms)", format="%.2f"),
@@ -160,8 +173,9 @@ st.dataframe(
     },
 )
 st.caption(
-    "Published figures (SPEC section 6) where they exist; a blank means none was "
-    "published for that scenario and planner."
+    "Published figures (SPEC section 6) where they exist, each for its row's own planner; a "
+    "blank means none was published for that scenario and planner. scale-64-divergence "
+    "reproduces the scale test's tie: the same utilization and completions, more value."
 )
 st.plotly_chart(charts.benchmark_figure(table), key="bench_chart", config={"displayModeBar": False})
 
@@ -180,7 +194,7 @@ for planner in chosen:
                 f"{part['utilization'].min():.1%} – {part['utilization'].max():.1%}"
             ),
             "value gain vs FIFO": ""
-            if planner == "fifo" or gains.empty
+            if planner == BASELINE or gains.empty
             else f"{gains.min():+.1%} … {gains.max():+.1%}, mean {gains.mean():+.1%}",
         }
     )

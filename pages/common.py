@@ -15,9 +15,9 @@ from typing import Any
 
 import streamlit as st
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
-from core.planners import PLANNER_LABELS
+from core.planners import PLANNER_LABELS, SolveStatus
 from core.workload import (  # noqa: F401  (re-exported for the pages)
     JOB_TABLE_COLUMNS,
     NO_GPUS,
@@ -121,6 +121,24 @@ def load_uploads(files: list[Any]) -> None:
     set_scenario(new, source)
 
 
+def workspace() -> Any:
+    """The saved-scenario workspace (GPUPLAN_WORKSPACE, else the user's data folder).
+
+    Raises WorkspaceError with a message when the file cannot be used.
+    """
+    from core.workspace import default_path
+
+    return _workspace_at(str(default_path()))
+
+
+@st.cache_resource(show_spinner=False)
+def _workspace_at(path: str) -> Any:
+    """One Workspace object per file and process (it opens a short connection per call)."""
+    from core.workspace import Workspace
+
+    return Workspace(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # Shared widgets
 
@@ -171,6 +189,38 @@ def planner_label(name: str) -> str:
     return PLANNER_LABELS.get(name, name)
 
 
+def format_ms(ms: float) -> str:
+    """A planner's runtime for people: '1.4 ms', '850 ms', '20.8 s'."""
+    if ms >= 1000:
+        return f"{ms / 1000:,.1f} s"
+    return f"{ms:,.1f} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def status_words(stats: dict[str, Any]) -> str:
+    """A solver status in words ('optimal (proved)'), or 'done' for planners without one."""
+    status = stats.get("status")
+    if status is None:
+        return "done"
+    try:
+        return SolveStatus(status).words
+    except ValueError:
+        return str(status)
+
+
+def solver_summary(stats: dict[str, Any]) -> str:
+    """Status, bound and gap of a planner that proves a bound, in words; no 'inf' on screen."""
+    status = stats.get("status")
+    if status is not None and not SolveStatus(status).solver_ran:
+        return f"{status_words(stats)}: no bound was computed"
+    bound, gap = stats.get("bound"), stats.get("gap")
+    parts = [status_words(stats)]
+    if bound is not None and math.isfinite(bound):
+        parts.append(f"bound {bound:,.1f}")
+    if gap is not None and math.isfinite(gap):
+        parts.append(f"gap {gap:.2%}")
+    return " · ".join(parts)
+
+
 def format_hours(hours: float) -> str:
     if math.isinf(hours):
         return "never (no decay)"
@@ -184,17 +234,6 @@ JOB_TYPE_OPTIONS = list(JOB_TYPES)
 
 # ---------------------------------------------------------------------------------------------
 # Plan & compare: controls applied to the scenario, and the session's plans
-
-
-def planner_available(name: str) -> bool:
-    """Whether the planner's module is part of this build (others are being written)."""
-    from core.planners import planner_function
-
-    try:
-        planner_function(name)
-    except (ImportError, AttributeError):
-        return False
-    return True
 
 
 def stored_plans(s: Scenario) -> dict[str, Any]:
@@ -212,7 +251,7 @@ def ensure_plans(s: Scenario, names: list[str]) -> dict[str, Any]:
 
     store = stored_plans(s)
     for name in names:
-        if name not in store["plans"] and planner_available(name):
+        if name not in store["plans"]:
             store["plans"][name] = solve(s, name)
     return {n: store["plans"][n] for n in names if n in store["plans"]}
 

@@ -16,9 +16,10 @@ from core.forecast.demand import (
     gpus_needed,
     load_history,
 )
-from core.io import MAX_UPLOAD_MB, job_from_dict
+from core.formats import MAX_UPLOAD_MB, job_from_dict
 from core.model import ScenarioError
 from core.plan import holdings
+from core.planners import BASELINE, FAST
 from pages import common
 
 common.page_header(
@@ -160,10 +161,10 @@ else:
     path = gpu_path_from_forecast(
         steps_frame, capacity, quantile, job.gpus_min, job.gpus_max, job.swap_cap, previous
     )
-    plans = common.ensure_plans(s, ["fifo", "allocator"])
+    plans = common.ensure_plans(s, [BASELINE, FAST])
     labels = charts.step_labels(s)
     allocated = {name: holdings(s, plan)[s.job_index(job.id)] for name, plan in plans.items()}
-    shown = "allocator" if "allocator" in allocated else next(iter(allocated), None)
+    shown = FAST if FAST in allocated else next(iter(allocated), None)
     st.plotly_chart(
         charts.gpu_path_figure(
             labels,

@@ -6,8 +6,12 @@ import streamlit as st
 from core import charts
 from core.analysis import coverage_risk_table, idle_windows
 from core.model import ScenarioError
+from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
 from core.rolling import simulate
 from pages import common
+
+EXACT = [name for name, spec in PLANNERS.items() if spec.exact]
+REPLAN_TIME_LIMIT = 2.0  # seconds per re-plan for planners that search
 
 common.page_header(
     "Horizon & risk",
@@ -78,18 +82,16 @@ with st.container(border=True):
         )
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
-        available = [
-            p for p in ("fifo", "backfill", "allocator", "full") if common.planner_available(p)
-        ]
-        common.init_widget("hz_planners", [p for p in ("fifo", "allocator") if p in available])
+        common.init_widget("hz_planners", [BASELINE, FAST])
         planners = st.multiselect(
             "Planners",
-            available,
+            PLANNER_NAMES,
             key="hz_planners",
             format_func=common.planner_label,
             on_change=common.remember,
             args=("hz_planners",),
-            help="Full solves a MIP at every re-plan (2 s limit each): slow over several days.",
+            help=f"{', '.join(common.planner_label(p) for p in EXACT)} solve at every re-plan "
+            f"({REPLAN_TIME_LIMIT:g} s limit each): slow over several days.",
         )
     with c5:
         common.init_widget("hz_quantile", 0.9)
@@ -117,7 +119,7 @@ if planners and (run or (store is None)):
             def progress(fraction: float, message: str, bar=bar, name=name) -> None:
                 bar.progress(min(1.0, fraction), text=f"{common.planner_label(name)}: {message}")
 
-            options = {"time_limit": 2.0} if name == "full" else {}
+            options = planner_options(name, time_limit=REPLAN_TIME_LIMIT)
             try:
                 results[name] = simulate(
                     scenario,

@@ -3,10 +3,18 @@
 import streamlit as st
 
 from core import charts
-from core.io import plan_exports
+from core.compare import explain_divergence
+from core.formats import plan_exports
 from core.model import ScenarioError
 from core.plan import check, metrics
-from core.planners import PLANNER_NAMES, solve
+from core.planners import (
+    BASELINE,
+    PLANNER_NAMES,
+    PLANNERS,
+    default_planners,
+    planner_options,
+    solve,
+)
 from pages import common
 
 common.page_header(
@@ -17,8 +25,8 @@ common.page_header(
 common.sidebar_summary()
 
 s = common.scenario()
-available = [p for p in PLANNER_NAMES if common.planner_available(p)]
-missing = [p for p in PLANNER_NAMES if p not in available]
+exact = [name for name, spec in PLANNERS.items() if spec.exact]
+timed = [name for name, spec in PLANNERS.items() if spec.accepts("time_limit")]
 P = common.SCENARIO_CONTROL_PREFIX  # keys derived from the scenario, reset when it changes
 
 
@@ -48,9 +56,7 @@ def _apply_controls() -> None:
 policy, step_minutes = s.policy, s.cluster.step_minutes
 common.init_widget(f"{P}decay", float(policy.decay))
 common.init_widget(f"{P}penalty", float(policy.penalty_weight))
-common.init_widget(
-    "plan_planners", [p for p in ("fifo", "backfill", "allocator") if p in available]
-)
+common.init_widget("plan_planners", default_planners())
 common.init_widget("plan_time_limit", 10)
 
 with st.container(border=True):
@@ -96,7 +102,7 @@ with st.container(border=True):
             key="plan_time_limit",
             on_change=common.remember,
             args=("plan_time_limit",),
-            help="Seconds the full planner (Pyomo + HiGHS) may search.",
+            help=f"Seconds {', '.join(common.planner_label(p) for p in timed)} may search.",
         )
     if s.realtime_jobs:
         caps = st.columns(max(3, min(4, len(s.realtime_jobs))))
@@ -116,13 +122,14 @@ with st.container(border=True):
     with p1:
         chosen = st.multiselect(
             "Planners",
-            available,
+            PLANNER_NAMES,
             key="plan_planners",
             format_func=common.planner_label,
             on_change=common.remember,
             args=("plan_planners",),
-            help="FIFO is always run as the baseline for the deltas. Full solves a MIP and "
-            "runs only when you press Run.",
+            help=f"{common.planner_label(BASELINE)} is always run as the baseline for the "
+            f"deltas. {', '.join(common.planner_label(p) for p in exact)} search up to the "
+            "time limit and run only when you press Run.",
         )
     with p2:
         st.write("")
@@ -130,21 +137,20 @@ with st.container(border=True):
 
 if st.session_state.get("plan_control_error"):
     st.error(st.session_state["plan_control_error"])
-if missing:
-    st.info(f"Not available in this build: {', '.join(missing)} (the module is not installed yet).")
 
 s = common.scenario()  # controls may have changed it
 store = common.stored_plans(s)
-wanted = ["fifo", *[p for p in chosen if p != "fifo"]]
-to_run = [p for p in wanted if run or (p not in store["plans"] and p != "full")]
+wanted = [BASELINE, *[p for p in chosen if p != BASELINE]]
+to_run = [p for p in wanted if run or (p not in store["plans"] and not PLANNERS[p].exact)]
 time_limit = float(st.session_state["plan_time_limit"])
 
 
 def _run_planner(name: str) -> None:
-    if name != "full":
-        plan = solve(s, name)
+    label = common.planner_label(name)
+    if not PLANNERS[name].accepts("progress"):
+        plan = solve(s, name, **planner_options(name, time_limit=time_limit))
     else:
-        bar = st.progress(0.0, text="Full: building the model ...")
+        bar = st.progress(0.0, text=f"{label}: building the model ...")
 
         def progress(info: dict) -> None:
             elapsed = float(info.get("elapsed_s", 0.0))
@@ -156,10 +162,11 @@ def _run_planner(name: str) -> None:
                 parts.append(f"bound {bound:,.1f}")
             if gap is not None:
                 parts.append(f"gap {gap:.2%}")
-            bar.progress(min(1.0, elapsed / time_limit), text="Full: " + " · ".join(parts))
+            bar.progress(min(1.0, elapsed / time_limit), text=f"{label}: " + " · ".join(parts))
 
-        plan = solve(s, "full", time_limit=time_limit, progress=progress)
-        bar.progress(1.0, text=f"Full: {plan.stats.get('status', 'done')}")
+        options = planner_options(name, time_limit=time_limit, progress=progress)
+        plan = solve(s, name, **options)
+        bar.progress(1.0, text=f"{label}: {common.status_words(plan.stats)}")
     violations = check(s, plan)
     if violations:
         store["errors"][name] = f"{len(violations)} violation(s), first: {violations[0]}"
@@ -176,17 +183,18 @@ if to_run:
             _run_planner(name)
             stats = store["plans"][name].stats
             line.write(
-                f"{common.planner_label(name)}: {stats.get('runtime_ms', 0.0):,.1f} ms"
-                + (f" · {stats['status']}" if "status" in stats else "")
+                f"{common.planner_label(name)}: {common.format_ms(stats.get('runtime_ms', 0.0))}"
+                + (f" · {common.status_words(stats)}" if "status" in stats else "")
             )
         status.update(label=f"Planned: {', '.join(to_run)}", state="complete", expanded=False)
 
 plans = {p: store["plans"][p] for p in wanted if p in store["plans"]}
-if "full" in chosen and "full" not in plans:
-    st.info(
-        "Full (Pyomo + HiGHS) runs when you press **Run planners** (it searches up to the "
-        "MIP time limit)."
-    )
+for name in chosen:
+    if PLANNERS[name].exact and name not in plans:
+        st.info(
+            f"{common.planner_label(name)} runs when you press **Run planners** (it searches "
+            "up to the time limit)."
+        )
 for name, message in store["errors"].items():
     st.error(f"{name} produced an illegal plan: {message}")
 if not plans:
@@ -194,8 +202,11 @@ if not plans:
 
 # --- KPI cards ---------------------------------------------------------------------------------
 values = {name: metrics(s, plan) for name, plan in plans.items()}
-base = values.get("fifo")
-st.subheader("KPIs per planner", help="Deltas are against FIFO, the published baseline.")
+base = values.get(BASELINE)
+st.subheader(
+    "KPIs per planner",
+    help=f"Deltas are against {common.planner_label(BASELINE)}, the published baseline.",
+)
 cards = st.columns(len(values))
 
 
@@ -212,7 +223,7 @@ def _card(label: str, value: str, change: float | None, text: str, help: str | N
 for col, (name, m) in zip(cards, values.items(), strict=True):
     with col, st.container(border=True):
         st.markdown(f"**{common.planner_label(name)}**")
-        b = base if name != "fifo" else None
+        b = base if name != BASELINE else None
 
         def d(key: str, m=m, b=b) -> float | None:
             return None if b is None else m[key] - b[key]
@@ -252,18 +263,30 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             f"{(d('rt_coverage') or 0) * 100:+.1f} pp",
             "Served / demanded real-time GPU-hours",
         )
-        st.caption(f"allocated {m['allocated_fraction']:.1%} · runtime {m['runtime_ms']:,.1f} ms")
-        if name == "full":
-            bound, gap = m.get("bound"), m.get("gap")
-            st.caption(
-                f"status {m.get('status', '?')} · bound "
-                f"{'-' if bound is None else f'{bound:,.1f}'} · gap "
-                f"{'-' if gap is None else f'{gap:.2%}'}"
-            )
+        st.caption(
+            f"allocated {m['allocated_fraction']:.1%} · runtime {common.format_ms(m['runtime_ms'])}"
+        )
+        if PLANNERS[name].reports:
+            st.caption(common.solver_summary(plans[name].stats))
 
-st.plotly_chart(
-    charts.utilization_value_figure(values), key="plan_chart_uv", config={"displayModeBar": False}
-)
+# --- utilization against value, and why each planner differs from FIFO (core.compare) ---------
+chart_col, why_col = st.columns([3, 2], vertical_alignment="center")
+with chart_col:
+    st.plotly_chart(
+        charts.utilization_value_figure(values),
+        key="plan_chart_uv",
+        config={"displayModeBar": False},
+    )
+with why_col, st.container(border=True, key="plan_divergence"):
+    base_label = common.planner_label(BASELINE)
+    st.markdown(f"**Utilization vs value, against {base_label}**")
+    others = [n for n in plans if n != BASELINE]
+    if BASELINE not in plans or not others:
+        st.caption(f"Run another planner beside {base_label} to see where their value differs.")
+    for name in others if BASELINE in plans else []:
+        why = explain_divergence(s, plans[BASELINE], plans[name], BASELINE.upper(), name)
+        markdown_safe = "".join(f"\\{c}" if c in "\\`*_[]<>#|~$" else c for c in why)
+        st.markdown(f"**{common.planner_label(name)}.** {markdown_safe}")
 
 # --- grids ---------------------------------------------------------------------------------------
 st.subheader(

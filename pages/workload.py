@@ -3,7 +3,7 @@
 import streamlit as st
 
 from core.charts import demand_figure, step_labels
-from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
+from core.formats import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
 from pages import common
 
 common.page_header(
@@ -128,6 +128,13 @@ with jobs_tab:
                 "previous GPUs",
                 help="real-time: GPUs held just before step 0, e.g. '6 7'; '[]' = held no GPU "
                 "(step 0 then obeys the swap cap); blank = step 0 is free",
+            ),
+            "team": st.column_config.TextColumn("team", help="optional: who owns the job"),
+            "deadline_step": st.column_config.NumberColumn(
+                "deadline step",
+                min_value=0,
+                step=1,
+                help="batch, optional: the step by which the job should have completed",
             ),
         },
     )

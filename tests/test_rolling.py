@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,14 +15,15 @@ from hypothesis import strategies as st
 
 from core.analysis import coverage_risk_table, idle_windows
 from core.cli import main
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from core.plan import IDLE, Plan, batch_placements, check, holdings
 from core.planners.fifo import peak_reservation
 from core.rolling import ReplanView, extend_demand, realised_scenario, simulate, write_simulation
+from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "rolling-surge.json"
+EXAMPLE = SCENARIOS_DIR / "rolling-surge.json"
 
 
 def seasonal_naive(history: pd.Series, horizon: int, level: float = 0.9) -> pd.DataFrame:
@@ -346,11 +346,13 @@ def test_adaptive_quantile_rises_after_a_miss_and_decays_back():
     assert model.quantile_of("s") == pytest.approx(0.9, abs=1e-3)
 
 
-def test_cli_simulate_refuses_an_absurd_number_of_days(capsys):
-    assert main(["simulate", str(EXAMPLE), "--days", "1e308"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and "days must be at most" in err
-    assert len(err.strip().splitlines()) == 1
+def test_simulate_refuses_more_days_than_the_limits_hold():
+    scenario = load_scenario(EXAMPLE)
+    with pytest.raises(ScenarioError, match="days must be at most"):
+        simulate(scenario, 1e308, "fifo", forecaster=seasonal_naive)  # overflowed before
+    with pytest.raises(ScenarioError, match="grid cells"):
+        big = scenario.replace(cluster=replace(scenario.cluster, gpus=65_536))
+        simulate(big, 7, "fifo", forecaster=seasonal_naive)
 
 
 @pytest.mark.parametrize(
@@ -495,3 +497,19 @@ def test_running_block_from_the_input_is_kept():
     _assert_rolling_invariants(result, views)
     assert np.all(result.plan.grid[2:4, 0:3] == 0)
     assert batch_placements(result.scenario, result.plan)["queued"].start_step == 3
+
+
+def test_a_real_trace_scenario_replays_legally_and_the_allocator_earns_more():
+    """rolling-philly: serving demand is Philly's real active-node trace (with its outage in the
+    history); scripts/make_trace_scenario.py writes it."""
+    scenario = load_scenario(SCENARIOS_DIR / "rolling-philly.json")
+    (serving,) = scenario.realtime_jobs
+    assert len(serving.history) == 27 * 24 and min(serving.history) < 0.2 * max(serving.history)
+    runs = {p: simulate(scenario, 3, p) for p in ("fifo", "allocator")}
+    for result in runs.values():
+        assert result.metrics["violations"] == 0 and check(result.scenario, result.plan) == []
+        assert result.metrics["rt_shortfall_episodes"] >= 0 and result.notes == []
+    fifo, allocator = runs["fifo"].metrics, runs["allocator"].metrics
+    print({p: (r.metrics["rt_coverage"], r.metrics["value"]) for p, r in runs.items()})
+    assert allocator["value"] >= 1.3 * fifo["value"]
+    assert allocator["rt_coverage"] >= 0.99

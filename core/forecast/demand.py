@@ -37,7 +37,7 @@ from statsmodels.tsa.forecasting.theta import ThetaModel
 from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 from statsmodels.tsa.seasonal import MSTL, STL
 
-from ..io import decode_upload, read_text
+from ..formats import decode_upload, read_text
 from ..model import ScenarioError
 
 DAY = 24

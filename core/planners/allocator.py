@@ -45,20 +45,37 @@ import numpy as np
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
 
-# The local search re-packs the batch work at most this many times, fewer on large clusters
-# (the budget is in units of batch jobs x GPUs x steps), so the hot path keeps its speed; each
-# real-time layout is screened with the first _SCREEN orderings.
-_MAX_PACKS = 18
-_SCREEN = 1
-_PACK_BUDGET = 200_000_000
-# Clusters up to this size look aligned free blocks up in a table (one entry per free mask)
-# instead of computing and caching them per step.
-_TABLE_GPUS = 10
-# The real-time moves of the local search: at most this many, fewer on large clusters (the same
-# units as _PACK_BUDGET), and never below this real-time coverage.
-_MAX_RT_MOVES = 2
-_RT_BUDGET = 50_000_000
-_MIN_COVERAGE = 0.99
+
+@dataclass(frozen=True)
+class AllocatorParams:
+    """The allocator's tunables; the defaults are the ones its benchmarks were measured with.
+
+    The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
+    (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
+    each real-time layout is screened with the first `screen` orderings. Clusters of up to
+    `table_gpus` GPUs look aligned free blocks up in a table (one entry per free mask) instead
+    of computing and caching them per step. The real-time moves of the local search: at most
+    `max_rt_moves`, fewer on large clusters (`rt_budget`, the same units as `pack_budget`), and
+    never below `min_coverage` real-time coverage.
+    """
+
+    max_packs: int = 18
+    screen: int = 1
+    pack_budget: int = 200_000_000
+    table_gpus: int = 10
+    max_rt_moves: int = 2
+    rt_budget: int = 50_000_000
+    min_coverage: float = 0.99
+
+    def __post_init__(self) -> None:
+        for name in ("max_packs", "pack_budget", "rt_budget"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"Expected {name} to be an integer >= 1.")
+        for name in ("screen", "table_gpus", "max_rt_moves"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"Expected {name} to be an integer >= 0.")
+        if not 0.0 <= self.min_coverage <= 1.0:
+            raise ValueError("Expected min_coverage in [0, 1].")
 
 
 @dataclass(frozen=True)
@@ -73,14 +90,16 @@ class _Candidate:
     work: float
 
 
-def plan_allocator(scenario: Scenario) -> Plan:
+def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) -> Plan:
     """Plan with the fast allocator; the result always passes `core.plan.check`."""
+    params = params or AllocatorParams()
     plan = Plan.empty(scenario, "allocator")
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     running = _running_masks(scenario, T)
     candidates = _candidates(scenario)
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T))))
-    packs = max(1, min(_MAX_PACKS, _PACK_BUDGET // max(1, len(candidates) * G * T)))
+    size = max(1, len(candidates) * G * T)
+    packs = max(1, min(params.max_packs, params.pack_budget // size))
 
     # Three layouts of the serving GPUs (buddy best fit, packed at the top, packed at the bottom)
     # are screened with the first orderings; the local search then spends what is left of its
@@ -88,20 +107,21 @@ def plan_allocator(scenario: Scenario) -> Plan:
     styles = [_Buddy(G)]
     if scenario.realtime_jobs and candidates:
         styles += [_Top(G), _Low(G)]
-    screen = min(_SCREEN, max(1, packs // (2 * len(styles)))) if len(styles) > 1 else 0
+    screen = min(params.screen, max(1, packs // (2 * len(styles)))) if len(styles) > 1 else 0
     best = None
     for style in styles:
         realtime = _place_realtime(scenario, running, style)
-        packer = _Packer(G, T, discount.tolist(), _free_masks(G, running, realtime))
+        free = _free_masks(G, running, realtime)
+        packer = _Packer(G, T, discount.tolist(), free, params.table_gpus >= G)
         score = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
         if best is None or score > best[0]:
             best = (score, realtime, packer, style)
     _, realtime, packer, style = best
     result = _search(packer, candidates, max(1, packs - screen * len(styles)))
     if len(styles) > 1:
-        moves = min(_MAX_RT_MOVES, max(1, _RT_BUDGET // max(1, len(candidates) * G * T)))
+        moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
         realtime, result = _relax_realtime(
-            scenario, running, style, discount.tolist(), realtime, result, moves
+            scenario, running, style, discount.tolist(), realtime, result, moves, params
         )
     placements = result[0]
 
@@ -297,6 +317,7 @@ def _relax_realtime(
     realtime: dict[int, list[int]],
     result: tuple,
     moves: int,
+    params: AllocatorParams,
 ) -> tuple[dict[int, list[int]], tuple]:
     """Local search on the real-time side: give up a little demand where batch work earns more.
 
@@ -306,7 +327,7 @@ def _relax_realtime(
     or the whole horizon; serving is re-placed under the caps (ramps and swap caps still hold)
     and the batch work re-packed in the incumbent's order. A move is kept when the true
     objective (decayed batch reward minus priced shortfall) improves, and never where it would
-    take real-time coverage below `_MIN_COVERAGE` (or below what the plan already had).
+    take real-time coverage below `params.min_coverage` (or below what the plan already had).
     """
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     weight = scenario.policy.penalty_weight
@@ -326,7 +347,7 @@ def _relax_realtime(
         return price, units, per_job
 
     price, units, missing = shortfall(realtime)
-    allowed = max(units, (1.0 - _MIN_COVERAGE) * demanded) + 1e-9
+    allowed = max(units, (1.0 - params.min_coverage) * demanded) + 1e-9
     best = result[1] - weight * price
     ceilings: dict[int, list[int]] = {}
     avoid = [0] * T
@@ -385,7 +406,8 @@ def _relax_realtime(
             price, units, trial_missing = shortfall(sets)
             if units > allowed:
                 continue
-            trial_packer = _Packer(G, T, discount, _free_masks(G, running, sets))
+            trial_free = _free_masks(G, running, sets)
+            trial_packer = _Packer(G, T, discount, trial_free, params.table_gpus >= G)
             order = result[3]
             if job is not None:  # the waiting job the block is kept for goes first
                 order = [job] + [c for c in order if c is not job]
@@ -741,14 +763,16 @@ def _next_move(
 class _Packer:
     """Places batch blocks on per-step free bitsets, with per-size aligned-block caches."""
 
-    def __init__(self, gpus: int, steps: int, discount: list[float], free: list[int]):
+    def __init__(
+        self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
+    ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.align: dict[int, int] = {}
         g = 1
         while g <= gpus:
             self.align[g] = sum(1 << b for b in range(0, gpus - g + 1, g))
             g *= 2
-        self.table = _block_table(gpus) if gpus <= _TABLE_GPUS else None
+        self.table = _block_table(gpus) if use_table else None
 
     def pack(
         self, order: Sequence[_Candidate], size_rule: str

@@ -18,11 +18,12 @@ from ..plan import IDLE, Plan, pin_running
 from .blocks import earliest_block
 
 
-def plan_fifo(scenario: Scenario) -> Plan:
+def plan_fifo(scenario: Scenario, params: object = None) -> Plan:
+    """The published baseline (no options: `params` is accepted for the registry's sake)."""
     return _plan_queue(scenario, in_order=True, name="fifo")
 
 
-def plan_backfill(scenario: Scenario) -> Plan:
+def plan_backfill(scenario: Scenario, params: object = None) -> Plan:
     return _plan_queue(scenario, in_order=False, name="backfill")
 
 

@@ -62,44 +62,68 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import IDLE, Plan, check, objective, pin_running
+from . import SolveStatus
 
 ProgressHook = Callable[[dict[str, float]], None]
-
-# Above this many placement-step incidences the model is not built (the warm start is returned):
-# Pyomo needs about 25 us a term, so this caps building near ten seconds.
-MAX_MODEL_TERMS = 400_000
-# Above this many binary columns HiGHS's MIP presolve alone outlasts a time limit of seconds.
-LARGE_MODEL_COLUMNS = 10_000
-# Share of the time limit for the relaxation that gives the first bound.
-RELAXATION_SHARE = 0.3
-# Share of the time limit for the restricted phase (real-time GPUs fixed as in the warm start).
-RESTRICTED_SHARE = 0.25
-PROGRESS_EVERY_S = 0.25
 _SOLVE_LOCK = threading.Lock()
 
 
-def plan_full(
-    scenario: Scenario,
-    time_limit: float = 10.0,
-    mip_gap: float = 1e-4,
-    progress: ProgressHook | None = None,
-    warm_start: Plan | None = None,
-) -> Plan:
+@dataclass(frozen=True)
+class FullParams:
+    """Options of full mode. A NaN or negative time limit or gap means none (0).
+
+    `max_model_terms`: above this many placement-step incidences the model is not built (the
+    warm start is returned): Pyomo needs about 25 us a term, so this caps building near ten
+    seconds. `large_model_columns`: above this many binary columns HiGHS's MIP presolve alone
+    outlasts a time limit of seconds, so it runs without. `relaxation_share` and
+    `restricted_share`: the shares of the time limit for the relaxation that gives the first
+    bound and for the restricted phase (real-time GPUs fixed as in the warm start).
+    `progress` receives {"elapsed_s", "incumbent", "bound", "gap"} at most every
+    `progress_every_s` seconds while HiGHS solves; `warm_start` replaces the allocator's plan.
+    """
+
+    time_limit: float = 10.0
+    mip_gap: float = 1e-4
+    progress: ProgressHook | None = field(default=None, compare=False)
+    warm_start: Plan | None = field(default=None, compare=False)
+    max_model_terms: int = 400_000
+    large_model_columns: int = 10_000
+    relaxation_share: float = 0.3
+    restricted_share: float = 0.25
+    progress_every_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        for name in ("time_limit", "mip_gap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"Expected {name} to be a number.")
+            object.__setattr__(self, name, float(value) if value >= 0 else 0.0)
+        for name in ("relaxation_share", "restricted_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"Expected {name} in [0, 1].")
+        if self.max_model_terms < 0 or self.large_model_columns < 0:
+            raise ValueError("Expected max_model_terms and large_model_columns >= 0.")
+        if self.progress is not None and not callable(self.progress):
+            raise ValueError("Expected progress to be callable.")
+
+
+def plan_full(scenario: Scenario, params: FullParams | None = None, **options: Any) -> Plan:
     """The better of the warm start (by default the allocator's plan) and HiGHS's MIP solution.
 
-    `progress`, when given, receives {"elapsed_s", "incumbent", "bound", "gap"} while HiGHS
-    solves. The plan's stats carry status, bound, gap, build_ms, solve_ms, allocator_objective
+    Options are `FullParams` fields (`plan_full(s, time_limit=2)` for one call). The plan's
+    stats carry status (a `SolveStatus`), bound, gap, build_ms, solve_ms, allocator_objective
     and objective_source ("mip" or "allocator").
     """
-    time_limit = float(time_limit) if time_limit >= 0 else 0.0  # NaN and negatives: no time
-    mip_gap = float(mip_gap) if mip_gap >= 0 else 0.0
-    warm, warm_note = _warm_start(scenario, warm_start)
+    params = FullParams(**options) if params is None else params
+    time_limit, mip_gap, progress = params.time_limit, params.mip_gap, params.progress
+    warm, warm_note = _warm_start(scenario, params.warm_start)
     warm_legal = not check(scenario, warm)
     warm_objective = objective(scenario, warm) if warm_legal else -math.inf
     base = {"allocator_objective": warm_objective, "build_ms": 0.0, "solve_ms": 0.0}
@@ -113,28 +137,31 @@ def plan_full(
         if Highs().available() != Highs.Availability.FullLicense:
             raise ImportError("highspy is not available")
     except Exception as exc:  # ImportError, or a broken installation
-        return _fallback(warm, base, "unavailable", f"Pyomo/HiGHS unavailable: {exc}")
+        return _fallback(warm, base, SolveStatus.UNAVAILABLE, f"Pyomo/HiGHS unavailable: {exc}")
 
     try:
         started = time.perf_counter()
         terms = _estimate_terms(scenario)
-        if terms <= MAX_MODEL_TERMS:
+        limit = params.max_model_terms
+        if terms <= limit:
             model = _FullModel(scenario)
             terms = model.terms
-        if terms > MAX_MODEL_TERMS:
+        if terms > limit:
             return _fallback(
                 warm,
                 base,
-                "too_large",
-                f"the model would have {terms:,} terms (limit {MAX_MODEL_TERMS:,}); "
+                SolveStatus.TOO_LARGE,
+                f"the model would have {terms:,} terms (limit {limit:,}); "
                 f"the allocator's plan is returned",
             )
-        reporter = _ProgressReporter(progress) if progress is not None else None
+        reporter = (
+            _ProgressReporter(progress, params.progress_every_s) if progress is not None else None
+        )
         relaxation = math.inf
         if time_limit > 0:
             relax_started = time.perf_counter()
             with _SOLVE_LOCK:
-                relaxation = model.relaxation_bound(RELAXATION_SHARE * time_limit)
+                relaxation = model.relaxation_bound(params.relaxation_share * time_limit)
             relax_s = time.perf_counter() - relax_started
             base["relaxation_bound"] = relaxation
             base["relaxation_ms"] = relax_s * 1000.0
@@ -150,11 +177,11 @@ def plan_full(
         base["variables"] = model.n_variables
         base["constraints"] = model.n_constraints
         with _SOLVE_LOCK:
-            outcome = model.solve(time_limit, mip_gap, reporter, warm_legal, base)
+            outcome = model.solve(time_limit, mip_gap, reporter, warm_legal, base, params)
         base["solve_ms"] += base.get("relaxation_ms", 0.0)
         outcome["bound"] = min(outcome["bound"], relaxation)
     except Exception as exc:  # a solver or modelling failure never reaches the UI
-        return _fallback(warm, base, "solver_failed", f"{type(exc).__name__}: {exc}")
+        return _fallback(warm, base, SolveStatus.SOLVER_FAILED, f"{type(exc).__name__}: {exc}")
     return _choose(scenario, warm, warm_objective, base, outcome)
 
 
@@ -196,7 +223,7 @@ def _estimate_terms(scenario: Scenario) -> int:
     return terms
 
 
-def _fallback(warm: Plan, base: dict[str, Any], status: str, message: str) -> Plan:
+def _fallback(warm: Plan, base: dict[str, Any], status: SolveStatus, message: str) -> Plan:
     stats = dict(base)
     stats.update(
         status=status, message=message, bound=math.inf, gap=math.inf, objective_source="allocator"
@@ -232,7 +259,7 @@ def _choose(
         candidate = Plan(grid, "full", {})
         violations = check(scenario, candidate)
         if violations:
-            status = "check_failed"
+            status = SolveStatus.CHECK_FAILED
             stats["message"] = f"MIP solution rejected by check: {violations[0]}"
             continue
         mip_objective = objective(scenario, candidate)
@@ -241,21 +268,25 @@ def _choose(
     if source == "mip":
         status = None  # a legal improvement was found: report how the solver ended
     if not math.isfinite(warm_objective) and source != "mip":
-        status = status or "no_legal_plan"
+        status = status or SolveStatus.NO_LEGAL_PLAN
         stats.setdefault("message", "neither the warm start nor the MIP gave a legal plan")
     value = objective(scenario, chosen)
     if math.isfinite(bound):
         bound = max(bound, value)  # the solver's tolerance may leave it a hair below
     if status is None:
         if outcome["optimal"]:
-            status = "optimal"
+            status = SolveStatus.OPTIMAL
         elif outcome["time_limit"]:
-            status = "time_limit_improved" if source == "mip" else "time_limit_warm_start"
+            status = (
+                SolveStatus.TIME_LIMIT_IMPROVED
+                if source == "mip"
+                else SolveStatus.TIME_LIMIT_WARM_START
+            )
         elif outcome["infeasible"]:
-            status = "infeasible"
+            status = SolveStatus.INFEASIBLE
             stats["message"] = "the scenario admits no legal plan"
         else:
-            status = "solver_failed"
+            status = SolveStatus.SOLVER_FAILED
             stats["message"] = f"HiGHS stopped with status {outcome['solver_status']}"
     stats.update(
         status=status, bound=float(bound), gap=_relative_gap(value, bound), objective_source=source
@@ -613,6 +644,7 @@ class _FullModel:
         reporter: _ProgressReporter | None,
         warm_legal: bool,
         base: dict[str, Any],
+        params: FullParams,
     ) -> dict[str, Any]:
         """Run HiGHS (restricted phase, then the full model); candidate grids, bound, status."""
         free_variables = sum(
@@ -651,12 +683,13 @@ class _FullModel:
                 v.fix()
             try:
                 restricted = self._run_highs(
-                    RESTRICTED_SHARE * time_limit,
+                    params.restricted_share * time_limit,
                     mip_gap,
                     reporter,
                     True,
                     base,
                     reports_bound=False,
+                    large_columns=params.large_model_columns,
                 )
             finally:
                 for v in to_fix:
@@ -671,6 +704,7 @@ class _FullModel:
             warm_legal,
             base,
             reports_bound=True,
+            large_columns=params.large_model_columns,
         )
         if full["grid"] is not None:
             grids.append(full["grid"])
@@ -685,6 +719,7 @@ class _FullModel:
         warm_start: bool,
         base: dict[str, Any],
         reports_bound: bool,
+        large_columns: int,
     ) -> dict[str, Any]:
         """One HiGHS solve of the model as it stands (fixed variables stay fixed)."""
         from pyomo.contrib.appsi.base import TerminationCondition
@@ -698,7 +733,7 @@ class _FullModel:
         solver.config.load_solution = False
         solver.config.stream_solver = False
         solver.highs_options = {"mip_abs_gap": 1e-7}
-        if self.columns > LARGE_MODEL_COLUMNS:
+        if self.columns > large_columns:
             # HiGHS's MIP presolve and probing cannot be interrupted and on large models they
             # alone outlast the time limit; without them the limit holds (the bound then comes
             # from the relaxation).
@@ -761,10 +796,11 @@ class _FullModel:
 
 
 class _ProgressReporter:
-    """Forwards HiGHS's incumbent and bound to the caller's hook, at most every 0.25 s."""
+    """Forwards HiGHS's incumbent and bound to the caller's hook, throttled (`every_s`)."""
 
-    def __init__(self, hook: ProgressHook):
+    def __init__(self, hook: ProgressHook, every_s: float):
         self.hook: ProgressHook | None = hook
+        self.every_s = every_s
         self.started = time.perf_counter()
         self.bound_cap = math.inf  # a bound known before HiGHS starts (the relaxation's)
         self.reports_bound = True  # False while solving a restricted model
@@ -774,7 +810,7 @@ class _ProgressReporter:
     def on_event(self, event: Any) -> None:
         now = time.perf_counter()
         improving = "ImprovingSolution" in str(event.callback_type)
-        if not improving and now - self.last < PROGRESS_EVERY_S:
+        if not improving and now - self.last < self.every_s:
             return
         out = event.data_out
         self._send(now, out.mip_primal_bound, out.mip_dual_bound)

@@ -7,6 +7,7 @@ Full-page screenshots (1400 px wide) land in tests/browser/artifacts/ for review
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT, SCENARIOS_DIR
+
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -53,8 +55,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url():
+@contextlib.contextmanager
+def start_app(env: dict[str, str] | None = None):
+    """`streamlit run app.py` on a free localhost port; yields its URL, stops it afterwards."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -75,7 +78,7 @@ def app_url():
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -99,6 +102,13 @@ def app_url():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    workspace = tmp_path_factory.mktemp("workspace") / "workspace.sqlite"
+    with start_app({**os.environ, "GPUPLAN_WORKSPACE": str(workspace)}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +140,7 @@ def settle(page, timeout: float = 120) -> None:
 
 def go(page, link: str, title: str) -> None:
     """Navigate inside the session (the sidebar), so the session state is kept."""
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=link).click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name=link).click()
     page.get_by_role("heading", name=title, level=1).wait_for()
     settle(page)
 
@@ -254,11 +264,7 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
             settle(p)
         default = active_name(b)
         assert active_name(a) == default
-        other = next(
-            p.stem
-            for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
-            if p.stem != default
-        )
+        other = next(p.stem for p in sorted(SCENARIOS_DIR.glob("*.json")) if p.stem != default)
         choose(a, "Built-in scenario", other)
         expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
         b.reload()
@@ -269,3 +275,76 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
     finally:
         first.close()
         second.close()
+
+
+def test_divergence_scenario_explains_utilization_against_value(app_url, page):
+    from playwright.sync_api import expect
+
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    choose(page, "Built-in scenario", "scale-64-divergence")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: scale-64-divergence")
+    go(page, "Plan & compare", "Plan & compare")
+    page.get_by_role("button", name="Run planners").click()
+    settle(page)
+    no_exception(page)
+    why = page.locator(".st-key-plan_divergence")
+    expect(why).to_contain_text("Allocator (fast).", timeout=30000)
+    text = why.inner_text()
+    assert "Same utilization (allocator 44.6%, FIFO 44.6%)" in text
+    assert "the same completed jobs (27 of 30), +19.8% value" in text
+    for job in ("batch-27", "training-28", "batch-29", "sweep-21", "sweep-22", "sweep-23"):
+        assert f"{job} (priority" in text, job
+    assert "Backfill (conservative)." in text  # every planner run beside FIFO is explained
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30000)
+    screenshot(page, "plan-divergence")
+
+    go(page, "Benchmarks", "Benchmarks")  # the scenario beside the published figures
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=120000)
+    no_exception(page)
+    expect(
+        page.get_by_test_id("stCaptionContainer").filter(has_text="reproduces the scale")
+    ).to_be_visible()
+    screenshot(page, "benchmarks-divergence")
+
+
+def test_capacity_runs_a_small_sweep_and_draws_the_chart(app_url, page):
+    page.goto(f"{app_url}/capacity")
+    page.get_by_role("heading", name="Capacity", level=1).wait_for()
+    settle(page)
+    no_exception(page)
+    gpus = page.get_by_role("textbox", name="GPUs (comma list)")
+    gpus.fill("8,16,24,32")
+    gpus.press("Enter")
+    settle(page)
+    demand = page.get_by_role("textbox", name="Demand scales")
+    demand.fill("1,1.5")
+    demand.press("Enter")
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    settle(page)
+    no_exception(page)
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=60000)
+    text = chart.inner_text()
+    assert "demand x1" in text and "demand x1.5" in text  # one panel column per demand scale
+    assert "real-time coverage" in text and "completed jobs" in text
+    engine = page.get_by_test_id("stCaptionContainer").filter(has_text="runs on")
+    assert "16 runs on 2 worker(s)" in engine.inner_text()  # 8 points x 2 planners
+    page.get_by_test_id("stDownloadButton").filter(has_text="Download sweep.csv").wait_for()
+    screenshot(page, "capacity")
+
+    # Cancel: add the MIP planner (seconds a point), start, cancel; the last sweep stays.
+    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
+    box.click()
+    box.press_sequentially("Full", delay=20)
+    page.get_by_role("option").filter(has_text="Full").first.click()
+    box.press("Escape")  # close the option list
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_role("button", name="Cancel").click(timeout=60000)
+    settle(page)
+    no_exception(page)
+    assert page.get_by_text("Sweep cancelled").count() == 1
+    assert "16 runs on" in engine.inner_text()  # the finished sweep, not the cancelled one

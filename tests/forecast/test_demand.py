@@ -6,7 +6,6 @@ import io
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,18 +27,13 @@ from core.forecast.demand import (
     load_history,
 )
 from core.model import ScenarioError
+from tests.paths import DATA_DIR, ROOT, TRACES_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
+SAMPLE = DATA_DIR / "histories" / "chat_requests_hourly.csv"
 GENERATOR = ROOT / "scripts" / "make_sample_history.py"
-# ../shared/traces beside the repository; a worktree one level deeper looks one more level up
+# ../shared/traces beside the checkout; a worktree one level deeper looks one more level up
 TRACES = next(
-    (
-        p / "shared" / "traces"
-        for p in (ROOT.parent, ROOT.parent.parent)
-        if (p / "shared" / "traces").is_dir()
-    ),
-    ROOT.parent / "shared" / "traces",
+    (p for p in (TRACES_DIR, ROOT.parent.parent / "shared" / "traces") if p.is_dir()), TRACES_DIR
 )
 TRACE = TRACES / "philly_active_nodes_hourly.csv"
 WEEK = 168
@@ -266,7 +260,7 @@ def test_bad_bytes_and_missing_file():
     with pytest.raises(ScenarioError, match="not UTF-8"):
         load_history(b"timestamp,requests\n\xff\xfe,1\n", name="traffic.csv")
     with pytest.raises(ScenarioError, match="no such file"):
-        load_history(ROOT / "data" / "histories" / "absent.csv")
+        load_history(DATA_DIR / "histories" / "absent.csv")
 
 
 def test_forecast_series_rejects_bad_arguments(sample):
@@ -559,7 +553,7 @@ def test_a_constant_history_is_forecast_constant():
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
-        (["--horizon", "100000000"], "--horizon must be from 1 to 10080"),  # issue 11: 23 GB
+        (["--horizon", "100000000"], "--horizon"),  # issue 11: grew to 23 GB
         (["--horizon", "0"], "--horizon"),
         (["--level", "1e-300"], "--level"),  # issue 11: divided by zero
         (["--level", "1"], "--level"),

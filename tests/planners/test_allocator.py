@@ -168,15 +168,10 @@ def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=10))
 def test_block_table_of_small_clusters_gives_the_same_plan_as_computed_blocks(scenario):
-    import core.planners.allocator as allocator
+    from core.planners.allocator import AllocatorParams
 
     with_table = plan_allocator(scenario).grid
-    saved = allocator._TABLE_GPUS
-    allocator._TABLE_GPUS = 0
-    try:
-        computed = plan_allocator(scenario).grid
-    finally:
-        allocator._TABLE_GPUS = saved
+    computed = plan_allocator(scenario, AllocatorParams(table_gpus=0)).grid
     assert np.array_equal(with_table, computed)
 
 
@@ -211,15 +206,10 @@ def test_serving_never_gives_up_demand_below_99_percent_coverage():
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3))
 def test_real_time_moves_never_lower_the_objective_nor_coverage_below_the_floor(scenario):
-    import core.planners.allocator as allocator
+    from core.planners.allocator import AllocatorParams
 
     with_moves = metrics(scenario, plan_allocator(scenario))
-    saved = allocator._MAX_RT_MOVES
-    allocator._MAX_RT_MOVES = 0
-    try:
-        without = metrics(scenario, plan_allocator(scenario))
-    finally:
-        allocator._MAX_RT_MOVES = saved
+    without = metrics(scenario, plan_allocator(scenario, AllocatorParams(max_rt_moves=0)))
     assert with_moves["objective"] >= without["objective"] - 1e-9
     if scenario.realtime_jobs:
         assert with_moves["rt_coverage"] >= min(0.99, without["rt_coverage"]) - 1e-9

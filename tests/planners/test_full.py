@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
 from core.plan import IDLE, Plan, check, objective, pin_running
 from core.planners import full as full_module
 from core.planners import solve
 from core.planners.fifo import plan_backfill
-from core.planners.full import plan_full
+from core.planners.full import FullParams, plan_full
 from tests.strategies import scenarios, tiny_scenarios
 
 STATS_KEYS = (
@@ -254,9 +254,9 @@ def test_full_plans_are_legal_and_never_worse_than_the_allocator(scenario):
     assert plan.stats["gap"] >= 0.0
 
 
-def test_default_warm_start_is_the_allocator():
+def test_default_warm_start_is_the_allocator(scenarios_dir):
     allocator = pytest.importorskip("core.planners.allocator")
-    scenario = load_scenario("data/scenarios/example.json")
+    scenario = load_scenario(scenarios_dir / "example.json")
     warm = allocator.plan_allocator(scenario)
     plan = plan_full(scenario, time_limit=5.0)
     assert check(scenario, plan) == []
@@ -265,8 +265,8 @@ def test_default_warm_start_is_the_allocator():
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
 
 
-def test_example_through_solve_reports_every_stat():
-    scenario = load_scenario("data/scenarios/example.json")
+def test_example_through_solve_reports_every_stat(scenarios_dir):
+    scenario = load_scenario(scenarios_dir / "example.json")
     plan = solve(scenario, "full", time_limit=5.0, mip_gap=0.0)
     assert plan.planner == "full"
     assert check(scenario, plan) == []
@@ -294,17 +294,17 @@ def _contended() -> Scenario:
     return Scenario("contended", Cluster(8, 60, 12), tuple(jobs), Policy())
 
 
-def test_repeated_solves_in_one_process_agree():
+def test_repeated_solves_in_one_process_agree(scenarios_dir):
     scenario = _contended()
     warm = plan_backfill(scenario)
     first = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
     second = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
-    third = plan_full(load_scenario("data/scenarios/example.json"), time_limit=5.0)
+    third = plan_full(load_scenario(scenarios_dir / "example.json"), time_limit=5.0)
     for plan, s in ((first, scenario), (second, scenario)):
         assert check(s, plan) == []
         assert plan.stats["status"] == "optimal"
     assert _close(objective(scenario, first), objective(scenario, second))
-    assert check(load_scenario("data/scenarios/example.json"), third) == []
+    assert check(load_scenario(scenarios_dir / "example.json"), third) == []
     assert third.stats["status"] not in ("solver_failed", "unavailable")
 
 
@@ -401,14 +401,18 @@ def test_zero_time_limit_keeps_the_warm_start_when_nothing_better_is_found():
         assert plan.stats["status"] in ("time_limit_improved", "optimal")
 
 
-def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
+def test_large_model_path_bounds_with_the_relaxation():
     scenario = _contended()
     warm = plan_backfill(scenario)
     exact = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
-    monkeypatch.setattr(full_module, "LARGE_MODEL_COLUMNS", 0)
     events: list[dict] = []
     plan = plan_full(
-        scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm, progress=events.append
+        scenario,
+        time_limit=20.0,
+        mip_gap=0.0,
+        warm_start=warm,
+        progress=events.append,
+        large_model_columns=0,
     )
     assert check(scenario, plan) == []
     relaxation = plan.stats["relaxation_bound"]
@@ -419,11 +423,10 @@ def test_large_model_path_bounds_with_the_relaxation(monkeypatch):
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
 
 
-def test_a_model_too_large_to_build_returns_the_warm_start(monkeypatch):
+def test_a_model_too_large_to_build_returns_the_warm_start():
     scenario = _contended()
     warm = plan_backfill(scenario)
-    monkeypatch.setattr(full_module, "MAX_MODEL_TERMS", 10)
-    plan = plan_full(scenario, warm_start=warm)
+    plan = plan_full(scenario, warm_start=warm, max_model_terms=10)
     assert plan.stats["status"] == "too_large"
     assert plan.stats["objective_source"] == "allocator"
     assert plan.same_grid(warm)
@@ -436,7 +439,8 @@ def test_concurrent_solves_from_two_threads_both_finish():
     scenario = _contended()
     warm = plan_backfill(scenario)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = [pool.submit(plan_full, scenario, 20.0, 0.0, None, warm) for _ in range(2)]
+        params = FullParams(time_limit=20.0, mip_gap=0.0, warm_start=warm)
+        futures = [pool.submit(plan_full, scenario, params) for _ in range(2)]
         plans = [f.result(timeout=120) for f in futures]
     values = [objective(scenario, p) for p in plans]
     for plan in plans:
@@ -455,7 +459,7 @@ def test_an_illegal_warm_start_is_replaced_by_backfill():
     assert _close(plan.stats["allocator_objective"], objective(scenario, plan_backfill(scenario)))
 
 
-def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
+def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys, scenarios_dir):
     import json
 
     from core.cli import main
@@ -464,7 +468,7 @@ def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
     code = main(
         [
             "plan",
-            "data/scenarios/example.json",
+            str(scenarios_dir / "example.json"),
             "--planner",
             "full",
             "--time-limit",
@@ -486,4 +490,4 @@ def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
         assert metrics["planner"] == "full"
         assert all(key in metrics for key in STATS_KEYS)
         assert metrics["bound"] >= metrics["objective"] - 1e-9
-    assert main(["check", "data/scenarios/example.json", str(out / "grid.csv")]) == 0
+    assert main(["check", str(scenarios_dir / "example.json"), str(out / "grid.csv")]) == 0
