@@ -45,6 +45,7 @@ WEEK = 168
 MIN_HISTORY_HOURS = 24  # fewer hourly values than this cannot be forecast at all
 WEEKLY_MODEL_HOURS = 2 * WEEK  # below two weeks only daily-period models are tried
 MAX_FIT_HOURS = 6 * WEEK  # older history is ignored: the recent weeks say more
+MAX_HISTORY_HOURS = 200_000  # about 23 years of hours: a longer span is a typo, not a history
 MAX_HORIZON_HOURS = 10_080  # the longest horizon a scenario may have (SPEC section 3)
 CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for the interval
 # Lead-time ranges (hours, inclusive) the interval is calibrated on, one quantile each
@@ -211,6 +212,13 @@ def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
     if spacing > pd.Timedelta(hours=1):
         raise ScenarioError(
             f"{name}: rows are {spacing} apart; an hourly (or finer) history is needed"
+        )
+    span = (series.index[-1] - series.index[0]) / pd.Timedelta(hours=1)
+    if span > MAX_HISTORY_HOURS:  # checked before resampling allocates one row per hour
+        raise ScenarioError(
+            f"{name}: timestamps span {span:,.0f} hours ({series.index[0]} to "
+            f"{series.index[-1]}); at most {MAX_HISTORY_HOURS:,} hours of history can be "
+            "read (a mistyped year?)"
         )
     on_the_hour = (series.index == series.index.floor("h")).all()
     hourly = series.resample("h").mean()

@@ -243,6 +243,11 @@ BAD_HISTORIES = [
         ["only 1 hours have a value"],
     ),  # nearly all blank
     ('timestamp,requests\n"2026-01-01 00:00,5\n', ["cannot be read as CSV"]),  # broken quote
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]])
+        + "\n9999-12-31 23:00,1",
+        ["span", "hours", "mistyped year"],
+    ),  # one far-off stamp: refused before resampling allocates ~70M hours
 ]
 
 
