@@ -380,7 +380,7 @@ def _run_forecast(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     report = table.attrs.get("report")
     for line in report.lines() if report is not None else []:
-        if not line.startswith("anomaly:"):  # anomalies are among the warnings above
+        if not line.startswith(("anomaly:", "repair:")):  # both are among the warnings above
             print(f"forecast: {line}", file=sys.stderr)
     text = table.to_csv(index=False, float_format="%.4f", date_format="%Y-%m-%dT%H:%M:%S")
     if args.out:

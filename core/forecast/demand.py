@@ -22,6 +22,7 @@ What was done is returned as a `ForecastReport` (`forecast_series(..., report=Tr
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import warnings
@@ -507,7 +508,7 @@ class ForecastReport:
     members: tuple[str, ...]
     period: int
     anomalies: tuple[Anomaly, ...] = ()
-    repairs: tuple[str, ...] = ()
+    repairs: tuple[str, ...] = ()  # what reading the file fixed (set by `forecast_file`)
     trend_per_week: float = 0.0
     calibration_origins: int = 0
     interval: str = ""
@@ -681,18 +682,17 @@ def forecast_series(
     floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
     std = np.maximum(half_width / z, floor)
     model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
-    repairs = tuple(a.describe() for a in anomalies)
+    notes = tuple(a.describe() for a in anomalies)
     rep = ForecastReport(
         model=model,
         members=tuple(members),
         period=period,
         anomalies=anomalies,
-        repairs=(),
         trend_per_week=slope * WEEK,
         calibration_origins=len(origins),
         interval=interval,
         backtest_mae=scores,
-        warnings=(),
+        warnings=notes,
     )
     frame = _forecast_frame(
         index,
@@ -703,7 +703,7 @@ def forecast_series(
             "model": model,
             "members": list(members),
             "backtest_mae": scores,
-            "warnings": list(repairs),
+            "warnings": list(notes),
             "report": rep,
         },
     )
@@ -771,7 +771,7 @@ def forecast_file(
     history, warnings_ = load_history(Path(path), column)
     frame, rep = forecast_series(history, horizon, level, report=True)
     table = frame[["mean", "lower", "upper"]].reset_index()
-    table.attrs["report"] = rep
+    table.attrs["report"] = dataclasses.replace(rep, repairs=tuple(warnings_))
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
