@@ -144,11 +144,15 @@ def simulate(
 ) -> SimulationResult:
     """Run the rolling horizon over `days` and return the realised plan and its metrics.
 
-    The period is `days * 24 h` (the scenario's real-time demand must cover it); a re-plan every
+    The period is `days * 24 h`; a real-time demand shorter than that is repeated day by day
+    (`extend_demand`, named in `notes` and `metrics["demand_extended_steps"]`). A re-plan every
     `replan_minutes` (rounded to whole steps, at least one) plans a `window_hours` window (cut at
     the period's end) and commits the steps up to the next re-plan.
     `demand_quantile` is the quantile of the forecast the planner is given as demand (None: the
-    mean). The forecaster is refitted every `refit_hours` (at most once per re-plan); in between
+    mean); per service it is raised after a step that fell short and decays back
+    (`DemandModel.observe`), and held while realised coverage is below the policy's
+    `rt_coverage_target`. Shortfall episodes and hours below that target are in the metrics.
+    The forecaster is refitted every `refit_hours` (at most once per re-plan); in between
     its last forecast is carried forward with a level correction from the newest actual.
     `forecaster(history, horizon, level)` defaults to `core.forecast.demand.forecast_series`.
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
