@@ -60,6 +60,10 @@ MAX_DRAWN_CELLS = 2_000_000
 # Planner order and colours come from the registry, so a new planner needs nothing here.
 PLANNER_ORDER = PLANNER_NAMES
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
+# What a scheduler really did (an imported history's as-run metrics): grey, after the planners,
+# because it is no planner and its "grid" is not a legal one.
+AS_RUN = "as-run"
+AS_RUN_COLOURS = {"utilization": "#6c757d", "value": "#b8bfc6"}
 
 
 def job_colours(scenario: Scenario) -> list[str]:
@@ -285,6 +289,10 @@ def _planner_rows(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> list[s
     return known + [p for p in metrics_by_planner if p not in known]
 
 
+def _bar_colours(planners: Sequence[str], metric: str) -> list[str]:
+    return [AS_RUN_COLOURS[metric] if p == AS_RUN else METRIC_COLOURS[metric] for p in planners]
+
+
 def utilization_value_figure(
     metrics_by_planner: Mapping[str, Mapping[str, Any]], baseline: str = BASELINE
 ) -> go.Figure:
@@ -311,7 +319,7 @@ def utilization_value_figure(
             name="utilization (GPU-time doing work)",
             x=planners,
             y=util_index,
-            marker_color=METRIC_COLOURS["utilization"],
+            marker_color=_bar_colours(planners, "utilization"),
             text=[f"{u:.1%}" for u in util],
             textposition="outside",
             hovertemplate="%{x}: utilization %{text} (index %{y:.0f})<extra></extra>",
@@ -322,7 +330,7 @@ def utilization_value_figure(
             name="value (priority-weighted GPU-hours)",
             x=planners,
             y=value_index,
-            marker_color=METRIC_COLOURS["value"],
+            marker_color=_bar_colours(planners, "value"),
             text=[f"{v:,.0f}" for v in value],
             textposition="outside",
             hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
@@ -767,4 +775,70 @@ def demand_figure(scenario: Scenario) -> go.Figure:
         yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
     )
     fig.update_xaxes(**_time_axis(scenario, max_ticks=8), tickangle=0)
+    return fig
+
+
+def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
+    """A history window's GPUs in use per step, stacked: each real-time group's demand (what its
+    services held, time-weighted) under the batch GPUs really held, against the cluster size.
+
+    `frame` is `core.formats.history.demand_frame` (optionally with an `hours` column for traces
+    with relative times): one column per real-time job, `as_run_batch_gpus`, `as_run_realtime_gpus`.
+    """
+    if "time" in frame:
+        x, x_title = frame["time"], None
+    elif "hours" in frame:
+        x, x_title = frame["hours"], "hours from the trace start"
+    else:
+        x, x_title = frame["step"], "step"
+    groups = [
+        c
+        for c in frame.columns
+        if c not in ("step", "time", "hours", "as_run_batch_gpus", "as_run_realtime_gpus")
+    ]
+    fig = go.Figure()
+    for k, group in enumerate(groups):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=frame[group],
+                name=f"real-time demand: {group}",
+                mode="lines",
+                stackgroup="held",
+                line={"shape": "hv", "width": 1.5, "color": REALTIME_COLOURS[k % 6]},
+                hovertemplate="%{x}: %{y:.1f} GPUs<extra>" + group + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=frame["as_run_batch_gpus"],
+            name="batch GPUs held (as run, blocks rounded up)",
+            mode="lines",
+            stackgroup="held",
+            line={"shape": "hv", "width": 1.5, "color": JOB_COLOURS[0]},
+            hovertemplate="%{x}: %{y:.1f} batch GPUs<extra>as run</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[x.iloc[0], x.iloc[-1]] if len(x) else [],
+            y=[gpus, gpus],
+            name=f"cluster: {gpus} GPUs",
+            mode="lines",
+            line={"color": "#343a40", "dash": "dot", "width": 1.5},
+            hoverinfo="skip",
+        )
+    )
+    held = frame["as_run_batch_gpus"].to_numpy() + frame["as_run_realtime_gpus"].to_numpy()
+    peak = float(held.max(initial=0.0))
+    fig.update_layout(
+        height=340,
+        title="GPUs in use in the window, as run",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+        yaxis={"title": "GPUs", "gridcolor": "#eee", "range": [0, max(gpus, peak) * 1.08 + 0.5]},
+        xaxis={"title": x_title, "gridcolor": "#eee"},
+    )
     return fig

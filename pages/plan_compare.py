@@ -15,7 +15,7 @@ from core.planners import (
     planner_options,
     solve,
 )
-from pages import common
+from pages import common, history_import
 
 common.page_header(
     "Plan & compare",
@@ -207,7 +207,13 @@ st.subheader(
     "KPIs per planner",
     help=f"Deltas are against {common.planner_label(BASELINE)}, the published baseline.",
 )
-cards = st.columns(len(values))
+# --- as-run: what the real scheduler did, when the workload came from a history -------------
+as_run = history_import.as_run_for(s)
+cards = st.columns(len(values) + (as_run is not None))
+if as_run is not None:
+    with cards[-1]:
+        history_import.as_run_card(as_run, values)
+    cards = cards[:-1]
 
 
 def _card(label: str, value: str, change: float | None, text: str, help: str | None = None):
@@ -273,7 +279,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
 chart_col, why_col = st.columns([3, 2], vertical_alignment="center")
 with chart_col:
     st.plotly_chart(
-        charts.utilization_value_figure(values),
+        charts.utilization_value_figure(history_import.with_as_run(values, as_run)),
         key="plan_chart_uv",
         config={"displayModeBar": False},
     )

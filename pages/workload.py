@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.charts import demand_figure, step_labels
 from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
-from pages import common
+from pages import common, history_import
 
 common.page_header(
     "Workload",
@@ -57,6 +57,8 @@ if error:
     shown = "\n".join(f"- {p}" for p in error[:12])
     more = f"\n- ... and {len(error) - 12} more" if len(error) > 12 else ""
     st.error(f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}")
+
+history_import.render()  # a scheduler history -> a window's scenario, with what really ran
 
 s = common.scenario()
 c = s.cluster
