@@ -41,6 +41,9 @@ FORMAT_LABELS = {
     "acme": "Acme job trace",
 }
 STEP_MINUTES_CHOICES = (5, 10, 15, 20, 30, 60, 120, 180, 240, 360, 720, 1440)
+# Drop reasons that count rows which are not jobs (sacct's step rows belong to a job counted
+# elsewhere), so "jobs dropped" leaves them out.
+NOT_JOBS = ("job step rows",)
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,15 @@ def count_rows(summary: dict[str, Any]) -> pd.DataFrame:
         ("real-time jobs (become demand)", summary["realtime_jobs"]),
     ]
     dropped = summary["dropped"]
-    rows += [(f"dropped: {why}", n) for why, n in dropped.items()] or [("dropped", 0)]
+    jobs = [(f"dropped: {why}", n) for why, n in dropped.items() if why not in NOT_JOBS]
+    rows += jobs or [("dropped", 0)]
+    rows += [(f"skipped (not jobs): {why}", n) for why, n in dropped.items() if why in NOT_JOBS]
     return pd.DataFrame(rows, columns=["what", "jobs"])
+
+
+def dropped_jobs(summary: dict[str, Any]) -> int:
+    """Jobs the import left out, for every reason; rows that are not jobs do not count."""
+    return sum(n for why, n in summary["dropped"].items() if why not in NOT_JOBS)
 
 
 def realtime_rows(summary: dict[str, Any]) -> pd.DataFrame:

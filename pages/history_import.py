@@ -25,19 +25,21 @@ from core.history_view import (
     chart_frame,
     count_rows,
     default_window,
+    dropped_jobs,
     preview,
     read_upload,
     realtime_rows,
 )
 from core.io import MAX_UPLOAD_MB
 from core.model import MAX_GPUS, ScenarioError
+from core.planners import BASELINE
 from pages import common
 
 # Session-state keys (not widgets): the parsed upload, its previews, the loaded as-run.
 K_TRACE = "hi_trace"  # {"id", "trace" | None, "error" | None}
 K_PREVIEWS = "hi_previews"  # {(trace id, window, rules): ImportResult}
 K_AS_RUN = "history_as_run"  # {"scenario", "as_run", "summary"} of the loaded window
-AS_RUN_TITLE = "As run (what your scheduler did)"
+AS_RUN_TITLE = "As run (your scheduler)"  # short: the card's rows line up with the planners'
 EXPANDER = "Import a scheduler history (Slurm sacct, Kubernetes pods, Helios/Acme logs)"
 SACCT = (
     "sacct -a -X -P --format=JobIDRaw,JobID,User,Account,Partition,QOS,Priority,Submit,Eligible,"
@@ -63,7 +65,7 @@ def _render_body() -> None:
     up, rules_col = st.columns([3, 1])
     with up:
         file = st.file_uploader(
-            "History file: detected from its content",
+            f"History file (up to {MAX_UPLOAD_MB} MB; the format is detected from its content)",
             key="hi_upload",
             help=f"Up to {MAX_UPLOAD_MB} MB. "
             + "; ".join(FORMAT_LABELS.values())
@@ -118,8 +120,8 @@ def _render_body() -> None:
         and as_run_applies(loaded["scenario"], common.scenario())
     ):
         st.success(
-            f"This window is the active workload. **Plan & compare** shows "
-            f"*{AS_RUN_TITLE}* beside the planners."
+            "This window is the active workload. **Plan & compare** shows what your "
+            "scheduler really did (*as run*) beside the planners."
         )
         st.page_link("pages/plan_compare.py", label="Plan & compare", icon=":material/compare:")
 
@@ -185,7 +187,13 @@ def _window_controls(trace: Trace, defaults: Any, rules: ImportRules | None) -> 
             )
     with c2:
         days = st.number_input(
-            "Days", min_value=0.25, max_value=28.0, value=1.0, step=0.25, key=f"hi_days_{suffix}"
+            "Days",
+            min_value=0.25,
+            max_value=28.0,
+            value=1.0,
+            step=0.25,
+            format="%g",
+            key=f"hi_days_{suffix}",
         )
     with c3:
         step_minutes = st.selectbox(
@@ -249,22 +257,22 @@ def _preview(
 def _show_preview(trace: Trace, result: Any) -> None:
     summary, as_run = result.summary, result.as_run
     w, b = summary["window"], summary["batch"]
-    dropped = sum(summary["dropped"].values())
+    dropped = dropped_jobs(summary)
     cols = st.columns(6)
     cols[0].metric("Cluster", f"{w['gpus']} GPUs", help=w["gpus_source"])
     cols[1].metric("Batch jobs", b["jobs"], help="arriving, queued or running in the window")
     cols[2].metric(
         "Running at start",
-        f"{b['pinned']}/{b['running_at_start']} pinned",
-        help="Jobs already running when the window opens keep their GPUs (an aligned block) "
-        "for their real remaining time.",
+        b["running_at_start"],
+        help=f"Jobs already running when the window opens: {b['pinned']} pinned on an aligned "
+        f"block for their real remaining time, {b['not_pinned']} did not fit and wait at step 0.",
     )
     cols[3].metric(
         "Rounded up",
         b["rounded_up"],
         help="Jobs whose GPU count was not a power of two take the next power of two.",
     )
-    cols[4].metric("Dropped", dropped, help="Reasons in the table below.")
+    cols[4].metric("Jobs dropped", dropped, help="Reasons in the table below.")
     cols[5].metric(
         "Real-time groups",
         len(summary["realtime"]),
@@ -279,10 +287,12 @@ def _show_preview(trace: Trace, result: Any) -> None:
     )
     table_col, chart_col = st.columns([2, 3])
     with table_col:
+        counts = count_rows(summary)
         st.dataframe(
-            count_rows(summary),
+            counts,
             hide_index=True,
             width="stretch",
+            height=35 * (len(counts) + 1) + 3,  # every count in view, no scrolling
             key="hi_counts",
             column_config={"jobs": st.column_config.NumberColumn("jobs", format="%d")},
         )
@@ -316,13 +326,20 @@ def _load(trace: Trace, result: Any) -> None:
 
 
 def as_run_for(s: Any) -> dict[str, Any] | None:
-    """The loaded history's as-run metrics while `s` is still its workload; else None."""
+    """The loaded history's as-run metrics while `s` is still its workload; else None.
+
+    The objective (decayed batch reward; the as-run misses no real-time demand) holds for the
+    policy it was computed with: after a change of decay or reward weight it is left out.
+    """
     loaded = st.session_state.get(K_AS_RUN)
     if loaded is None:
         return None
     if not as_run_applies(loaded["scenario"], s):
         st.session_state.pop(K_AS_RUN, None)  # edited or replaced: what ran no longer applies
         return None
+    then, now = loaded["scenario"].policy, s.policy
+    if (then.decay, then.reward_weight) != (now.decay, now.reward_weight):
+        return {**loaded["as_run"], "objective": None}
     return loaded["as_run"]
 
 
@@ -331,45 +348,87 @@ def with_as_run(values: dict[str, Any], as_run: dict[str, Any] | None) -> dict[s
     return values if as_run is None else {**values, charts.AS_RUN: as_run}
 
 
+def _metric(label: str, value: str, change: float | None, text: str, help: str) -> None:
+    """A metric with its change vs FIFO, drawn like the planners' cards."""
+    if change is None:
+        st.metric(label, value, help=help)
+    elif abs(change) < 5e-4 * max(1.0, abs(change)):
+        st.metric(label, value, "same as FIFO", delta_color="off", delta_arrow="off", help=help)
+    else:
+        st.metric(label, value, text, help=help)
+
+
 def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
-    """The as-run KPI card: utilization, value, completed jobs, coverage; vs each planner."""
+    """The as-run KPI card beside the planners' (same rows, deltas vs FIFO), what each other
+    planner would have gained over it, and why it is not a legal grid."""
+    base = values.get(BASELINE)
+
+    def d(key: str) -> float | None:
+        return None if base is None or as_run.get(key) is None else as_run[key] - base[key]
+
     with st.container(border=True, key="plan_as_run"):
         st.markdown(f"**{AS_RUN_TITLE}**")
-        st.metric(
+        _metric(
             "Utilization",
             f"{as_run['utilization']:.1%}",
-            help="GPU-time the trace's jobs held, on the same power-of-two blocks the planners "
+            d("utilization"),
+            f"{(d('utilization') or 0) * 100:+.1f} pp",
+            "GPU-time the trace's jobs held, on the same power-of-two blocks the planners "
             f"get ({as_run['utilization_real_gpus']:.1%} on their real GPU counts)",
         )
-        st.metric(
+        gain = as_run["value"] / base["value"] - 1 if base is not None and base["value"] else None
+        _metric(
             "Value",
             f"{as_run['value']:,.1f}",
-            help="Priority-weighted GPU-hours the trace's batch jobs ran in the window",
+            d("value"),
+            f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
+            "Priority-weighted GPU-hours the trace's batch jobs ran in the window",
         )
-        st.metric(
+        if as_run.get("objective") is None:
+            st.metric(
+                "Objective",
+                "—",
+                help="Computed for the policy of the import; load the window again to see it "
+                "under this decay",
+            )
+        else:
+            _metric(
+                "Objective",
+                f"{as_run['objective']:,.1f}",
+                d("objective"),
+                f"{d('objective') or 0:+,.1f}",
+                "Decayed reward of the batch work that really ran (no real-time demand was "
+                "missed, so no penalty)",
+            )
+        _metric(
             "Completed jobs",
             f"{as_run['completed_jobs']}/{as_run['batch_jobs']}",
-            help="Batch jobs of the window that really ended inside it",
+            d("completed_jobs"),
+            f"{d('completed_jobs') or 0:+d}",
+            "Batch jobs of the window that really ended inside it",
         )
-        if as_run.get("per_step", {}).get("realtime_gpus") and any(
-            as_run["per_step"]["realtime_gpus"]
-        ):
-            st.metric(
-                "Real-time coverage",
-                f"{as_run['rt_coverage']:.1%}",
-                help="By construction: the real-time demand is what the services really held",
-            )
+        _metric(
+            "Real-time coverage",
+            f"{as_run['rt_coverage']:.1%}",
+            d("rt_coverage"),
+            f"{(d('rt_coverage') or 0) * 100:+.1f} pp",
+            "100% by construction: the real-time demand is what the services really held",
+        )
         lines = []
         for name, m in values.items():
-            gain = (
-                f"{m['value'] / as_run['value'] - 1:+.0%} value" if as_run["value"] > 0 else "value"
+            if name == BASELINE:
+                continue
+            value = (
+                f"{m['value'] / as_run['value'] - 1:+.0%} value"
+                if as_run["value"] > 0
+                else f"{m['value'] - as_run['value']:+,.0f} value"
             )
             lines.append(
-                f"{common.planner_label(name)}: "
+                f"- **{common.planner_label(name)}**: "
                 f"{(m['utilization'] - as_run['utilization']) * 100:+.1f} pp utilization, "
-                f"{gain}, {m['completed_jobs'] - as_run['completed_jobs']:+d} completed"
+                f"{value}, {m['completed_jobs'] - as_run['completed_jobs']:+d} completed"
             )
         if lines:
-            st.caption("Against as-run: " + "; ".join(lines) + ".")
+            st.markdown("Over what really ran:\n" + "\n".join(lines))
         note = as_run["note"]
         st.caption(f"{note[:1].upper()}{note[1:]}.")

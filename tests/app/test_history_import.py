@@ -48,14 +48,14 @@ def test_the_preview_shows_the_mapping_before_anything_is_loaded(expected):
     shown = shown_metrics(at)
     assert shown["Cluster"] == f"{w['gpus']} GPUs"
     assert shown["Batch jobs"] == str(b["jobs"])
-    assert shown["Running at start"] == f"{b['pinned']}/{b['running_at_start']} pinned"
+    assert shown["Running at start"] == str(b["running_at_start"])
     assert shown["Rounded up"] == str(b["rounded_up"])
-    assert shown["Dropped"] == str(sum(expected.summary["dropped"].values()))
+    assert shown["Jobs dropped"] == "4"  # no GPUs, cancelled, 0 s, 64 GPUs (not the step rows)
     assert shown["Real-time groups"] == str(len(expected.summary["realtime"]))
     counts = at.dataframe[0].value  # the counts table, then the real-time groups
     rows = dict(zip(counts["what"], counts["jobs"], strict=True))
     assert rows["batch: training"] == b["by_type"]["training"]
-    assert rows["dropped: job step rows"] == 3
+    assert rows["skipped (not jobs): job step rows"] == 3
     assert list(at.dataframe[1].value["job"]) == [j.id for j in expected.scenario.realtime_jobs]
     assert at.text_input[0].value == DAY  # the window opens on the importer's default
     gpus = [n for n in at.number_input if n.label == "GPUs"][0]
@@ -85,12 +85,24 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     completed = [m.value for m in at.metric if m.label == "Completed jobs"]
     assert values[-1] == f"{as_run['value']:,.1f}"
     assert completed[-1] == f"{as_run['completed_jobs']}/{as_run['batch_jobs']}"
+    assert [m.value for m in at.metric if m.label == "Objective"][-1] == (
+        f"{as_run['objective']:,.1f}"
+    )
     captions = "\n".join(c.value for c in at.caption)
     assert "not a legal grid" in captions
     gain = (allocator["utilization"] - as_run["utilization"]) * 100
-    assert f"Allocator (fast): {gain:+.1f} pp utilization" in captions
     markdown = "\n".join(m.value for m in at.markdown)
-    assert "As run (what your scheduler did)" in markdown
+    assert "**As run (your scheduler)**" in markdown
+    assert f"**Allocator (fast)**: {gain:+.1f} pp utilization" in markdown
+
+    # the policy is Plan & compare's: the as-run stays, only its objective (decay) goes
+    at.slider(key="ctl_scn_decay").set_value(0.9).run()
+    assert not at.exception
+    assert at.session_state["scenario"].policy.decay == 0.9
+    assert [m.value for m in at.metric if m.label == "Utilization"][-1] == (
+        f"{as_run['utilization']:.1%}"
+    )
+    assert [m.value for m in at.metric if m.label == "Objective"][-1] == "—"
 
 
 def test_an_edit_drops_the_as_run():
@@ -105,7 +117,7 @@ def test_an_edit_drops_the_as_run():
     at.switch_page("pages/plan_compare.py").run()
     assert not at.exception
     assert "history_as_run" not in at.session_state
-    assert "As run (what your scheduler did)" not in "\n".join(m.value for m in at.markdown)
+    assert "As run (your scheduler)" not in "\n".join(m.value for m in at.markdown)
 
 
 def test_a_broken_history_keeps_the_scenario_and_names_file_row_and_field():
