@@ -38,6 +38,7 @@ from pages import common
 # Session-state keys (not widgets): the parsed upload, its previews, the loaded as-run.
 K_TRACE = "hi_trace"  # {"id", "trace" | None, "error" | None}
 K_PREVIEWS = "hi_previews"  # {(trace id, window, rules): ImportResult}
+K_OPEN = "hi_open"  # the expander's open state (a widget: lazy, only drawn when open)
 K_AS_RUN = "history_as_run"  # {"scenario", "as_run", "summary"} of the loaded window
 AS_RUN_TITLE = "As run (your scheduler)"  # short: the card's rows line up with the planners'
 EXPANDER = "Import a scheduler history (Slurm sacct, Kubernetes pods, Helios/Acme logs)"
@@ -57,8 +58,12 @@ def render() -> None:
     expanded = bool(st.session_state.get("hi_upload")) or (
         loaded is not None and as_run_applies(loaded["scenario"], common.scenario())
     )
-    with st.expander(EXPANDER, expanded=expanded, icon=":material/history:"):
-        _render_body()
+    box = st.expander(
+        EXPANDER, expanded=expanded, icon=":material/history:", key=K_OPEN, on_change="rerun"
+    )
+    if box.open:  # lazy: a closed expander reads nothing and draws no uploader
+        with box:
+            _render_body()
 
 
 def _render_body() -> None:

@@ -24,6 +24,8 @@ def open_app() -> AppTest:
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.session_state["hi_open"] = True  # what opening the expander does
+    at.run()
     at.file_uploader(key="hi_upload").set_value((name, data, "text/plain")).run()
     assert not at.exception, at.exception
     return at
@@ -140,3 +142,10 @@ def test_a_history_above_the_upload_limit_is_refused():
     message = "\n".join(e.value for e in at.error)
     assert "huge.txt" in message and "20 MB" in message
     assert at.session_state["scenario"] == before
+
+
+def test_the_closed_import_reads_nothing_and_draws_no_uploader():
+    at = open_app()
+    assert not at.exception
+    assert [e.label for e in at.expander if e.label.startswith("Import a scheduler history")]
+    assert "hi_upload" not in [u.key for u in at.file_uploader]  # lazy until opened
