@@ -34,6 +34,12 @@ PAGES = [
         url_path="horizon",
     ),
     st.Page(
+        "pages/capacity.py",
+        title="Capacity",
+        icon=":material/stacked_line_chart:",
+        url_path="capacity",
+    ),
+    st.Page(
         "pages/benchmarks.py",
         title="Benchmarks",
         icon=":material/speed:",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .model import ScenarioError
-from .planners import FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
+from .planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -153,6 +153,33 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
     history.add_argument("--out", required=True, metavar="scenario.json")
     history.set_defaults(run=_run_import)
+
+    sweep = sub.add_parser("sweep", help="capacity what-ifs: every planner at every point")
+    sweep.add_argument("scenario")
+    sweep.add_argument("--gpus", metavar="L", help="cluster sizes, e.g. 8,16,32")
+    sweep.add_argument("--demand-scale", metavar="L", help="real-time demand factors, e.g. 1,1.2")
+    sweep.add_argument("--work-scale", metavar="L", help="batch gpu_hours factors, e.g. 1,1.5")
+    sweep.add_argument("--penalty", metavar="L", help="penalty weights, e.g. 5,8")
+    sweep.add_argument("--decay", metavar="L", help="per-step decays, e.g. 0.97")
+    sweep.add_argument("--planners", metavar="L", default=f"{BASELINE},{FAST}")
+    engine = sweep.add_mutually_exclusive_group()
+    engine.add_argument("--workers", metavar="N", help="local worker processes (default: cores)")
+    engine.add_argument(
+        "--scheduler", metavar="ADDR", help="a running Dask scheduler (or DASK_SCHEDULER_ADDRESS)"
+    )
+    sweep.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    sweep.add_argument("--out", metavar="DIR", required=True, help="writes DIR/sweep.csv")
+    sweep.set_defaults(run=_run_sweep)
+
+    size = sub.add_parser("size", help="smallest multiple of --step GPUs meeting the targets")
+    size.add_argument("scenario")
+    size.add_argument("--coverage", metavar="X", help="rt_coverage target in [0, 1]")
+    size.add_argument("--completed", metavar="Y", help="completed/batch jobs target in [0, 1]")
+    size.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
+    size.add_argument("--step", metavar="S", default="8")
+    size.add_argument("--max-gpus", metavar="N")
+    size.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    size.set_defaults(run=_run_size)
     return parser
 
 
@@ -338,6 +365,116 @@ def _run_import(args: argparse.Namespace) -> int:
     as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
     print(format_summary(result.summary, result.as_run))
     print(f"wrote {out} and {as_run_path}")
+    return EXIT_OK
+
+
+def _number_list(flag: str, text: str | None, *, integer: bool = False) -> list[float] | None:
+    """A comma list of numbers from the command line (None when the flag was not given)."""
+    if text is None:
+        return None
+    values = []
+    for part in text.split(","):
+        values.append(_number(flag, part.strip(), integer=integer))
+    return values
+
+
+def _number(flag: str, text: str | None, *, integer: bool = False) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        kind = "whole numbers" if integer else "numbers"
+        raise ScenarioError(f"{flag}: {text!r} is not a number (give {kind})") from None
+    if integer and value.is_integer():
+        return int(value)
+    if integer:
+        raise ScenarioError(f"{flag}: {text!r} is not a whole number")
+    return value
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    import time
+
+    from .io import load_scenario
+    from .sweep import dask_client, engine_label, run_sweep, sweep_points, sweep_to_csv
+
+    planners = [p.strip() for p in args.planners.split(",")]
+    unknown = [p for p in planners if p not in PLANNER_NAMES]
+    if not planners or unknown:
+        raise ScenarioError(
+            f"--planners: {', '.join(repr(p) for p in unknown) or 'none'} not among "
+            f"{', '.join(PLANNER_NAMES)}"
+        )
+    workers = _number("--workers", args.workers, integer=True)
+    if workers is not None and workers < 1:
+        raise ScenarioError(f"--workers: must be at least 1, got {args.workers}")
+    scenario = load_scenario(args.scenario)
+    points = sweep_points(
+        scenario,
+        gpus=_number_list("--gpus", args.gpus, integer=True),
+        demand_scale=_number_list("--demand-scale", args.demand_scale),
+        work_scale=_number_list("--work-scale", args.work_scale),
+        penalty_weight=_number_list("--penalty", args.penalty),
+        decay=_number_list("--decay", args.decay),
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    options = {p: planner_options(p, time_limit=args.time_limit) for p in planners}
+
+    def progress(done: int, total: int, row: dict) -> None:
+        where = " ".join(f"{k}={row[k]:g}" for k in ("gpus", "demand_scale", "work_scale"))
+        note = " (invalid point)" if row["error"] else ""
+        print(f"[{done}/{total}] {row['planner']} {where}{note}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    with dask_client(workers, args.scheduler) as client:
+        engine = engine_label(client)
+        ready = time.perf_counter()
+        rows = run_sweep(client, scenario, points, planners, options=options, progress=progress)
+        seconds = time.perf_counter() - ready
+    startup = ready - started
+    (out / "sweep.csv").write_text(sweep_to_csv(rows), encoding="utf-8")
+    invalid = sum(1 for r in rows if r["error"])
+    print(
+        f"{len(points)} point(s) x {len(planners)} planner(s) = {len(rows)} run(s) on {engine} "
+        f"in {seconds:.2f} s (+{startup:.2f} s to connect); {invalid} invalid; "
+        f"wrote {out / 'sweep.csv'}"
+    )
+    for planner in planners:
+        valid = [r for r in rows if r["planner"] == planner and not r["error"]]
+        if valid:
+            best = max(valid, key=lambda r: (r["value"], -r["gpus"]))
+            print(
+                f"  {planner}: highest value {best['value']:.1f} at {best['gpus']} GPUs "
+                f"(coverage {best['rt_coverage']:.1%}, "
+                f"{best['completed_jobs']}/{best['batch_jobs']} jobs done)"
+            )
+    return EXIT_OK
+
+
+def _run_size(args: argparse.Namespace) -> int:
+    from .io import json_safe, load_scenario
+    from .sweep import size
+
+    step = _number("--step", args.step, integer=True)
+    max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
+    scenario = load_scenario(args.scenario)
+    options = planner_options(args.planner, time_limit=args.time_limit)
+    result = size(
+        scenario,
+        coverage=_number("--coverage", args.coverage),
+        completed=_number("--completed", args.completed),
+        planner=args.planner,
+        step=step,
+        max_gpus=max_gpus,
+        options=options,
+    )
+    print(json.dumps(json_safe(result), indent=2))
+    if result["gpus"] is None:
+        for name, reason in result["failed"].items():
+            limit = result["max_gpus"]
+            print(f"no size up to {limit} GPUs meets {name}: {reason}", file=sys.stderr)
     return EXIT_OK
 
 
