@@ -149,3 +149,16 @@ def test_the_closed_import_reads_nothing_and_draws_no_uploader():
     assert not at.exception
     assert [e.label for e in at.expander if e.label.startswith("Import a scheduler history")]
     assert "hi_upload" not in [u.key for u in at.file_uploader]  # lazy until opened
+
+
+def test_another_workload_drops_the_as_run():
+    at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
+    at.button(key="hi_load").click().run()
+    assert "history_as_run" in at.session_state
+    at.selectbox(key="wl_builtin").set_value("example").run()
+    assert at.session_state["scenario_source"] == "built-in: example"
+    at.switch_page("pages/plan_compare.py").run()
+    assert not at.exception
+    assert "history_as_run" not in at.session_state
+    assert "As run (your scheduler)" not in "\n".join(m.value for m in at.markdown)
+    assert len([m for m in at.metric if m.label == "Utilization"]) == 3  # the planners only
