@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .model import ScenarioError
+from .model import MAX_STEPS, ScenarioError
 from .planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -25,13 +27,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as e:  # writing an output the checks at parse time could not foresee
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}cannot write ({e.strerror or e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with bad arguments as one `error:` line (exit 2), not a usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpuplan",
         description="Plan who runs where on a GPU cluster (see the README for the model).",
     )
@@ -55,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--out",
+        type=_out_folder,
         metavar="DIR",
         help="write grid.csv, assignments.csv, realtime.csv and metrics.json",
     )
@@ -75,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--repeat",
-        type=int,
+        type=_positive_int,
         default=20,
         help="runs per planner for the median runtime (default 20; full: 1)",
     )
@@ -92,21 +106,31 @@ def _parser() -> argparse.ArgumentParser:
     forecast.add_argument("history_csv")
     forecast.add_argument("--column", help="column to forecast (default: the first numeric)")
     forecast.add_argument(
-        "--horizon", type=int, default=168, metavar="H", help="hours to forecast (default 168)"
+        "--horizon",
+        type=_horizon_hours,
+        default=168,
+        metavar="H",
+        help=f"hours to forecast (default 168, at most {MAX_STEPS:,})",
     )
     forecast.add_argument(
-        "--level", type=float, default=0.9, metavar="L", help="central interval level (default 0.9)"
+        "--level",
+        type=_level,
+        default=0.9,
+        metavar="L",
+        help="central interval level, 0.001..0.999 (default 0.9)",
     )
-    forecast.add_argument("--out", metavar="CSV", help="write the forecast here, not stdout")
+    forecast.add_argument(
+        "--out", type=_out_file, metavar="CSV", help="write the forecast here, not stdout"
+    )
     forecast.set_defaults(run=_run_forecast)
 
     simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
     simulate.add_argument("scenario")
-    simulate.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
+    simulate.add_argument("--days", type=_days, default=1.0, metavar="D")
     simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
-    simulate.add_argument("--replan-minutes", type=int, default=60, metavar="M")
+    simulate.add_argument("--replan-minutes", type=_positive_int, default=60, metavar="M")
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
-    simulate.add_argument("--out", metavar="DIR")
+    simulate.add_argument("--out", type=_out_folder, metavar="DIR")
     simulate.set_defaults(run=_run_simulate)
 
     workspace = sub.add_parser(
@@ -127,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     export = actions.add_parser("export", help="write a saved scenario as JSON")
     export.add_argument("name")
-    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--out", type=_out_file, metavar="FILE", help="write here instead of stdout"
+    )
     delete = actions.add_parser("delete", help="delete a saved scenario and its runs")
     delete.add_argument("name")
     workspace.set_defaults(run=_run_workspace)
@@ -183,18 +209,97 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _days(text: str) -> float:
+    """Days to simulate: no more than the longest horizon (10,080 steps of one week) holds."""
+    value = _positive_float(text)
+    longest = MAX_STEPS * 7
+    if value > longest:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {longest:,} ({MAX_STEPS:,} steps of a week), got {text}"
+        )
+    return value
+
+
+def _horizon_hours(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_STEPS:,} hours, got {text}")
+    return value
+
+
+def _level(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.001 <= value <= 0.999:
+        raise argparse.ArgumentTypeError(f"must be between 0.001 and 0.999, got {text}")
+    return value
+
+
+def _out_folder(text: str) -> Path:
+    """An output folder: existing and writable, or creatable inside a writable folder."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    _writable_ancestor(path if path.exists() else path.parent, text)
+    return path
+
+
+def _out_file(text: str) -> Path:
+    """An output file: not a folder, in an existing folder that can be written."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    parent = path.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {parent} does not exist (for {text})")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written (no permission)")
+    _writable_ancestor(parent, text)
+    return path
+
+
+def _writable_ancestor(folder: Path, text: str) -> None:
+    """The nearest existing folder on the way to `folder` must be a folder we may write in."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{existing} is a file, so {text} cannot be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write in {existing} (no permission) for {text}")
 
 
 def _planner_options(args: argparse.Namespace) -> dict:
@@ -209,7 +314,7 @@ def _exact_names() -> str:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json, write_exports
+    from .formats import load_scenario, metrics_to_json, write_exports
     from .plan import check, report
     from .planners import solve
 
@@ -230,7 +335,7 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from .io import load_scenario, plan_from_grid_csv, read_text
+    from .formats import load_scenario, plan_from_grid_csv, read_text
     from .plan import check
 
     scenario = load_scenario(args.scenario)
@@ -257,7 +362,7 @@ def _run_bench(args: argparse.Namespace) -> int:
 
         rows += run_generated(args.planners, repeat=args.repeat)
     if args.json:
-        from .io import json_safe
+        from .formats import json_safe
 
         print(json.dumps(json_safe(rows), indent=2))
     else:
@@ -268,10 +373,6 @@ def _run_bench(args: argparse.Namespace) -> int:
 def _run_forecast(args: argparse.Namespace) -> int:
     from .forecast.demand import forecast_file
 
-    if args.horizon < 1:
-        raise ScenarioError(f"--horizon must be at least 1 hour, got {args.horizon}")
-    if not 0 < args.level < 1:
-        raise ScenarioError(f"--level must be between 0 and 1, got {args.level}")
     table, warnings = forecast_file(
         args.history_csv, column=args.column, horizon=args.horizon, level=args.level
     )
@@ -286,10 +387,16 @@ def _run_forecast(args: argparse.Namespace) -> int:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json
+    from .formats import load_scenario, metrics_to_json
     from .rolling import simulate, write_simulation
 
     scenario = load_scenario(args.scenario)
+    step = scenario.cluster.step_minutes
+    if args.replan_minutes % step:  # rolling would round it to whole steps: say so instead
+        raise ScenarioError(
+            f"--replan-minutes {args.replan_minutes} is not a whole number of the scenario's "
+            f"{step}-minute steps"
+        )
     result = simulate(
         scenario,
         days=args.days,
@@ -304,7 +411,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 
 def _run_workspace(args: argparse.Namespace) -> int:
-    from .io import load_scenario, scenario_to_json
+    from .formats import load_scenario, scenario_to_json
     from .planners import solve
     from .workspace import Workspace
 
@@ -345,8 +452,8 @@ def _run_workspace(args: argparse.Namespace) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     import contextlib
 
+    from .formats import json_safe, scenario_to_json
     from .formats.history import ImportRules, ImportWindow, format_summary, import_history
-    from .io import json_safe, scenario_to_json
 
     start = args.start
     if start is not None:
@@ -396,7 +503,7 @@ def _number(flag: str, text: str | None, *, integer: bool = False) -> float | No
 def _run_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from .io import load_scenario
+    from .formats import load_scenario
     from .sweep import dask_client, engine_label, run_sweep, sweep_points, sweep_to_csv
 
     planners = [p.strip() for p in args.planners.split(",")]
@@ -454,7 +561,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 
 def _run_size(args: argparse.Namespace) -> int:
-    from .io import json_safe, load_scenario
+    from .formats import json_safe, load_scenario
     from .sweep import size
 
     step = _number("--step", args.step, integer=True)

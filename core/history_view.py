@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .formats import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
 from .formats.history import (
     HOUR,
     ImportResult,
@@ -30,7 +31,6 @@ from .formats.history import (
     import_table,
     read_source,
 )
-from .io import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
 from .model import Scenario, ScenarioError
 
 FORMAT_LABELS = {

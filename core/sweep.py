@@ -496,8 +496,8 @@ def sweep_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def sweep_to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
-    """sweep.csv: one row per point and planner, spreadsheet-safe (core.io.write_csv)."""
-    from .io import write_csv
+    """sweep.csv: one row per point and planner, spreadsheet-safe (core.formats.write_csv)."""
+    from .formats import write_csv
 
     return write_csv(rows, sweep_columns(rows))
 

@@ -16,6 +16,7 @@ from typing import Any
 import streamlit as st
 
 from core import charts
+from core.formats import MAX_UPLOAD_MB
 from core.formats.history import ImportRules, ImportWindow
 from core.history_view import (
     FORMAT_LABELS,
@@ -30,7 +31,6 @@ from core.history_view import (
     read_upload,
     realtime_rows,
 )
-from core.io import MAX_UPLOAD_MB
 from core.model import MAX_GPUS, ScenarioError
 from core.planners import BASELINE
 from pages import common

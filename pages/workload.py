@@ -3,7 +3,7 @@
 import streamlit as st
 
 from core.charts import demand_figure, step_labels
-from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
+from core.formats import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
 from pages import common, history_import
 
 common.page_header(

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from core import charts
+from core.formats import MAX_UPLOAD_BYTES, load_scenario, scenario_to_json, scenario_to_tables
 from core.formats.history import ImportWindow, demand_frame, import_history
 from core.history_view import (
     as_run_applies,
@@ -22,7 +23,6 @@ from core.history_view import (
     read_upload,
     realtime_rows,
 )
-from core.io import MAX_UPLOAD_BYTES, load_scenario, scenario_to_json, scenario_to_tables
 from core.model import ScenarioError
 from core.plan import metrics
 from core.planners import solve

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario, ScenarioError
 from core.plan import check, metrics
 from core.planners import solve
@@ -502,7 +502,7 @@ def test_capacity_figure_has_a_column_per_demand_scale_a_line_per_planner_and_th
 
 THREADS_AFTER_FULL = """
 import re, sys
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.planners import solve
 from core.sweep import single_threaded_highs
 if sys.argv[1] == "pin":
@@ -557,7 +557,7 @@ import sys
 from pathlib import Path
 marker = Path(sys.argv[1])
 marker.write_text(marker.read_text() + "ran\\n" if marker.exists() else "ran\\n")
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.sweep import dask_client, run_sweep, sweep_points
 scenario = load_scenario(sys.argv[2])
 with dask_client(1) as client:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.io import load_scenario, scenario_to_json, scenario_to_tables
+from core.formats import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
 from core.workload import forecast_window
