@@ -10,6 +10,8 @@ nothing. The pure work (uploads, editor tables, controls, forecast alignment) li
 from __future__ import annotations
 
 import math
+import runpy
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +127,33 @@ def load_uploads(files: list[Any]) -> None:
 # Shared widgets
 
 
+_ROUTER = threading.local()  # per script-run thread: is app.py's router running this page?
+
+
+def run_routed(page: Any) -> None:
+    """Run the page chosen by app.py's `st.navigation`, marked as routed (see page_header)."""
+    _ROUTER.active = True
+    try:
+        page.run()
+    finally:
+        _ROUTER.active = False
+
+
+def run_router() -> None:
+    """Run app.py (the frame and the navigation), which then runs the requested page."""
+    runpy.run_path(str(ROOT / "app.py"), run_name="__gpuplan_router__")
+
+
 def page_header(title: str, explanation: str) -> None:
+    """The page's title and one-line explanation; a page run without the router gets it.
+
+    On a freshly started server Streamlit may run a file of pages/ directly (its older
+    folder-based navigation, used until the first `st.navigation` call): then the router runs
+    instead, so the page always has its frame, its sidebar and its URL.
+    """
+    if not getattr(_ROUTER, "active", False):
+        run_router()
+        st.stop()
     st.title(title)
     st.caption(explanation)
 
@@ -251,3 +279,7 @@ def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool
         key=key,
         config={"displayModeBar": False},
     )
+
+
+if __name__ == "__main__":  # Streamlit's older folder navigation ran this helper as a page
+    run_router()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,14 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAGES = [  # (url path, sidebar link, title)
+PAGES = [  # (url path, sidebar link, title): each URL is the page's file name in pages/
     ("", "Workload", "Workload"),
-    ("plan", "Plan & compare", "Plan & compare"),
-    ("forecast", "Demand forecast", "Demand forecast"),
-    ("horizon", "Horizon & risk", "Horizon & risk"),
+    ("plan_compare", "Plan & compare", "Plan & compare"),
+    ("demand_forecast", "Demand forecast", "Demand forecast"),
+    ("horizon_risk", "Horizon & risk", "Horizon & risk"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
 ]
+TITLES = [title for _, _, title in PAGES]
 
 pytestmark = [
     pytest.mark.browser,
@@ -53,8 +55,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def app_url():
+@contextmanager
+def streamlit_server():
+    """`streamlit run app.py` on a free port; yields its URL once /_stcore/health answers."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -102,6 +105,19 @@ def app_url():
 
 
 @pytest.fixture(scope="module")
+def app_url():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_url():
+    """A server no session has used yet: Streamlit still reads pages/ as folder navigation."""
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -130,7 +146,7 @@ def settle(page, timeout: float = 120) -> None:
 
 def go(page, link: str, title: str) -> None:
     """Navigate inside the session (the sidebar), so the session state is kept."""
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=link).click()
+    page.get_by_test_id("stSidebar").get_by_role("link", name=link).click()
     page.get_by_role("heading", name=title, level=1).wait_for()
     settle(page)
 
@@ -159,6 +175,54 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 900})
 
 
+def sidebar_pages(page) -> list[str]:
+    """The page titles the sidebar lists, in order (the text of every link in it)."""
+    sidebar = page.get_by_test_id("stSidebar")
+    links = sidebar.get_by_role("link")
+    return [link.get_by_test_id("stMarkdownContainer").inner_text().strip() for link in links.all()]
+
+
+@pytest.mark.parametrize(
+    ("first_path", "title"),
+    [("", "Workload"), ("plan_compare", "Plan & compare"), ("benchmarks", "Benchmarks")],
+    ids=["root", "deep-link-plan", "deep-link-benchmarks"],
+)
+def test_first_open_of_a_fresh_server_lists_exactly_the_five_pages(
+    fresh_url, browser, first_path, title
+):
+    # The first request of a fresh server, when Streamlit still treats pages/ as its older folder
+    # navigation (every .py file a page): the sidebar still lists the five pages and nothing
+    # else, and a deep link opens its page without a "Page not found" dialog.
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{fresh_url}/{first_path}")
+        page.get_by_role("heading", name=title, level=1).wait_for()
+        settle(page)
+        assert sidebar_pages(page) == TITLES
+        assert page.get_by_test_id("stSidebarNav").count() == 0  # no file list of pages/
+        sidebar_text = page.get_by_test_id("stSidebar").inner_text()
+        for stem in ("common", "plan compare", "horizon risk", "app"):
+            assert stem not in sidebar_text.lower().split("\n")
+        assert page.get_by_role("dialog").count() == 0
+        assert page.url.rstrip("/").endswith(first_path)
+        no_exception(page)
+        # The layout is the router's (wide): the main block is wider than Streamlit's 736 px.
+        width = page.evaluate(
+            "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]')"
+            ".getBoundingClientRect().width"
+        )
+        assert width > 800
+        # And a second session on the same server sees the same five pages.
+        other = context.new_page()
+        other.goto(fresh_url)
+        other.get_by_role("heading", name="Workload", level=1).wait_for()
+        settle(other)
+        assert sidebar_pages(other) == TITLES
+    finally:
+        context.close()
+
+
 def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
     page.goto(app_url)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
@@ -169,7 +233,7 @@ def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
         assert page.url.rstrip("/").endswith(url_path)
         no_exception(page)
         assert page.get_by_test_id("stCaptionContainer").first.inner_text().strip()
-        if url_path in ("plan", "forecast", "horizon", "benchmarks"):
+        if url_path:
             page.locator(".js-plotly-plot").first.wait_for(timeout=30000)  # drawn after the run
         screenshot(page, url_path or "workload")
 
