@@ -17,6 +17,7 @@ from typing import Any
 
 import streamlit as st
 
+from core import views
 from core.io import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
@@ -51,14 +52,17 @@ SCENARIO_CONTROL_PREFIX = "ctl_scn_"
 
 
 def builtin_scenarios() -> dict[str, Path]:
-    """Scenario files under data/scenarios, the default first, then by name."""
+    """Scenario files under data/scenarios: `example` and the seven benchmarks first."""
+    from core.bench import BENCHMARKS
+
     paths = {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.json"))}
-    first = [n for n in DEFAULT_SCENARIOS if n in paths][:1]
-    return {n: paths[n] for n in first + [n for n in paths if n not in first]}
+    return {n: paths[n] for n in views.builtin_order(paths, BENCHMARKS)}
 
 
 def default_scenario_name() -> str:
-    return next(iter(builtin_scenarios()), "example")
+    """The scenario a new session opens on: the first of DEFAULT_SCENARIOS that exists."""
+    names = builtin_scenarios()
+    return next((n for n in DEFAULT_SCENARIOS if n in names), next(iter(names), "example"))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -106,21 +110,51 @@ def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bo
             del st.session_state[key]
 
 
-def load_uploads(files: list[Any]) -> None:
-    """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario."""
-    if not files:
-        return
+K_UPLOAD_DONE, K_UPLOADER_VERSION = "upload_done", "uploader_version"
+
+
+def uploader_key() -> str:
+    """The file uploader's key: a new one empties the uploader (after picking a built-in)."""
+    return f"wl_upload_{int(st.session_state.setdefault(K_UPLOADER_VERSION, 0))}"
+
+
+def clear_uploader() -> None:
+    st.session_state[K_UPLOADER_VERSION] = int(st.session_state.get(K_UPLOADER_VERSION, 0)) + 1
+    for key in (K_UPLOAD_ERROR, K_UPLOADED_IDS, K_UPLOAD_DONE):
+        st.session_state.pop(key, None)
+
+
+def load_uploads(files: list[Any]) -> views.UploadState:
+    """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario.
+
+    One CSV alone waits for the other file of the pair; removing every file clears the error.
+    A loaded upload becomes the active scenario and the page reruns, so the sidebar (drawn
+    before the uploader) shows it at once.
+    """
+    names = [f.name for f in files]
+    headers = {f.name: views.csv_header(f.getvalue()) for f in files}
+    state = views.upload_state(names, headers)
+    if state.kind != "ready":
+        st.session_state.pop(K_UPLOAD_ERROR, None)
+        st.session_state.pop(K_UPLOADED_IDS, None)
+        return state
     ids = tuple(sorted(str(getattr(f, "file_id", f.name)) for f in files))
     if st.session_state.get(K_UPLOADED_IDS) == ids:
-        return  # already handled on an earlier rerun: do not undo later edits
+        return state  # already handled on an earlier rerun: do not undo later edits
     st.session_state[K_UPLOADED_IDS] = ids
     try:
         new, source = scenario_from_uploads([(f.name, f.getvalue()) for f in files], scenario())
     except ScenarioError as e:
         st.session_state[K_UPLOAD_ERROR] = e.problems
-        return
-    st.session_state.pop(K_UPLOAD_ERROR, None)
+        st.session_state.pop(K_UPLOAD_DONE, None)
+        return state
+    pair = views.csv_pair(names, headers)
+    if pair is not None:
+        new = views.named_pair(new, *pair)
     set_scenario(new, source)
+    st.session_state[K_UPLOAD_DONE] = views.loaded_message(new, names)
+    st.rerun()
+    return state
 
 
 # ---------------------------------------------------------------------------------------------

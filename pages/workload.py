@@ -1,15 +1,19 @@
 """Workload: pick or upload a scenario, edit its jobs and real-time demand, download it."""
 
+from datetime import datetime, timedelta
+
 import streamlit as st
 
 from core.charts import demand_figure, step_labels
 from core.io import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
+from core.model import ScenarioError
 from pages import common
 
 common.page_header(
     "Workload",
-    "Pick a built-in scenario or upload your own, then edit jobs and real-time demand: "
-    "every edit is validated, and only a valid workload becomes the active one.",
+    "gpuplan plans which job runs on which GPUs at every step of the horizon and compares that "
+    "plan with FIFO: set up the workload here (a built-in, or your own files), then see the "
+    "plans and their KPIs on Plan & compare.",
 )
 common.sidebar_summary()
 
@@ -19,44 +23,66 @@ names = list(builtins)
 
 def _load_selected() -> None:
     name = st.session_state["wl_builtin"]
+    if name is None:
+        return
     common.set_scenario(common.load_builtin(name), f"built-in: {name}")
-    st.session_state.pop(common.K_UPLOAD_ERROR, None)
+    common.clear_uploader()  # files that failed (or were loaded) leave the uploader
 
+
+# The selector follows the active scenario: a built-in by name, anything else as a placeholder.
+current = common.scenario_source().removeprefix("built-in: ")
+selected = current if current in names else None
+if st.session_state.get("wl_builtin", "") != selected:
+    st.session_state["wl_builtin"] = selected
 
 pick, upload = st.columns([1, 2])
 with pick:
-    current = common.scenario_source().removeprefix("built-in: ")
-    if "wl_builtin" not in st.session_state and current in names:
-        st.session_state["wl_builtin"] = current
     st.selectbox(
         "Built-in scenario",
         names,
         key="wl_builtin",
         on_change=_load_selected,
-        help="Scenarios shipped in data/scenarios/. Choosing one replaces the workload.",
+        placeholder=f"{common.scenario().name} ({common.scenario_source()}): pick a built-in",
+        help="Scenarios shipped in data/scenarios/: `example`, then the seven benchmarks, then "
+        "the rest. Choosing one replaces the workload.",
     )
     if st.button(
         "Reload built-in",
         key="wl_reload",
-        help="Discard edits and uploads; load the selected built-in scenario again.",
+        disabled=selected is None and st.session_state.get("wl_last_builtin") is None,
+        help="Discard edits and uploads; load the last chosen built-in scenario again.",
     ):
+        st.session_state["wl_builtin"] = st.session_state.get("wl_last_builtin") or names[0]
         _load_selected()
+        st.rerun()
+    if selected is not None:
+        st.session_state["wl_last_builtin"] = selected
 with upload:
     files = st.file_uploader(
         "Upload a scenario (.json) or the CSV pair (jobs.csv + demand.csv)",
         type=["json", "csv"],
         accept_multiple_files=True,
-        key="wl_upload",
-        help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair takes cluster, horizon and policy "
-        "from the active scenario.",
+        key=common.uploader_key(),
+        help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair is planned on the cluster and "
+        "horizon set under 'Cluster and horizon' below; its name comes from its file names.",
     )
-    common.load_uploads(files or [])
+    state = common.load_uploads(files or [])
+    if state.kind == "waiting":
+        st.info(state.message)
 
+done = st.session_state.get(common.K_UPLOAD_DONE)
+if done and common.scenario_source().startswith("upload: "):
+    st.success(done)
 error = st.session_state.get(common.K_UPLOAD_ERROR)
 if error:
     shown = "\n".join(f"- {p}" for p in error[:12])
     more = f"\n- ... and {len(error) - 12} more" if len(error) > 12 else ""
-    st.error(f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}")
+    hints = "".join(
+        f"\n\n{h}" for h in common.views.pair_fit_hints(error, common.scenario().cluster)
+    )
+    st.error(
+        f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}{hints}"
+    )
 
 s = common.scenario()
 c = s.cluster
@@ -69,13 +95,74 @@ cols[1].metric("Horizon", f"{c.horizon_steps} x {c.step_minutes} min")
 cols[2].metric("Batch jobs", len(s.batch_jobs))
 cols[3].metric("Real-time jobs", len(s.realtime_jobs))
 cols[4].metric("Work queued", f"{sum(j.gpu_hours for j in s.batch_jobs):,.0f} GPU-h")
-start = c.start.strftime("%Y-%m-%d %H:%M") if c.start else "not set"
 policy = s.policy
 st.caption(
-    f"Starts {start} · penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
+    f"Penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
     f"(half-life {common.format_hours(policy.half_life_hours(c.step_minutes))}) · "
     "change the policy on Plan & compare."
 )
+
+
+def _apply_cluster() -> None:
+    current = common.scenario()
+    key = f"wl_cluster_{common.scenario_version()}"
+    day, clock = st.session_state[f"{key}_date"], st.session_state[f"{key}_time"]
+    start = datetime.combine(day, clock) if day is not None and clock is not None else None
+    try:
+        new = common.views.with_cluster(
+            current,
+            gpus=st.session_state[f"{key}_gpus"],
+            horizon_steps=st.session_state[f"{key}_steps"],
+            step_minutes=st.session_state[f"{key}_minutes"],
+            start=start,
+        )
+    except ScenarioError as e:
+        st.session_state["wl_cluster_error"] = e.problems
+        return
+    st.session_state.pop("wl_cluster_error", None)
+    if new != current:
+        common.set_scenario(new, "cluster edited")
+
+
+with st.expander(
+    f"Cluster and horizon: {c.gpus} GPUs, {c.horizon_steps} steps of {c.step_minutes} min, "
+    f"from {c.start:%Y-%m-%d %H:%M}"
+    if c.start
+    else "Cluster and horizon (no start time)",
+    expanded=False,
+):
+    st.caption(
+        "The cluster and horizon every planner uses, and the ones an uploaded CSV pair is read "
+        "into. A longer horizon repeats the real-time demand from its first step."
+    )
+    key = f"wl_cluster_{common.scenario_version()}"
+    k1, k2, k3, k4, k5 = st.columns(5)
+    k1.number_input("GPUs", 1, 65536, c.gpus, key=f"{key}_gpus", on_change=_apply_cluster)
+    k2.number_input(
+        "Horizon (steps)", 1, 10080, c.horizon_steps, key=f"{key}_steps", on_change=_apply_cluster
+    )
+    k3.number_input(
+        "Step (minutes)", 1, 10080, c.step_minutes, key=f"{key}_minutes", on_change=_apply_cluster
+    )
+    k4.date_input(
+        "Start date",
+        c.start.date() if c.start else None,
+        key=f"{key}_date",
+        on_change=_apply_cluster,
+    )
+    k5.time_input(
+        "Start time",
+        c.start.time() if c.start else None,
+        key=f"{key}_time",
+        on_change=_apply_cluster,
+        step=timedelta(minutes=c.step_minutes if c.step_minutes < 1440 else 60),
+    )
+    if st.session_state.get("wl_cluster_error"):
+        st.error(
+            "Not applied: "
+            + "; ".join(st.session_state["wl_cluster_error"][:5])
+            + ". Change the value or the jobs that do not fit."
+        )
 
 version = common.scenario_version()
 jobs_table, demand_table = common.editor_tables(s)

@@ -43,6 +43,11 @@ def errors(at: AppTest) -> str:
     return "\n".join(e.value for e in at.error)
 
 
+def uploader(at: AppTest):
+    """The Workload page's file uploader (its key changes when a built-in empties it)."""
+    return at.file_uploader(key=f"wl_upload_{at.session_state['uploader_version']}")
+
+
 def metric_values(at: AppTest) -> list[tuple[str, str]]:
     return [(m.label, m.value) for m in at.metric]
 
@@ -117,7 +122,7 @@ def test_an_invalid_edit_is_listed_by_row_and_the_last_valid_scenario_stays():
 def test_a_broken_upload_shows_the_error_and_changes_nothing():
     at = open_page()
     before = active(at)
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         ("broken.json", b'{"cluster": {"gpus": 8}, "jobs": [', "application/json")
     ).run()
     assert not at.exception
@@ -128,7 +133,7 @@ def test_a_broken_upload_shows_the_error_and_changes_nothing():
 def test_uploading_a_scenario_json_and_a_csv_pair():
     at = open_page()
     example = load_scenario(SCENARIOS / "example.json")
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         ("mine.json", scenario_to_json(example).encode(), "application/json")
     ).run()
     assert not at.error
@@ -136,7 +141,7 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
 
     jobs_csv, demand_csv = scenario_to_tables(example)
     edited = jobs_csv.replace("eval-batch,batch_inference,3", "eval-batch,batch_inference,7")
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         [
             ("demand.csv", demand_csv.encode(), "text/csv"),
             ("jobs.csv", edited.encode(), "text/csv"),
@@ -144,6 +149,75 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
     ).run()
     assert not at.exception and not at.error
     assert active(at).jobs[active(at).job_index("eval-batch")].priority == 7
+
+
+def test_an_uploaded_pair_is_named_after_its_files_and_confirmed():
+    at = open_page()
+    host = active(at)
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(SCENARIOS / "example.json"))
+    uploader(at).set_value(
+        [
+            ("team-a_jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("team-a_demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception and not at.error
+    new = active(at)
+    assert new.name == "team-a" and new.name != host.name
+    assert "team-a_jobs.csv" in new.description and host.description != new.description
+    assert any(f"Loaded {len(new.jobs)} jobs" in m.value for m in at.success)
+    assert at.selectbox(key="wl_builtin").value is None  # no longer shows the old built-in
+    sidebar = " ".join(m.value for m in at.sidebar.markdown)
+    assert "team-a" in sidebar and host.name not in sidebar
+
+
+def test_one_file_of_a_pair_waits_and_removing_files_clears_the_error():
+    at = open_page()
+    before = active(at)
+    jobs_csv, _ = scenario_to_tables(before)
+    uploader(at).set_value(("jobs.csv", jobs_csv.encode(), "text/csv")).run()
+    assert not at.exception and not at.error  # waits for demand.csv instead of failing
+    assert any("add demand.csv" in i.value for i in at.info)
+    assert active(at) == before
+
+    uploader(at).set_value(("broken.json", b"{", "application/json")).run()
+    assert "not valid JSON" in errors(at)
+    uploader(at).set_value([]).run()  # both files removed: the error goes with them
+    assert not at.error and active(at) == before
+
+
+def test_picking_a_builtin_empties_the_uploader_of_failed_files():
+    at = open_page()
+    uploader(at).set_value(("broken.json", b"{", "application/json")).run()
+    assert "not valid JSON" in errors(at)
+    version = at.session_state["uploader_version"]
+    at.selectbox(key="wl_builtin").set_value("example").run()
+    assert not at.exception and not at.error
+    assert at.session_state["uploader_version"] == version + 1
+    assert uploader(at).value in (None, [])
+    assert active(at) == load_scenario(SCENARIOS / "example.json")
+
+
+def test_builtins_list_example_and_the_benchmarks_first():
+    from core.bench import BENCHMARKS
+
+    at = open_page()
+    options = at.selectbox(key="wl_builtin").options
+    assert options[: 1 + len(BENCHMARKS)] == ["example", *BENCHMARKS]
+    assert active(at).name == "mixed-control"  # still the default workload
+
+
+def test_the_cluster_controls_change_the_workload():
+    at = open_page()
+    version = at.session_state["scenario_version"]
+    key = f"wl_cluster_{version}"
+    at.number_input(key=f"{key}_gpus").set_value(16).run()
+    assert not at.exception and active(at).cluster.gpus == 16
+    key = f"wl_cluster_{at.session_state['scenario_version']}"
+    at.number_input(key=f"{key}_steps").set_value(48).run()
+    s = active(at)
+    assert s.cluster.horizon_steps == 48
+    assert all(j.demand[24:] == j.demand[:24] for j in s.realtime_jobs)
 
 
 def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
