@@ -123,13 +123,13 @@ def pair_fit_hints(problems: Sequence[str], cluster: Cluster) -> list[str]:
     """How to fix a CSV pair that does not fit the cluster or horizon set on the page."""
     hints = []
     text = " ".join(problems)
-    if re.search(r"demand rows?|steps? \d+|horizon|one demand row per step|missing step", text):
+    if re.search(r"past the horizon|has no demand for step|expected one per step", text):
         hints.append(
             f"The demand CSV must have one row per step 0..{cluster.horizon_steps - 1} for each "
             "real-time job: set the horizon under 'Cluster and horizon' to the number of steps "
             "in demand.csv."
         )
-    if re.search(r"cluster|gpus_max|gpus_min|GPUs?\b", text):
+    if re.search(r"larger than the cluster's|outside the cluster's|the cluster has GPUs", text):
         hints.append(
             f"The cluster has {cluster.gpus} GPUs: raise 'GPUs' under 'Cluster and horizon' if a "
             "job needs more, or lower the job's gpus_min/gpus_max."
@@ -245,6 +245,24 @@ def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
             }
         )
     return pd.DataFrame(table)
+
+
+def jobs_without_history(s: Scenario, min_hours: int | None = None) -> list[str]:
+    """Real-time jobs whose replay forecast is flat: under a day of demand history before step 0.
+
+    The rolling horizon refits its forecast on history plus the actuals so far; without a
+    history it can only carry the last demand forward, so a rising demand is under-planned.
+    """
+    if min_hours is None:
+        from .rolling import MIN_FORECAST_HOURS
+
+        min_hours = MIN_FORECAST_HOURS
+    short = []
+    for job in s.realtime_jobs:
+        values = np.asarray(job.history if job.history is not None else (), dtype=float)
+        if int(np.isfinite(values).sum()) < min_hours:
+            short.append(job.id)
+    return short
 
 
 def _runtime(ms: Any) -> str:

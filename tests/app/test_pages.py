@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -372,9 +373,62 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     shown = at.dataframe[0].value
     for k, result in enumerate(store["results"].values()):
         assert not check(result.scenario, result.plan)  # the realised grid is legal
-        assert shown["utilization"].iloc[k] == pytest.approx(result.metrics["utilization"] * 100)
-        assert shown["value"].iloc[k] == pytest.approx(result.metrics["value"])
+        m = result.metrics
+        # Text with thousands separators: nothing a narrow column could clip to "14907.0".
+        assert shown["utilization"].iloc[k] == f"{m['utilization'] * 100:,.1f}%"
+        assert shown["value"].iloc[k] == f"{m['value']:,.1f}"
+        assert shown["completed"].iloc[k] == f"{m['completed_jobs']:,}/{m['batch_jobs']:,}"
+    assert any("," in v for v in shown["value"])  # rolling-surge's values run into thousands
     assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
+
+
+def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
+    from core import views
+    from core.rolling import idle_windows
+
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    at.select_slider(key="hz_min_gpus").set_value(1).run()
+    at.number_input(key="hz_min_steps").set_value(1).run()
+    assert not at.exception
+    result = at.session_state["hz_results"]["results"][at.selectbox(key="hz_pick").value]
+    windows = idle_windows(result.plan, 1, 1, step_minutes=result.scenario.cluster.step_minutes)
+    union = views.idle_union_gpu_hours(windows, result.scenario.cluster.step_minutes)
+    caption = next(c.value for c in at.caption if "windows covering" in c.value)
+    assert f"{len(windows)} windows covering {union:,.0f} GPU-hours" in caption
+    cells = int((result.plan.grid == -1).sum())
+    assert union <= cells * result.scenario.cluster.step_minutes / 60  # never above what is idle
+    if views.windows_overlap(windows):
+        assert "counts each idle GPU-hour once" in caption
+
+
+def test_horizon_says_why_a_workload_without_history_replays_flat():
+    from core.views import jobs_without_history
+
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    flat = jobs_without_history(active(at))
+    assert flat  # the default workload's real-time job has no history ...
+    assert at.radio(key="hz_source").value == "rolling-surge"  # ... so it is not the default
+    assert any("no demand history" in c.value for c in at.caption)
+    at.radio(key="hz_source").set_value("active").run()
+    assert any("flat forecast" in w.value for w in at.warning)
+
+
+def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
+    import numpy as np
+
+    at = open_page()
+    s = active(at)
+    jobs = tuple(
+        replace(j, history=tuple(np.tile(j.demand, 7)))
+        if j.id in {r.id for r in s.realtime_jobs}
+        else j
+        for j in s.jobs
+    )
+    at.session_state["scenario"] = s.replace(jobs=jobs)
+    at.switch_page("pages/horizon_risk.py").run(timeout=180)
+    assert not at.exception
+    assert at.radio(key="hz_source").value == "active"
+    assert not any("flat forecast" in w.value for w in at.warning)
 
 
 # --- Benchmarks ---------------------------------------------------------------------------------
