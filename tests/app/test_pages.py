@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core import views
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
-from core.workload import forecast_window
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -315,12 +316,34 @@ def test_forecast_into_the_scenario_demand():
     # The demand is the 90% forecast quantile in GPUs, over the scenario's steps.
     history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
     capacity = next(n.value for n in at.number_input if n.key.startswith("fc_capacity_"))
-    window = forecast_window(history.index[-1], before)
-    frame = forecast_series(history, window.horizon, 0.9).iloc[list(window.hours)]
+    window = views.aligned_hours(history.index[-1], before)
+    frame = forecast_series(history, window.horizon, 0.8).iloc[list(window.hours)]
     expected = [round(float(v), 3) for v in demand_quantile(frame, 0.9) / capacity]
     assert list(new.demand) == pytest.approx(expected, abs=1e-9)
     assert [j.id for j in after.jobs] == [j.id for j in before.jobs]
     assert any("now plans for the 90% forecast" in s.value for s in at.success)
+    # The caption now says the plans were made for this forecast, and the button is spent.
+    assert any("already plans for this 90% forecast" in c.value for c in at.caption)
+    assert not any("not for this forecast" in c.value for c in at.caption)
+    assert at.button(key="fc_apply").disabled
+
+
+def test_forecast_capacity_defaults_from_the_current_demand_not_gpus_max():
+    from core.forecast.demand import load_history
+
+    at = open_page("pages/demand_forecast.py", timeout=120)
+    assert not at.exception
+    job = active(at).realtime_jobs[0]
+    history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
+    capacity = next(n for n in at.number_input if n.key.startswith("fc_capacity_"))
+    assert capacity.value == views.default_capacity(history, job.demand)
+    # One GPU serves the last week's mean traffic divided by the job's mean demand today ...
+    recent = float(history.dropna().iloc[-168:].mean())
+    assert recent / capacity.value == pytest.approx(np.mean(job.demand), rel=0.06)
+    # ... and the page says where the default comes from.
+    assert any("last week averages" in c.value for c in at.caption)
+    # Only one quantile control on the page (no second look-alike 90% slider).
+    assert [s.label for s in at.select_slider] == ["Plan for this quantile of demand"]
 
 
 def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
@@ -338,14 +361,14 @@ def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
 def test_quantization_estimate_adds_a_job():
     from core.forecast.quantization import estimate_quantization
 
-    at = open_page("pages/demand_forecast.py", timeout=120)
+    at = open_page(timeout=120)  # the estimators live on the Workload page
     before = active(at)
-    at.number_input(key="fc_q_params").set_value(14.0)
-    at.selectbox(key="fc_q_algorithm").set_value("gptq")
-    at.text_input(key="fc_q_id").set_value("gptq-14b")
-    at.button(key="fc_q_estimate").click().run()
+    at.number_input(key="est_q_params").set_value(14.0)
+    at.selectbox(key="est_q_algorithm").set_value("gptq")
+    at.text_input(key="est_q_id").set_value("gptq-14b")
+    at.button(key="est_q_estimate").click().run()
     assert not at.exception
-    at.button(key="fc_q_add").click().run()
+    at.button(key="est_q_add").click().run()
     assert not at.exception
     after = active(at)
     assert len(after.jobs) == len(before.jobs) + 1
@@ -519,14 +542,14 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
 def test_training_estimate_adds_a_job_sized_for_the_cluster():
     from core.forecast.training import default_training_model
 
-    at = open_page("pages/demand_forecast.py", timeout=120)
+    at = open_page(timeout=120)  # the estimators live on the Workload page
     before = active(at)
-    at.selectbox(key="fc_t_variant").set_value("lora_sft")
-    at.number_input(key="fc_t_params").set_value(13.0)
-    at.text_input(key="fc_t_id").set_value("lora-13b")
-    at.button(key="fc_t_estimate").click().run(timeout=180)
+    at.selectbox(key="est_t_variant").set_value("lora_sft")
+    at.number_input(key="est_t_params").set_value(13.0)
+    at.text_input(key="est_t_id").set_value("lora-13b")
+    at.button(key="est_t_estimate").click().run(timeout=180)
     assert not at.exception and not at.error
-    at.button(key="fc_t_add").click().run()
+    at.button(key="est_t_add").click().run()
     after = active(at)
     run = {
         "variant": "lora_sft",
@@ -557,3 +580,22 @@ def test_training_estimate_adds_a_job_sized_for_the_cluster():
         row["gpus_max"],
         row["gpu_hours"],
     )
+
+
+def test_an_estimate_that_cannot_finish_in_the_horizon_is_warned_with_its_earliest_finish():
+    from core.forecast.quantization import estimate_quantization
+
+    at = open_page(timeout=120)
+    s = active(at)
+    at.number_input(key="est_q_params").set_value(405.0)  # a big model: many GPU-hours
+    at.selectbox(key="est_q_algorithm").set_value("gptq")
+    at.number_input(key="est_q_arrival").set_value(s.cluster.horizon_steps - 1)  # arrives last
+    at.button(key="est_q_estimate").click().run()
+    assert not at.exception
+    q = estimate_quantization(405.0, "gptq")
+    row = {"gpus_min": q.gpus, "gpus_max": q.gpus, "gpu_hours": q.gpu_hours}
+    check = views.fit_check({**row, "arrival_step": s.cluster.horizon_steps - 1}, s.cluster)
+    assert not check.fits
+    warning = " ".join(w.value for w in at.warning)
+    assert f"step {check.earliest_finish_step}" in warning
+    assert "cannot complete" in warning or "never run" in warning
