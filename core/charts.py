@@ -62,8 +62,27 @@ PLANNER_ORDER = PLANNER_NAMES
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
 
 
-def job_colours(scenario: Scenario) -> list[str]:
-    """One colour per job, stable for a scenario: real-time jobs in warm/dark tones."""
+COLOUR_BY = ("job", "type", "team")  # what one colour of a grid stands for
+TYPE_COLOURS = {
+    "training": "#0072B2",
+    "batch_inference": "#009E73",
+    "quantization": "#CC79A7",
+    "realtime": "#D55E00",
+}
+NO_TEAM = "no team"
+
+
+def job_colours(scenario: Scenario, by: str = "job") -> list[str]:
+    """One colour per job, stable for a scenario: by job (real-time jobs in warm/dark tones), by
+    job type, or by team (jobs of one group share a colour; the hover still names the job)."""
+    if by not in COLOUR_BY:
+        raise ValueError(f"colour by one of {', '.join(COLOUR_BY)}, got {by!r}")
+    if by == "type":
+        return [TYPE_COLOURS.get(job.type, "#6c757d") for job in scenario.jobs]
+    if by == "team":
+        teams = list(dict.fromkeys(_group(job, by) for job in scenario.jobs))
+        colour = {t: JOB_COLOURS[k % len(JOB_COLOURS)] for k, t in enumerate(teams)}
+        return [colour[_group(job, by)] for job in scenario.jobs]
     out, batch_k, rt_k = [], 0, 0
     for job in scenario.jobs:
         if isinstance(job, RealtimeJob):
@@ -73,6 +92,15 @@ def job_colours(scenario: Scenario) -> list[str]:
             out.append(JOB_COLOURS[batch_k % len(JOB_COLOURS)])
             batch_k += 1
     return out
+
+
+def _group(job: Any, by: str) -> str:
+    """The legend label of a job's colour: its id, its type or its team."""
+    if by == "type":
+        return str(job.type)
+    if by == "team":
+        return str(getattr(job, "team", None) or NO_TEAM)
+    return str(job.id)
 
 
 def pale(colour: str, amount: float = 0.6) -> str:
@@ -129,24 +157,32 @@ def serving_mask(scenario: Scenario, plan: Plan) -> np.ndarray:
     return above
 
 
-def grid_legend(scenario: Scenario, plans: Sequence[Plan] = ()) -> list[tuple[str, str]]:
-    """(label, colour) for every job that holds a cell in any of the plans, then the shades.
+def grid_legend(
+    scenario: Scenario, plans: Sequence[Plan] = (), by: str = "job"
+) -> list[tuple[str, str]]:
+    """(label, colour) for every job (or type, or team) holding a cell in any plan, then shades.
 
     The grids share one legend: colours are fixed per job, whichever planner drew the grid.
     """
-    colours = job_colours(scenario)
+    colours = job_colours(scenario, by)
     present: set[int] = set()
     reserved: set[int] = set()
     for plan in plans:
         present |= set(np.unique(plan.grid[plan.grid != IDLE]).tolist())
         above = serving_mask(scenario, plan)
         reserved |= set(np.unique(plan.grid[above]).tolist())
-    entries = [
-        (job.id, colours[j]) for j, job in enumerate(scenario.jobs) if j in present or not plans
-    ]
-    entries += [
-        (f"{scenario.jobs[j].id}: held above demand", pale(colours[j])) for j in sorted(reserved)
-    ]
+    jobs = scenario.jobs
+    entries = list(
+        dict.fromkeys(
+            (_group(job, by), colours[j]) for j, job in enumerate(jobs) if j in present or not plans
+        )
+    )
+    entries += list(
+        dict.fromkeys(
+            (f"{_group(jobs[j], by)}: held above demand", pale(colours[j]))
+            for j in sorted(reserved)
+        )
+    )
     entries.append(("idle", IDLE_COLOUR))
     return entries
 
@@ -158,11 +194,13 @@ def grid_figure(
     *,
     height: int | None = None,
     show_legend: bool = True,
+    colour_by: str = "job",
 ) -> go.Figure:
-    """GPU x time Gantt grid: one heatmap, one colour per job, idle cells visible, rich hover."""
+    """GPU x time Gantt grid: one heatmap, one colour per job (or per type or team), idle cells
+    visible, and a hover that names the job of every cell."""
     grid = plan.grid
     G, T = grid.shape
-    colours = job_colours(scenario)
+    colours = job_colours(scenario, colour_by)
     above = serving_mask(scenario, plan)
     # Category codes index the distinct colours (idle first), so the colour scale stays small
     # however many jobs there are; the hover tells jobs of a shared colour apart.
@@ -200,7 +238,7 @@ def grid_figure(
             ygap=1 if G <= 128 else 0,
         )
     )
-    return _finish_grid(fig, scenario, plan, title, height, show_legend)
+    return _finish_grid(fig, scenario, plan, title, height, show_legend, colour_by)
 
 
 def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -237,11 +275,12 @@ def _finish_grid(
     title: str | None,
     height: int | None,
     show_legend: bool,
+    colour_by: str = "job",
 ) -> go.Figure:
     G = plan.grid.shape[0]
-    jobs = scenario.jobs
+    legend = grid_legend(scenario, [plan], colour_by) if show_legend else []
     if show_legend:
-        for name, colour in grid_legend(scenario, [plan]):
+        for name, colour in legend:
             fig.add_trace(
                 go.Scatter(
                     x=[None],
@@ -258,7 +297,7 @@ def _finish_grid(
                 )
             )
     px_per_gpu = min(28, max(4, 640 // max(G, 1)))
-    legend_rows = math.ceil((len(jobs) + 2) / 4) if show_legend else 0
+    legend_rows = math.ceil(len(legend) / 4)
     fig.update_layout(
         title=title,
         height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
@@ -368,16 +407,28 @@ def realtime_figure(
             hovertemplate="%{customdata}: demand %{y:g}<extra></extra>",
         )
     )
-    dashes = ("dot", "solid", "dash", "longdash", "dashdot")
-    for k, name in enumerate(_planner_rows(plans)):
+    dashes = ("solid", "dash", "dot", "longdash", "dashdot")
+    names = _planner_rows(plans)
+    drawn: dict[str, np.ndarray] = {}
+    for k, name in enumerate(names):
         held = holdings(scenario, plans[name])[j]
+        # Earlier planners are drawn wider, so a later one on the very same steps lies on top of
+        # it without hiding it; the legend says when two allocations coincide.
+        same = next((other for other, h in drawn.items() if np.array_equal(h, held)), None)
+        drawn[name] = held
         fig.add_trace(
             go.Scatter(
                 x=steps,
                 y=held.tolist(),
-                name=f"{name} allocated",
+                name=f"{name} allocated" + (f" (same as {same})" if same else ""),
                 mode="lines",
-                line={"shape": "hv", "dash": dashes[k % 5], "color": PLANNER_COLOURS.get(name)},
+                line={
+                    "shape": "hv",
+                    "dash": dashes[k % len(dashes)],
+                    "width": 2 + 2.5 * (len(names) - 1 - k),
+                    "color": PLANNER_COLOURS.get(name),
+                },
+                opacity=0.9 if k == len(names) - 1 else 0.55,
                 customdata=labels,
                 hovertemplate="%{customdata}: " + name + " holds %{y} GPUs<extra></extra>",
             )

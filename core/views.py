@@ -238,9 +238,9 @@ def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
                 "value": number(m["value"]),
                 "completed": f"{m['completed_jobs']:,}/{m['batch_jobs']:,}",
                 "rt coverage": pct(m["rt_coverage"]),
-                "shortfall (GPU-h)": number(m["rt_shortfall_gpu_hours"], 2),
-                "changed per re-plan": pct(m.get("changed_fraction_mean") or 0.0),
-                "moved jobs": "" if m.get("moved_jobs") is None else f"{m['moved_jobs']:,}",
+                "shortfall": number(m["rt_shortfall_gpu_hours"], 2),
+                "changed": pct(m.get("changed_fraction_mean") or 0.0),
+                "moved": "" if m.get("moved_jobs") is None else f"{m['moved_jobs']:,}",
                 "per plan": _runtime(m.get("planner_ms_mean")),
             }
         )

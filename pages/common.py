@@ -300,7 +300,15 @@ def ensure_plans(s: Scenario, names: list[str]) -> dict[str, Any]:
     return {n: store["plans"][n] for n in names if n in store["plans"]}
 
 
-def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool = True) -> None:
+def show_grid(
+    s: Scenario,
+    plan: Any,
+    title: str,
+    key: str,
+    *,
+    show_legend: bool = True,
+    colour_by: str = "job",
+) -> None:
     """The GPU x time grid chart, or a note when the grid is too large to draw in a browser."""
     from core import charts
 
@@ -309,7 +317,7 @@ def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool
         st.info(f"{title}: {cells:,} cells are too many to draw; download grid.csv instead.")
         return
     st.plotly_chart(
-        charts.grid_figure(s, plan, title, show_legend=show_legend),
+        charts.grid_figure(s, plan, title, show_legend=show_legend, colour_by=colour_by),
         key=key,
         config={"displayModeBar": False},
     )

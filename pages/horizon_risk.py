@@ -185,15 +185,31 @@ st.dataframe(
     key="hz_metrics",
     column_config={
         "planner": st.column_config.TextColumn(width="medium"),
+        "utilization": st.column_config.TextColumn(
+            "util.", width="small", help="Share of GPU-steps doing batch or real-time work"
+        ),
+        "allocated": st.column_config.TextColumn(
+            "allocated", width="small", help="Share of GPU-steps given to a job, used or not"
+        ),
         "value": st.column_config.TextColumn(
             "value", width="small", help="Priority-weighted GPU-hours of batch work done"
         ),
-        "shortfall (GPU-h)": st.column_config.TextColumn(help="Real-time demand not served"),
-        "changed per re-plan": st.column_config.TextColumn(
-            help="Mean share of the still-future planned cells a re-plan changed"
+        "completed": st.column_config.TextColumn("done", width="small", help="Batch jobs done"),
+        "rt coverage": st.column_config.TextColumn(
+            "coverage", width="small", help="Real-time demand served"
         ),
-        "moved jobs": st.column_config.TextColumn(help="Batch placements a re-plan moved"),
-        "per plan": st.column_config.TextColumn(help="Mean planner runtime per re-plan"),
+        "shortfall": st.column_config.TextColumn(
+            "short GPU-h", width="small", help="Real-time demand not served, in GPU-hours"
+        ),
+        "changed": st.column_config.TextColumn(
+            "changed", width="small", help="Mean share of the still-future cells a re-plan changed"
+        ),
+        "moved": st.column_config.TextColumn(
+            "moved", width="small", help="Batch placements a re-plan moved"
+        ),
+        "per plan": st.column_config.TextColumn(
+            "per plan", width="small", help="Mean planner runtime per re-plan"
+        ),
     },
 )
 first = next(iter(results.values())).metrics

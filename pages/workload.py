@@ -43,17 +43,18 @@ with pick:
         names,
         key="wl_builtin",
         on_change=_load_selected,
-        placeholder=f"{common.scenario().name} ({common.scenario_source()}): pick a built-in",
+        placeholder=f"{common.scenario().name}: pick a built-in to replace it",
         help="Scenarios shipped in data/scenarios/: `example`, then the seven benchmarks, then "
         "the rest. Choosing one replaces the workload.",
     )
+    last = selected or st.session_state.get("wl_last_builtin")
     if st.button(
-        "Reload built-in",
+        f"Reload {last}" if last else "Reload built-in",
         key="wl_reload",
-        disabled=selected is None and st.session_state.get("wl_last_builtin") is None,
-        help="Discard edits and uploads; load the last chosen built-in scenario again.",
+        disabled=last is None,
+        help="Discard edits and uploads; load this built-in scenario again.",
     ):
-        st.session_state["wl_builtin"] = st.session_state.get("wl_last_builtin") or names[0]
+        st.session_state["wl_builtin"] = last
         _load_selected()
         st.rerun()
     if selected is not None:
@@ -482,7 +483,7 @@ st.caption("The active workload: the last valid one, with the policy set on Plan
 jobs_csv, demand_csv = scenario_to_tables(s)
 d1, d2, d3 = st.columns(3)
 d1.download_button(
-    "scenario.json",
+    f"{s.name}.json",
     scenario_to_json(s),
     file_name=f"{s.name}.json",
     mime="application/json",

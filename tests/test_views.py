@@ -212,7 +212,7 @@ def test_realised_metrics_have_thousands_separators():
     assert row["value"] == "114,907.0"
     assert row["completed"] == "1,203/1,500"
     assert row["utilization"] == "81.2%" and row["rt coverage"] == "100.0%"
-    assert row["shortfall (GPU-h)"] == "1,234.50" and row["moved jobs"] == "1,402"
+    assert row["shortfall"] == "1,234.50" and row["moved"] == "1,402"
     assert row["per plan"] == "20.8 s"
 
 

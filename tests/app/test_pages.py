@@ -230,7 +230,10 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert {"fifo", "allocator"} <= set(plans)
     shown = metric_values(at)
     per_card = len(shown) // len(plans)
-    cards = {name: dict(shown[k * per_card : (k + 1) * per_card]) for k, name in enumerate(plans)}
+    cards = {  # label without its unit: "Value (priority-weighted GPU-hours)" -> "Value"
+        name: {label.split(" (")[0]: v for label, v in shown[k * per_card : (k + 1) * per_card]}
+        for k, name in enumerate(plans)
+    }
     for name in ("fifo", "allocator"):
         expected = metrics(scenario, solve(scenario, name))
         assert plans[name].same_grid(solve(scenario, name))
@@ -242,10 +245,15 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
         assert card["Real-time coverage"] == f"{expected['rt_coverage']:.1%}"
     # Deltas are against fifo.
     fifo, alloc = (metrics(scenario, plans[n]) for n in ("fifo", "allocator"))
-    deltas = [m.delta for m in at.metric if m.label == "Utilization"]
+    deltas = [m.delta for m in at.metric if m.label.startswith("Utilization")]
     change = (alloc["utilization"] - fifo["utilization"]) * 100
     assert f"{change:+.1f} pp" in deltas or abs(change) < 1e-9
     assert len(at.get("plotly_chart")) >= 3  # utilization vs value + one grid per planner
+    # Units on the face of the cards, and allocated told apart from utilized.
+    labels = {m.label for m in at.metric}
+    assert "Value (priority-weighted GPU-hours)" in labels
+    assert any(label.startswith("Utilization (") for label in labels)
+    assert any("Allocated" in c.value and "utilized" in c.value for c in at.caption)
 
 
 def test_policy_controls_change_the_scenario_and_the_plans():
@@ -266,7 +274,7 @@ def test_policy_controls_change_the_scenario_and_the_plans():
     assert active(at).realtime_jobs[0].swap_cap == rt.swap_cap + 1
     # The policy travels with the scenario to the workload download.
     at.switch_page("pages/workload.py").run()
-    assert "penalty weight 5" in " ".join(c.value for c in at.caption)
+    assert "Penalty weight 5" in " ".join(c.value for c in at.caption)
 
 
 def test_full_planner_runs_on_request_with_bound_and_gap():
@@ -282,6 +290,19 @@ def test_full_planner_runs_on_request_with_bound_and_gap():
     assert full["objective"] >= alloc["objective"] - 1e-6
     assert "bound" in plan.stats and "status" in plan.stats
     assert any("bound" in c.value and "gap" in c.value for c in at.caption)
+    shown = " ".join(c.value for c in at.caption)
+    assert "inf" not in shown.replace("info", "")  # no 'bound inf · gap inf%'
+    assert plan.stats["status"] not in shown  # the status in words, not its code
+
+
+def test_the_grids_can_be_coloured_by_job_type():
+    at = open_page("pages/plan_compare.py")
+    at.radio(key="plan_colour_by").set_value("type").run()
+    assert not at.exception
+    legend = " ".join(m.value for m in at.markdown if "inline-flex" in m.value)
+    for job_type in {j.type for j in active(at).jobs}:
+        assert job_type in legend
+    assert active(at).jobs[0].id not in legend  # one chip per type, not per job
 
 
 def test_exports_offer_the_four_files_for_any_computed_plan():
