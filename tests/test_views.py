@@ -276,3 +276,13 @@ def test_step_time_reads_as_a_clock_when_the_cluster_has_a_start():
     assert views.step_time(Cluster(gpus=8), 3) == "step 3"
     c = Cluster(gpus=8, start=datetime(2026, 8, 17))  # a Monday
     assert views.step_time(c, 14) == "step 14 (Mon 14:00)"
+
+
+def test_a_published_utilization_equal_to_fifos_says_so():
+    from core.bench import PUBLISHED
+
+    scale = PUBLISHED["scale-64"]
+    assert views.published_utilization_text(scale, "fifo") == "44.9%"
+    assert views.published_utilization_text(scale, "allocator") == "44.9% (as FIFO, published)"
+    assert views.published_utilization_text(PUBLISHED["training-heavy"], "allocator") == "87.0%"
+    assert views.published_utilization_text(PUBLISHED["training-heavy"], "backfill") == ""

@@ -493,6 +493,11 @@ def test_benchmarks_table_matches_run_bench():
         ].iloc[0]
         assert mine["utilization"] == pytest.approx(row["utilization"] * 100)
         assert mine["value"] == pytest.approx(row["value"])
+    scale = table[(table["scenario"] == "scale-64") & (table["planner"] == "allocator")]
+    if len(scale):
+        assert scale["published_utilization"].iloc[0] == "44.9% (as FIFO, published)"
+    text = " ".join(m.value for m in at.markdown)
+    assert "only FIFO" in text and "Fewer jobs done, more value" in text
 
 
 def test_editing_real_time_demand_changes_only_that_step():
