@@ -385,5 +385,5 @@ def published_utilization_text(published: Mapping[str, Any], planner: str) -> st
         return ""
     fifo = published.get("fifo_utilization")
     if planner != "fifo" and fifo is not None and abs(float(value) - float(fifo)) < 1e-12:
-        return f"{float(value):.1%} (as FIFO, published)"
+        return f"{float(value):.1%} (=FIFO)"
     return f"{float(value):.1%}"

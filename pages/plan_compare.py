@@ -228,7 +228,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             return None if b is None else m[key] - b[key]
 
         _card(
-            "Utilization (share of GPU-hours doing work)",
+            "Utilization (of GPU-hours)",
             f"{m['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",

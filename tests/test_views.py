@@ -283,6 +283,6 @@ def test_a_published_utilization_equal_to_fifos_says_so():
 
     scale = PUBLISHED["scale-64"]
     assert views.published_utilization_text(scale, "fifo") == "44.9%"
-    assert views.published_utilization_text(scale, "allocator") == "44.9% (as FIFO, published)"
+    assert views.published_utilization_text(scale, "allocator") == "44.9% (=FIFO)"
     assert views.published_utilization_text(PUBLISHED["training-heavy"], "allocator") == "87.0%"
     assert views.published_utilization_text(PUBLISHED["training-heavy"], "backfill") == ""
