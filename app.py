@@ -25,6 +25,7 @@ PAGES = [
     st.Page("pages/demand_forecast.py", title="Demand forecast", icon=":material/trending_up:"),
     st.Page("pages/horizon_risk.py", title="Horizon & risk", icon=":material/timeline:"),
     st.Page("pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
+    st.Page("pages/saved.py", title="Saved & compare", icon=":material/bookmarks:"),
 ]
 
 current = st.navigation(PAGES, position="hidden")

@@ -129,6 +129,51 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
     simulate.add_argument("--out", metavar="DIR")
     simulate.set_defaults(run=_run_simulate)
+
+    workspace = sub.add_parser(
+        "workspace", help="saved scenarios and runs (the app's Saved page, from the shell)"
+    )
+    workspace.add_argument(
+        "--workspace",
+        metavar="FILE",
+        help="the SQLite workspace (default: GPUPLAN_WORKSPACE, else the user's data folder)",
+    )
+    actions = workspace.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="saved scenarios and their runs")
+    save = actions.add_parser("save", help="save a scenario file, optionally with plans")
+    save.add_argument("scenario", help="scenario JSON file")
+    save.add_argument("--name", help="name to save it under (default: the scenario's name)")
+    save.add_argument(
+        "--planners", nargs="*", choices=PLANNER_NAMES, default=[], help="also plan and keep runs"
+    )
+    export = actions.add_parser("export", help="write a saved scenario as JSON")
+    export.add_argument("name")
+    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    delete = actions.add_parser("delete", help="delete a saved scenario and its runs")
+    delete.add_argument("name")
+    workspace.set_defaults(run=_run_workspace)
+
+    history = sub.add_parser(
+        "import", help="a scheduler history (sacct, pod list, job log) -> a scenario + as-run"
+    )
+    history.add_argument("file", help="sacct -P export, openb/kubectl pod list, Helios/Acme log")
+    history.add_argument(
+        "--format", choices=("auto", "slurm", "openb", "kubectl", "helios", "acme"), default="auto"
+    )
+    history.add_argument(
+        "--start",
+        metavar="T",
+        help="window start: ISO time, or hours from the trace start for openb "
+        "(default: the day of the median submit time)",
+    )
+    history.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
+    history.add_argument("--step-minutes", type=int, default=60, metavar="M")
+    history.add_argument(
+        "--gpus", type=int, metavar="G", help="cluster size (default: peak in use, power of two)"
+    )
+    history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
+    history.add_argument("--out", required=True, metavar="scenario.json")
+    history.set_defaults(run=_run_import)
     return parser
 
 
@@ -362,6 +407,71 @@ def _run_simulate(args: argparse.Namespace) -> int:
     if args.out:
         write_simulation(result, args.out)
     sys.stdout.write(metrics_to_json(result.metrics))
+    return EXIT_OK
+
+
+def _run_workspace(args: argparse.Namespace) -> int:
+    from .io import load_scenario, scenario_to_json
+    from .planners import solve
+    from .workspace import Workspace
+
+    ws = Workspace(args.workspace)
+    if args.action == "list":
+        runs = ws.runs()
+        for saved in ws.scenarios():
+            print(
+                f"{saved.name}  ({saved.gpus} GPUs, {saved.jobs} jobs, saved {saved.saved_at[:19]})"
+            )
+            for run in (r for r in runs if r.scenario == saved.name):
+                m = run.metrics
+                print(
+                    f"  run {run.id}: {run.planner}  utilization {m['utilization']:.1%}  "
+                    f"value {m['value']:,.1f}  completed {m['completed_jobs']}/{m['batch_jobs']}"
+                )
+        print(f"workspace: {ws.path}", file=sys.stderr)
+    elif args.action == "save":
+        scenario = load_scenario(args.scenario)
+        name = args.name or scenario.name
+        ws.save_scenario(name, scenario)
+        for planner in args.planners:
+            ws.save_run(name, scenario, solve(scenario, planner))
+        print(f"saved {name!r} with {len(args.planners)} run(s) in {ws.path}")
+    elif args.action == "export":
+        text = scenario_to_json(ws.load_scenario(args.name))
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    else:
+        ws.load_scenario(args.name)  # an unknown name is an error, not a silent no-op
+        ws.delete_scenario(args.name)
+        print(f"deleted {args.name!r} from {ws.path}")
+    return EXIT_OK
+
+
+def _run_import(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from .formats.history import ImportRules, ImportWindow, format_summary, import_history
+    from .io import json_safe, scenario_to_json
+
+    start = args.start
+    if start is not None:
+        with contextlib.suppress(ValueError):
+            start = float(start)  # hours from the trace start, for relative traces
+    window = ImportWindow(
+        start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
+    )
+    rules = ImportRules.load(args.rules) if args.rules else ImportRules()
+    result = import_history(args.file, args.format, window, rules)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(scenario_to_json(result.scenario), encoding="utf-8")
+    as_run_path = out.with_name("as_run.json")
+    as_run = {**result.as_run, "summary": result.summary}
+    as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
+    print(format_summary(result.summary, result.as_run))
+    print(f"wrote {out} and {as_run_path}")
     return EXIT_OK
 
 

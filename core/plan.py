@@ -319,13 +319,191 @@ class Metrics(TypedDict):
     rt_shortfall_gpu_hours: float
     rt_coverage: float
     runtime_ms: float
+    # SPEC section 7: waits, idle capacity, cost, fairness, deadlines.
+    wait_hours_p50: float | None
+    wait_hours_p90: float | None
+    unstarted_jobs: int
+    idle_gpu_hours: float
+    reserved_idle_gpu_hours: float
+    fragmented_gpu_hours: float
+    cost: float | None
+    idle_cost: float | None
+    cost_per_value: float | None
+    team_fairness: float | None
+    late_jobs: int | None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a plan does for one batch job (a row of assignments.csv and the per-job tables)."""
+
+    job: BatchJob
+    placement: Placement | None
+    completed: bool  # its block ends within the horizon
+    finish_step: int | None  # step after its last step of work (end exclusive), when completed
+    delivered_gpu_hours: float
+
+    @property
+    def started(self) -> bool:
+        return self.placement is not None
+
+    @property
+    def wait_steps(self) -> int | None:
+        """start - arrival for jobs this plan started (None when not started or running)."""
+        if self.placement is None or self.job.running is not None:
+            return None
+        return self.placement.start_step - self.job.arrival_step
+
+    @property
+    def late(self) -> bool | None:
+        """Not completed by its deadline (None when the job has no deadline)."""
+        deadline = self.job.deadline_step
+        if deadline is None:
+            return None
+        return self.finish_step is None or self.finish_step > deadline
+
+    def lateness_steps(self) -> int | None:
+        """Steps its completion falls after the deadline (0 when on time; None when the job has
+        no deadline or does not complete within the horizon)."""
+        if self.job.deadline_step is None or self.finish_step is None:
+            return None
+        return max(0, self.finish_step - self.job.deadline_step)
+
+
+def job_outcomes(
+    scenario: Scenario,
+    plan: Plan,
+    placements: dict[str, Placement] | None = None,
+    held: np.ndarray | None = None,
+) -> list[JobOutcome]:
+    """One outcome per batch job, in scenario order (placements and holdings when known)."""
+    T, hours = scenario.cluster.horizon_steps, scenario.cluster.step_hours
+    placements = batch_placements(scenario, plan) if placements is None else placements
+    held = (holdings(scenario, plan) if held is None else held).sum(axis=1)
+    out = []
+    for j, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob):
+            continue
+        p = placements.get(job.id)
+        finish = None
+        if p is not None:
+            end = p.start_step + scenario.duration(job, p.gpus)
+            finish = end if end <= T else None
+        out.append(JobOutcome(job, p, finish is not None, finish, float(held[j]) * hours))
+    return out
+
+
+@dataclass(frozen=True)
+class TeamOutcome:
+    team: str
+    jobs: int
+    gpu_hours: float  # batch GPU-hours plus real-time GPU-hours served
+    value: float
+    completed_jobs: int
+    batch_jobs: int
+    wait_hours_p50: float | None
+
+
+NO_TEAM = "(no team)"
+
+
+def team_outcomes(
+    scenario: Scenario,
+    plan: Plan,
+    held: np.ndarray | None = None,
+    outcomes: list[JobOutcome] | None = None,
+) -> list[TeamOutcome]:
+    """Per team (jobs without one under NO_TEAM): GPU-hours delivered, value, completed, wait.
+
+    Empty when no job names a team.
+    """
+    if all(job.team is None for job in scenario.jobs):
+        return []
+    hours = scenario.cluster.step_hours
+    held = (holdings(scenario, plan) if held is None else held).astype(float)
+    served = {
+        scenario.job_index(job.id): float(
+            np.minimum(held[scenario.job_index(job.id)], np.asarray(job.demand)).sum()
+        )
+        for job in scenario.realtime_jobs
+    }
+    outcomes = {o.job.id: o for o in outcomes or job_outcomes(scenario, plan, held=held)}
+    teams: dict[str, dict[str, Any]] = {}
+    for j, job in enumerate(scenario.jobs):
+        row = teams.setdefault(
+            job.team or NO_TEAM,
+            {"jobs": 0, "gpu_hours": 0.0, "value": 0.0, "completed": 0, "batch": 0, "waits": []},
+        )
+        row["jobs"] += 1
+        if isinstance(job, RealtimeJob):
+            row["gpu_hours"] += served[j] * hours
+            continue
+        o = outcomes[job.id]
+        row["batch"] += 1
+        row["gpu_hours"] += o.delivered_gpu_hours
+        row["value"] += job.priority * o.delivered_gpu_hours
+        row["completed"] += int(o.completed)
+        if o.wait_steps is not None:
+            row["waits"].append(o.wait_steps * hours)
+    return [
+        TeamOutcome(
+            team,
+            r["jobs"],
+            r["gpu_hours"],
+            r["value"],
+            r["completed"],
+            r["batch"],
+            float(np.percentile(r["waits"], 50)) if r["waits"] else None,
+        )
+        for team, r in sorted(teams.items())
+    ]
+
+
+def jain_index(values: Any) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one takes all."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0 or not (x**2).sum() > 0:
+        return None
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def fragmented_cells(
+    scenario: Scenario, plan: Plan, placements: dict[str, Placement] | None = None
+) -> np.ndarray:
+    """Per step, the idle GPUs that lie in no fully idle aligned block of size g*, where g* is
+    the smallest gpus_min among batch jobs waiting at that step (arrived, not running from the
+    start, not yet started); 0 where no job waits."""
+    G, T = plan.grid.shape
+    idle = plan.grid == IDLE
+    placements = batch_placements(scenario, plan) if placements is None else placements
+    smallest = np.full(T, G + 1, dtype=np.int64)
+    steps = np.arange(T)
+    for job in scenario.batch_jobs:
+        if job.running is not None:
+            continue
+        p = placements.get(job.id)
+        started = p.start_step if p is not None else T
+        waiting = (steps >= job.arrival_step) & (steps < started)
+        smallest[waiting] = np.minimum(smallest[waiting], job.gpus_min)
+    out = np.zeros(T, dtype=np.int64)
+    for g in np.unique(smallest[smallest <= G]):
+        g = int(g)
+        at = np.nonzero(smallest == g)[0]
+        part = idle[:, at]
+        whole = (G // g) * g
+        in_block = np.zeros_like(part)
+        blocks = part[:whole].reshape(G // g, g, len(at)).all(axis=1)  # (blocks, steps)
+        in_block[:whole] = np.repeat(blocks, g, axis=0)
+        out[at] = (part & ~in_block).sum(axis=0)
+    return out
 
 
 def metrics(scenario: Scenario, plan: Plan) -> Metrics:
-    """Every metric of SPEC section 1, computed from the grid alone."""
+    """Every metric of SPEC sections 1 and 7, computed from the grid alone."""
     c, policy = scenario.cluster, scenario.policy
     G, T = c.gpus, c.horizon_steps
-    held = holdings(scenario, plan).astype(float)
+    counts = holdings(scenario, plan)
+    held = counts.astype(float)
     is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
     priority = np.array([j.priority for j in scenario.jobs], dtype=float)
     discount = policy.decay ** np.arange(T, dtype=float)
@@ -344,31 +522,47 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
         penalty = float(priority[~is_batch] @ shortfall.sum(axis=1))
         demanded, served_total = float(demand.sum()), float(served.sum())
         shortfall_total = float(shortfall.sum())
+        reserved_idle = float(np.maximum(0.0, rt_held - demand).sum())
     else:
         rt_allocated = penalty = demanded = served_total = shortfall_total = 0.0
+        reserved_idle = 0.0
 
     placements = batch_placements(scenario, plan)
-    by_id = {j.id: j for j in scenario.batch_jobs}
-    completed = sum(
-        1
-        for p in placements.values()
-        if p.start_step + scenario.duration(by_id[p.job_id], p.gpus) <= T
-    )
+    outcomes = job_outcomes(scenario, plan, placements, counts)
+    completed = sum(o.completed for o in outcomes)
+    started = sum(o.started for o in outcomes)
+    waits = [o.wait_steps * c.step_hours for o in outcomes if o.wait_steps is not None]
     cells = G * T
+    hours = c.step_hours
+    value = float(priority[is_batch] @ batch_held.sum(axis=1)) * hours if len(batch_held) else 0.0
+    idle_hours = float((plan.grid == IDLE).sum()) * hours
+    price = policy.gpu_hour_cost
+    cost = cells * hours * price if price is not None else None
+    teams = team_outcomes(scenario, plan, counts, outcomes)
+    deadlines = [o for o in outcomes if o.job.deadline_step is not None]
     return {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
         "allocated_fraction": (batch_cells + rt_allocated) / cells,
-        "value": float(priority[is_batch] @ batch_held.sum(axis=1)) * c.step_hours
-        if len(batch_held)
-        else 0.0,
+        "value": value,
         "objective": policy.reward_weight * (reward - policy.penalty_weight * penalty),
         "completed_jobs": completed,
-        "started_jobs": len(placements),
-        "batch_jobs": len(by_id),
+        "started_jobs": started,
+        "batch_jobs": len(outcomes),
         "rt_shortfall_gpu_hours": shortfall_total * c.step_hours,
         "rt_coverage": served_total / demanded if demanded > 0 else 1.0,
         "runtime_ms": float(plan.stats.get("runtime_ms", 0.0)),
+        "wait_hours_p50": float(np.percentile(waits, 50)) if waits else None,
+        "wait_hours_p90": float(np.percentile(waits, 90)) if waits else None,
+        "unstarted_jobs": len(outcomes) - started,
+        "idle_gpu_hours": idle_hours,
+        "reserved_idle_gpu_hours": reserved_idle * hours,
+        "fragmented_gpu_hours": float(fragmented_cells(scenario, plan, placements).sum()) * hours,
+        "cost": cost,
+        "idle_cost": (idle_hours + reserved_idle * hours) * price if price is not None else None,
+        "cost_per_value": cost / value if cost is not None and value > 0 else None,
+        "team_fairness": jain_index([t.gpu_hours for t in teams]) if teams else None,
+        "late_jobs": sum(bool(o.late) for o in deadlines) if deadlines else None,
     }
 
 

@@ -157,6 +157,24 @@ def load_uploads(files: list[Any]) -> views.UploadState:
     return state
 
 
+def workspace() -> Any:
+    """The saved-scenario workspace (GPUPLAN_WORKSPACE, else the user's data folder).
+
+    Raises WorkspaceError with a message when the file cannot be used.
+    """
+    from core.workspace import default_path
+
+    return _workspace_at(str(default_path()))
+
+
+@st.cache_resource(show_spinner=False)
+def _workspace_at(path: str) -> Any:
+    """One Workspace object per file and process (it opens a short connection per call)."""
+    from core.workspace import Workspace
+
+    return Workspace(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # Shared widgets
 

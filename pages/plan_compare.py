@@ -3,6 +3,7 @@
 import streamlit as st
 
 from core import charts
+from core.compare import explain_divergence
 from core.io import plan_exports
 from core.model import ScenarioError
 from core.plan import check, metrics
@@ -272,9 +273,24 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         if PLANNERS[name].reports:
             st.caption(common.solver_summary(plans[name].stats))
 
-st.plotly_chart(
-    charts.utilization_value_figure(values), key="plan_chart_uv", config={"displayModeBar": False}
-)
+# --- utilization against value, and why each planner differs from FIFO (core.compare) ---------
+chart_col, why_col = st.columns([3, 2], vertical_alignment="center")
+with chart_col:
+    st.plotly_chart(
+        charts.utilization_value_figure(values),
+        key="plan_chart_uv",
+        config={"displayModeBar": False},
+    )
+with why_col, st.container(border=True, key="plan_divergence"):
+    base_label = common.planner_label(BASELINE)
+    st.markdown(f"**Utilization vs value, against {base_label}**")
+    others = [n for n in plans if n != BASELINE]
+    if BASELINE not in plans or not others:
+        st.caption(f"Run another planner beside {base_label} to see where their value differs.")
+    for name in others if BASELINE in plans else []:
+        why = explain_divergence(s, plans[BASELINE], plans[name], BASELINE.upper(), name)
+        markdown_safe = "".join(f"\\{c}" if c in "\\`*_[]<>#|~$" else c for c in why)
+        st.markdown(f"**{common.planner_label(name)}.** {markdown_safe}")
 
 # --- grids ---------------------------------------------------------------------------------------
 st.subheader(

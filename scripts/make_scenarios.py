@@ -1,4 +1,4 @@
-"""Build the seven benchmark scenarios of `core.bench.BENCHMARKS` into data/scenarios/.
+"""Build the eight benchmark scenarios of `core.bench.BENCHMARKS` into data/scenarios/.
 
 Each scenario has a hand-written shape (what it stresses: which job types, sizes, priorities,
 arrivals and serving curves) and random details drawn from a seeded generator. Calibration is a
@@ -6,7 +6,7 @@ deterministic search over seeds 0, 1, 2, ...: the first seed whose `fifo` plan r
 scenario's published baseline (SPEC section 6) is kept. Only `fifo` figures are looked at while
 choosing a seed; the allocator's results are whatever they turn out to be.
 
-    .venv/bin/python scripts/make_scenarios.py          # rewrite the seven files
+    .venv/bin/python scripts/make_scenarios.py          # rewrite the eight files
     .venv/bin/python scripts/make_scenarios.py --check  # verify the files are what it builds
 """
 
@@ -379,6 +379,58 @@ def scale_64(rng: Rng) -> dict:
     }
 
 
+def scale_64_divergence(rng: Rng) -> dict:
+    # Two serving jobs peak in the evening (20:00 and 19:00) and stay within a few GPUs of their
+    # peak from 16:00 to midnight, so no planner finds 8 more GPUs there than the peak leaves.
+    jobs = [
+        _serving(
+            "chat-api",
+            8,
+            (2, 12),
+            4,
+            serving_curve(rng, 1.5, 9.5, peak_hour=20, width=5),
+            list(range(60, 64)),
+        ),
+        _serving(
+            "code-assist", 7, (1, 4), 2, serving_curve(rng, 0.5, 3.0, peak_hour=19, width=5), None
+        ),
+    ]
+    # A morning of small fixed-shape jobs (1 to 8 GPUs, 1 to 3 hours, arriving by 10:00): each
+    # runs at its arrival and finishes before 16:00 on any plan, so all 21 complete either way.
+    for k in range(21):
+        kind = _pick(rng, ["training", "batch_inference", "quantization"])
+        size = _pick(rng, [1, 2, 4, 8])
+        hours = float(size * int(rng.integers(1, 4)))  # whole steps: cells equal work
+        arrival = int(rng.integers(0, 11))
+        jobs.append(
+            _batch(
+                f"{kind.split('_')[0]}-{k}",
+                kind,
+                int(rng.integers(1, 10)),
+                arrival,
+                (size, size),
+                hours,
+            )
+        )
+    # At 16:00 nine 8-GPU jobs of 8 hours land together, a low-priority sweep at the head of the
+    # queue: the 48 GPUs beside the evening peak hold six of them until midnight. Whichever six
+    # run, they fill the same cells; only their priorities differ.
+    for k in range(21, 30):
+        sweep = k < 24
+        kind = "training" if sweep else _pick(rng, ["training", "batch_inference"])
+        priority = int(rng.integers(1, 3)) if sweep else int(rng.integers(3, 10))
+        name = f"sweep-{k}" if sweep else f"{kind.split('_')[0]}-{k}"
+        jobs.append(_batch(name, kind, priority, 16, (8, 8), 64.0))
+    return {
+        "description": "Divergence demo on 64 GPUs: 21 small fixed-shape morning jobs that "
+        "finish by 16:00 on any plan, then nine 8-GPU, 8-hour jobs at 16:00 (a "
+        "low-priority sweep first) beside an evening serving peak that leaves "
+        "room for six: the same utilization and completions, a different value.",
+        "gpus": 64,
+        "jobs": jobs,
+    }
+
+
 def uniform_priority(rng: Rng) -> dict:
     jobs = [
         _serving("chat-api", 4, (1, 4), 2, serving_curve(rng, 1.25, 3.0), [6, 7]),
@@ -428,6 +480,10 @@ SCENARIOS: dict[str, tuple[Callable[[Rng], dict], Callable[[dict], bool]]] = {
     "quantization-burst": (quantization_burst, _band(0.62, 0.68)),
     "realtime-peak": (realtime_peak, _band(0.54, 0.60)),
     "scale-64": (scale_64, lambda m: _within(0.449)(m) and m["completed_jobs"] == 27),
+    "scale-64-divergence": (
+        scale_64_divergence,
+        lambda m: _within(0.449)(m) and m["completed_jobs"] == 27,
+    ),
     "uniform-priority": (uniform_priority, _within(0.768)),
 }
 

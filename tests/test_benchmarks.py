@@ -1,4 +1,4 @@
-"""The seven benchmark scenarios: fifo calibration pinned, allocator ahead of both baselines.
+"""The eight benchmark scenarios: fifo calibration pinned, allocator ahead of both baselines.
 
 The fifo figures are golden values: they hold the calibration of `data/scenarios/README.md` in
 place (a change to fifo or to a scenario file shows up here). Wall-clock time is never asserted;
@@ -22,6 +22,7 @@ FIFO_GOLDEN = {
     "quantization-burst": (0.677, 312.0, 7, 8, 206.4031),
     "realtime-peak": (0.553, 206.0, 3, 4, 147.6206),
     "scale-64": (0.448, 3399.0, 27, 28, 2104.0372),
+    "scale-64-divergence": (0.4458, 2583.0, 27, 27, 1653.8791),
     "uniform-priority": (0.766, 396.0, 3, 5, 275.8398),
 }
 
@@ -123,7 +124,71 @@ def test_bench_has_one_row_per_scenario_and_planner_with_every_metric():
         assert key in rows[0], key
     assert rows[0]["published_utilization"] == PUBLISHED["mixed-control"]["fifo_utilization"]
     assert rows[1]["value_gain"] > 0
-    assert len(format_table(rows).splitlines()) == 3
+    assert len(format_table(rows).splitlines()) == 4  # header, two rows, what "pub" means
+
+
+def test_bench_rows_carry_their_own_planners_published_figures():
+    from core.bench import format_table, run_bench
+
+    rows = run_bench([SCENARIO_DIR / "scale-64.json"], ["fifo", "backfill", "allocator"], repeat=1)
+    fifo, backfill, allocator = rows
+    assert (fifo["published_utilization"], fifo["published_completed"]) == (0.449, 27)
+    assert fifo["published_value_gain"] is None
+    assert (allocator["published_utilization"], allocator["published_completed"]) == (0.449, 27)
+    assert allocator["published_value_gain"] == 0.159
+    assert backfill["published_utilization"] is None  # nothing was published for backfill
+    header, *body, note = format_table(rows).splitlines()
+    assert "pub util" in header and "pub done" in header
+    assert "row's own planner" in note
+    assert "27/30" in body[2] and "+15.9%" in body[2]
+
+
+# --- scale-64-divergence: the published scale test's tie, reproduced on both sides -------------
+
+DIVERGENCE = "scale-64-divergence"
+
+
+@pytest.fixture(scope="module")
+def divergence():
+    scenario = load_scenario(SCENARIO_DIR / f"{DIVERGENCE}.json")
+    plans = {name: solve(scenario, name) for name in ("fifo", "allocator")}
+    return scenario, plans, {name: metrics(scenario, plan) for name, plan in plans.items()}
+
+
+def test_divergence_ties_on_utilization_and_completed_jobs(divergence):
+    _, _, m = divergence
+    fifo, allocator = m["fifo"], m["allocator"]
+    assert abs(allocator["utilization"] - fifo["utilization"]) <= 0.005
+    assert allocator["completed_jobs"] == fifo["completed_jobs"] == 27
+    assert fifo["batch_jobs"] == 30
+    assert fifo["rt_coverage"] == allocator["rt_coverage"] == 1.0
+
+
+def test_divergence_value_gain_is_at_least_the_published_one(divergence):
+    _, _, m = divergence
+    gain = m["allocator"]["value"] / m["fifo"]["value"] - 1
+    assert gain >= PUBLISHED[DIVERGENCE]["value_gain"]
+    assert gain == pytest.approx(3095.0 / 2583.0 - 1)
+
+
+def test_divergence_is_which_evening_jobs_run_not_how_many(divergence):
+    """By hand: six 8-GPU slots from 16:00; fifo takes the first six in file order (the sweep
+    first), the allocator the six of highest priority; the morning is the same on both."""
+    from core.plan import batch_placements
+
+    scenario, plans, m = divergence
+    evening = [j for j in scenario.batch_jobs if j.arrival_step == 16]
+    assert len(evening) == 9 and all(j.sizes() == [8] for j in evening)
+    ran = {
+        name: {p.job_id for p in batch_placements(scenario, plan).values() if p.start_step >= 16}
+        for name, plan in plans.items()
+    }
+    assert ran["fifo"] == {j.id for j in evening[:6]}
+    by_priority = sorted(evening, key=lambda j: -j.priority)
+    assert ran["allocator"] == {j.id for j in by_priority[:6]}
+    # the value gained is the priority swapped, times 64 GPU-hours per job
+    swapped = sum(j.priority for j in by_priority[:6]) - sum(j.priority for j in evening[:6])
+    assert m["allocator"]["value"] - m["fifo"]["value"] == pytest.approx(64 * swapped)
 
 
 def test_generated_case_has_the_requested_shape_and_plans_legally():

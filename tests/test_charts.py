@@ -18,12 +18,10 @@ from core.plan import IDLE, holdings, metrics
 from core.planners import solve
 from tests.strategies import scenarios
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "scenarios"
 
-
-def _big_scenario() -> Scenario:
+def _big_scenario(scenarios_dir: Path) -> Scenario:
     """64 GPUs x 48 steps, built from scale-64 with its horizon doubled."""
-    base = load_scenario(DATA / "scale-64.json")
+    base = load_scenario(scenarios_dir / "scale-64.json")
     jobs = tuple(
         replace(j, demand=tuple(j.demand) * 2) if isinstance(j, RealtimeJob) else j
         for j in base.jobs
@@ -35,8 +33,8 @@ def heatmaps(fig: go.Figure) -> list[go.Heatmap]:
     return [t for t in fig.data if isinstance(t, go.Heatmap)]
 
 
-def test_a_64_by_48_grid_is_one_heatmap_not_one_trace_per_cell():
-    s = _big_scenario()
+def test_a_64_by_48_grid_is_one_heatmap_not_one_trace_per_cell(scenarios_dir):
+    s = _big_scenario(scenarios_dir)
     plan = solve(s, "allocator")
     fig = charts.grid_figure(s, plan, "allocator")
     (heat,) = heatmaps(fig)
@@ -87,8 +85,8 @@ def test_reserved_above_demand_counts_the_gpus_held_beyond_ceil_demand(s):
     assert not (above & (plan.grid == IDLE)).any()
 
 
-def test_a_job_keeps_its_colour_across_planners():
-    s = load_scenario(DATA / "example.json")
+def test_a_job_keeps_its_colour_across_planners(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     figs = [charts.grid_figure(s, solve(s, p)) for p in ("fifo", "allocator")]
     for fig, planner in zip(figs, ("fifo", "allocator"), strict=True):
         (heat,) = heatmaps(fig)
@@ -100,8 +98,8 @@ def test_a_job_keeps_its_colour_across_planners():
             assert all(heat.colorscale[2 * c][1] == colour for c in codes)
 
 
-def test_utilization_and_value_are_indexed_to_fifo():
-    s = load_scenario(DATA / "example.json")
+def test_utilization_and_value_are_indexed_to_fifo(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     values = {p: metrics(s, solve(s, p)) for p in ("fifo", "allocator")}
     fig = charts.utilization_value_figure(values)
     util, value = fig.data
@@ -143,8 +141,8 @@ def test_risk_strip_and_idle_windows_draw_their_input():
     assert min(fig.data[1].y) == 3.5 and max(fig.data[1].y) == 5.5
 
 
-def test_demand_figure_draws_each_real_time_demand_and_its_cap():
-    s = load_scenario(DATA / "example.json")
+def test_demand_figure_draws_each_real_time_demand_and_its_cap(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     fig = charts.demand_figure(s)
     rt = s.realtime_jobs
     assert len(fig.data) == 2 * len(rt)
@@ -153,8 +151,8 @@ def test_demand_figure_draws_each_real_time_demand_and_its_cap():
         assert set(fig.data[2 * k + 1].y) == {job.gpus_max}
 
 
-def test_a_grid_coloured_by_type_or_team_has_one_legend_entry_per_group():
-    s = load_scenario(DATA / "scale-64.json")
+def test_a_grid_coloured_by_type_or_team_has_one_legend_entry_per_group(scenarios_dir):
+    s = load_scenario(scenarios_dir / "scale-64.json")
     plan = solve(s, "allocator")
     by_type = charts.grid_legend(s, [plan], by="type")
     types = {j.type for j in s.jobs}
@@ -172,8 +170,8 @@ def test_a_grid_coloured_by_type_or_team_has_one_legend_entry_per_group():
         charts.job_colours(s, by="priority")
 
 
-def test_coinciding_real_time_allocations_are_both_visible_and_said():
-    s = load_scenario(DATA / "mixed-control.json")
+def test_coinciding_real_time_allocations_are_both_visible_and_said(scenarios_dir):
+    s = load_scenario(scenarios_dir / "mixed-control.json")
     fifo = solve(s, "fifo")
     plans = {"fifo": fifo, "backfill": solve(s, "backfill")}
     job = s.realtime_jobs[0].id

@@ -13,9 +13,7 @@ import pytest
 from core.io import load_scenario
 from core.plan import metrics
 from core.planners import solve
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "data" / "scenarios" / "example.json"
+from tests.paths import ROOT
 
 
 def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -28,15 +26,20 @@ def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture(scope="session")
+def example(scenarios_dir) -> Path:
+    return scenarios_dir / "example.json"
+
+
 @pytest.fixture(scope="module")
-def fifo_out(tmp_path_factory) -> Path:
+def fifo_out(tmp_path_factory, example) -> Path:
     out = tmp_path_factory.mktemp("fifo")
-    result = gpuplan("plan", EXAMPLE, "--planner", "fifo", "--out", out)
+    result = gpuplan("plan", example, "--planner", "fifo", "--out", out)
     assert result.returncode == 0, result.stderr
     return out
 
 
-def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
+def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out, example):
     assert sorted(p.name for p in fifo_out.iterdir()) == [
         "assignments.csv",
         "grid.csv",
@@ -44,7 +47,7 @@ def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
         "realtime.csv",
     ]
     printed = json.loads((fifo_out / "metrics.json").read_text())
-    scenario = load_scenario(EXAMPLE)
+    scenario = load_scenario(example)
     expected = metrics(scenario, solve(scenario, "fifo"))
     for key in (
         "utilization",
@@ -62,13 +65,13 @@ def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out):
     assert len(rt) == 24 and {"demand", "allocated", "shortfall"} <= set(rt[0])
 
 
-def test_check_accepts_the_exported_grid(fifo_out):
-    result = gpuplan("check", EXAMPLE, fifo_out / "grid.csv")
+def test_check_accepts_the_exported_grid(fifo_out, example):
+    result = gpuplan("check", example, fifo_out / "grid.csv")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("legal")
 
 
-def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
+def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path, example):
     rows = list(csv.DictReader((fifo_out / "grid.csv").open()))
     taken = {(r["step"], r["gpu"]) for r in rows}
     # one cell of dpo-13b's block moves to a (step, GPU) that nobody holds
@@ -81,7 +84,7 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    result = gpuplan("check", EXAMPLE, moved)
+    result = gpuplan("check", example, moved)
     assert result.returncode == 1
     assert "illegal" in result.stdout and "job 'dpo-13b'" in result.stdout
     assert "constraint 3 (power-of-two blocks)" in result.stdout
@@ -96,12 +99,12 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path):
         (("check", "{example}", "{example}"), ["example.json", "missing column"]),
     ],
 )
-def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
+def test_bad_input_exits_2_with_one_line(args, words, tmp_path, example):
     bad = tmp_path / "bad.json"
     bad.write_text('{"cluster": ')
     bad_grid = tmp_path / "grid.csv"
     bad_grid.write_text("step,gpu,job_id\n0,0,ghost\n")
-    filled = [a.format(bad=bad, example=EXAMPLE, bad_grid=bad_grid) for a in args]
+    filled = [a.format(bad=bad, example=example, bad_grid=bad_grid) for a in args]
     result = gpuplan(*filled, cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -111,8 +114,8 @@ def test_bad_input_exits_2_with_one_line(args, words, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_module_and_console_script_agree():
-    result = gpuplan("plan", EXAMPLE, "--planner", "backfill")
+def test_module_and_console_script_agree(example):
+    result = gpuplan("plan", example, "--planner", "backfill")
     assert result.returncode == 0
     assert json.loads(result.stdout)["planner"] == "backfill"
 
@@ -120,11 +123,11 @@ def test_module_and_console_script_agree():
 # --- plan: several planners, a table for people, the MIP's progress ---------------------------
 
 
-def test_plan_compares_several_planners_in_one_call(tmp_path):
-    result = gpuplan("plan", EXAMPLE, "--planner", "fifo,allocator", "--out", tmp_path)
+def test_plan_compares_several_planners_in_one_call(example, tmp_path):
+    result = gpuplan("plan", example, "--planner", "fifo,allocator", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
-    s = load_scenario(EXAMPLE)
+    s = load_scenario(example)
     assert list(shown) == ["fifo", "allocator"]
     for name in shown:
         expected = metrics(s, solve(s, name))
@@ -132,12 +135,12 @@ def test_plan_compares_several_planners_in_one_call(tmp_path):
         assert (tmp_path / name / "grid.csv").exists()  # one export folder per planner
 
 
-def test_plan_prints_a_table_with_the_gain_over_fifo():
-    result = gpuplan("plan", EXAMPLE, "--planner", "fifo,allocator", "--format", "table")
+def test_plan_prints_a_table_with_the_gain_over_fifo(example):
+    result = gpuplan("plan", example, "--planner", "fifo,allocator", "--format", "table")
     assert result.returncode == 0, result.stderr
     header, fifo_line, alloc_line = result.stdout.strip().splitlines()
     assert header.split()[:4] == ["planner", "util.", "allocated", "value"]
-    s = load_scenario(EXAMPLE)
+    s = load_scenario(example)
     fifo, alloc = (metrics(s, solve(s, n)) for n in ("fifo", "allocator"))
     assert fifo_line.split()[0] == "fifo" and f"{fifo['utilization']:.1%}" in fifo_line
     gain = alloc["value"] / fifo["value"] - 1
@@ -146,13 +149,13 @@ def test_plan_prints_a_table_with_the_gain_over_fifo():
     assert not result.stdout.lstrip().startswith("{")  # JSON only when asked (the default)
 
 
-def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean():
-    result = gpuplan("plan", EXAMPLE, "--planner", "full", "--time-limit", "2")
+def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
+    result = gpuplan("plan", example, "--planner", "full", "--time-limit", "2")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)  # stdout is the metrics alone
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("full: ") and " after " in last and last.endswith(" s")
-    quiet = gpuplan("plan", EXAMPLE, "--planner", "full", "--time-limit", "2", "--no-progress")
+    quiet = gpuplan("plan", example, "--planner", "full", "--time-limit", "2", "--no-progress")
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
@@ -164,6 +167,6 @@ def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean():
         (",", "unknown planner"),  # nothing named
     ],
 )
-def test_a_bad_planner_list_is_refused_with_exit_2(planners, says):
-    result = gpuplan("plan", EXAMPLE, "--planner", planners)
+def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
+    result = gpuplan("plan", example, "--planner", planners)
     assert result.returncode == 2 and says in result.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,9 +25,10 @@ from core.rolling import (
     simulate,
     write_simulation,
 )
+from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "rolling-surge.json"
+EXAMPLE = SCENARIOS_DIR / "rolling-surge.json"
 
 
 def seasonal_naive(history: pd.Series, horizon: int, level: float = 0.9) -> pd.DataFrame:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,12 +16,10 @@ from core.model import Cluster, ScenarioError
 from core.plan import Plan
 from core.rolling import idle_windows
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "scenarios" / "example.json"
-
 
 @pytest.fixture(scope="module")
-def example():
-    return load_scenario(EXAMPLE)
+def example(scenarios_dir):
+    return load_scenario(scenarios_dir / "example.json")
 
 
 # --- built-ins and uploads ---------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,8 +12,6 @@ from core import workload
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
 from tests.strategies import scenarios
-
-SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 
 
 @settings(max_examples=60, deadline=None)
@@ -36,8 +33,8 @@ def test_editor_tables_round_trip_to_the_same_scenario(s):
         ("gpus_max", 64, "larger than the cluster's"),  # cluster-level rule, still on its row
     ],
 )
-def test_a_broken_cell_is_reported_on_its_row(column, value, message):
-    s = load_scenario(SCENARIOS / "example.json")
+def test_a_broken_cell_is_reported_on_its_row(column, value, message, scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)
     row = next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None)
     jobs.iloc[row, jobs.columns.get_loc(column)] = value
@@ -47,8 +44,8 @@ def test_a_broken_cell_is_reported_on_its_row(column, value, message):
     assert any(message in issue for issue in result.row_issues[row]), result.row_issues
 
 
-def test_a_duplicate_id_is_reported_on_both_rows():
-    s = load_scenario(SCENARIOS / "example.json")
+def test_a_duplicate_id_is_reported_on_both_rows(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)
     batch = [k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None]
     jobs.iloc[batch[1], jobs.columns.get_loc("id")] = s.jobs[batch[0]].id
@@ -56,11 +53,11 @@ def test_a_duplicate_id_is_reported_on_both_rows():
     assert sorted(result.row_issues) == sorted(batch[:2])
 
 
-def test_uploads_accept_json_or_the_csv_pair_in_any_order():
-    base = load_scenario(SCENARIOS / "example.json")
+def test_uploads_accept_json_or_the_csv_pair_in_any_order(scenarios_dir):
+    base = load_scenario(scenarios_dir / "example.json")
     other = (
-        load_scenario(SCENARIOS / "mixed-control.json")
-        if (SCENARIOS / "mixed-control.json").exists()
+        load_scenario(scenarios_dir / "mixed-control.json")
+        if (scenarios_dir / "mixed-control.json").exists()
         else base
     )
     new, source = workload.scenario_from_uploads(

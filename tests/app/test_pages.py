@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,8 @@ from core import views
 from core.io import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
+from tests.paths import DATA_DIR, ROOT, SCENARIOS_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 PAGES = [
     "pages/workload.py",
@@ -23,7 +22,7 @@ PAGES = [
     "pages/horizon_risk.py",
     "pages/benchmarks.py",
 ]
-SCENARIOS = ROOT / "data" / "scenarios"
+SCENARIOS = SCENARIOS_DIR
 DEFAULT = SCENARIOS / (
     "mixed-control.json" if (SCENARIOS / "mixed-control.json").exists() else "example.json"
 )
@@ -335,7 +334,7 @@ def test_forecast_into_the_scenario_demand():
     after = active(at)
     new = after.jobs[after.job_index(job.id)]
     # The demand is the 90% forecast quantile in GPUs, over the scenario's steps.
-    history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
+    history, _ = load_history(DATA_DIR / "histories" / "chat_requests_hourly.csv")
     capacity = next(n.value for n in at.number_input if n.key.startswith("fc_capacity_"))
     window = views.aligned_hours(history.index[-1], before)
     frame = forecast_series(history, window.horizon, 0.8).iloc[list(window.hours)]

@@ -7,18 +7,19 @@ Full-page screenshots (1400 px wide) land in tests/browser/artifacts/ for review
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT, SCENARIOS_DIR
+
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -37,8 +38,10 @@ PAGES = [  # (url path, sidebar link, title): each URL is the page's file name i
     ("demand_forecast", "Demand forecast", "Demand forecast"),
     ("horizon_risk", "Horizon & risk", "Horizon & risk"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
+    ("saved", "Saved & compare", "Saved & compare"),
 ]
 TITLES = [title for _, _, title in PAGES]
+CHART_PAGES = ("plan_compare", "demand_forecast", "horizon_risk", "benchmarks")
 
 pytestmark = [
     pytest.mark.browser,
@@ -55,9 +58,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
-def streamlit_server():
-    """`streamlit run app.py` on a free port; yields its URL once /_stcore/health answers."""
+@contextlib.contextmanager
+def start_app(env: dict[str, str] | None = None):
+    """`streamlit run app.py` on a free localhost port; yields its URL, stops it afterwards."""
     port = _free_port()
     process = subprocess.Popen(
         [
@@ -78,7 +81,7 @@ def streamlit_server():
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -105,15 +108,16 @@ def streamlit_server():
 
 
 @pytest.fixture(scope="module")
-def app_url():
-    with streamlit_server() as url:
+def app_url(tmp_path_factory):
+    workspace = tmp_path_factory.mktemp("workspace") / "workspace.sqlite"
+    with start_app({**os.environ, "GPUPLAN_WORKSPACE": str(workspace)}) as url:
         yield url
 
 
 @pytest.fixture
-def fresh_url():
+def fresh_url(tmp_path):
     """A server no session has used yet: Streamlit still reads pages/ as folder navigation."""
-    with streamlit_server() as url:
+    with start_app({**os.environ, "GPUPLAN_WORKSPACE": str(tmp_path / "ws.sqlite")}) as url:
         yield url
 
 
@@ -233,7 +237,7 @@ def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
         assert page.url.rstrip("/").endswith(url_path)
         no_exception(page)
         assert page.get_by_test_id("stCaptionContainer").first.inner_text().strip()
-        if url_path:
+        if url_path in CHART_PAGES:
             page.locator(".js-plotly-plot").first.wait_for(timeout=30000)  # drawn after the run
         screenshot(page, url_path or "workload")
 
@@ -318,11 +322,7 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
             settle(p)
         default = active_name(b)
         assert active_name(a) == default
-        other = next(
-            p.stem
-            for p in sorted((ROOT / "data" / "scenarios").glob("*.json"))
-            if p.stem != default
-        )
+        other = next(p.stem for p in sorted(SCENARIOS_DIR.glob("*.json")) if p.stem != default)
         choose(a, "Built-in scenario", other)
         expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
         b.reload()
@@ -333,3 +333,35 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
     finally:
         first.close()
         second.close()
+
+
+def test_divergence_scenario_explains_utilization_against_value(app_url, page):
+    from playwright.sync_api import expect
+
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    choose(page, "Built-in scenario", "scale-64-divergence")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: scale-64-divergence")
+    go(page, "Plan & compare", "Plan & compare")
+    page.get_by_role("button", name="Run planners").click()
+    settle(page)
+    no_exception(page)
+    why = page.locator(".st-key-plan_divergence")
+    expect(why).to_contain_text("Allocator (fast).", timeout=30000)
+    text = why.inner_text()
+    assert "Same utilization (allocator 44.6%, FIFO 44.6%)" in text
+    assert "the same completed jobs (27 of 30), +19.8% value" in text
+    for job in ("batch-27", "training-28", "batch-29", "sweep-21", "sweep-22", "sweep-23"):
+        assert f"{job} (priority" in text, job
+    assert "Backfill (conservative)." in text  # every planner run beside FIFO is explained
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30000)
+    screenshot(page, "plan-divergence")
+
+    go(page, "Benchmarks", "Benchmarks")  # the scenario beside the published figures
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=120000)
+    no_exception(page)
+    expect(
+        page.get_by_test_id("stCaptionContainer").filter(has_text="reproduces the scale")
+    ).to_be_visible()
+    screenshot(page, "benchmarks-divergence")

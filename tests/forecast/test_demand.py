@@ -5,7 +5,6 @@ from __future__ import annotations
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,11 +24,11 @@ from core.forecast.demand import (
     load_history,
 )
 from core.model import ScenarioError
+from tests.paths import DATA_DIR, ROOT, TRACES_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
+SAMPLE = DATA_DIR / "histories" / "chat_requests_hourly.csv"
 GENERATOR = ROOT / "scripts" / "make_sample_history.py"
-TRACE = ROOT.parent / "shared" / "traces" / "philly_active_nodes_hourly.csv"
+TRACE = TRACES_DIR / "philly_active_nodes_hourly.csv"
 WEEK = 168
 
 
@@ -234,7 +233,7 @@ def test_bad_bytes_and_missing_file():
     with pytest.raises(ScenarioError, match="not UTF-8"):
         load_history(b"timestamp,requests\n\xff\xfe,1\n", name="traffic.csv")
     with pytest.raises(ScenarioError, match="no such file"):
-        load_history(ROOT / "data" / "histories" / "absent.csv")
+        load_history(DATA_DIR / "histories" / "absent.csv")
 
 
 def test_forecast_series_rejects_bad_arguments(sample):

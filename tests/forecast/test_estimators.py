@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import runpy
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,9 +23,9 @@ from core.forecast.training import (
     size_only_model,
 )
 from core.model import BatchJob, ScenarioError
+from tests.paths import DATA_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "data" / "training" / "runs.csv"
+RUNS = DATA_DIR / "training" / "runs.csv"
 
 
 def example_run(variant: str, params: float = 8.0, **changes) -> TrainingRun:
@@ -63,7 +62,7 @@ def model():
 def test_there_are_22_documented_features_and_10_variants():
     assert len(FEATURES) == 22 and len(VARIANTS) == 10
     assert set(VARIANTS) == {f"{m}_{o}" for m in ("full", "lora") for o in OBJECTIVES}
-    documented = (ROOT / "data" / "training" / "README.md").read_text()
+    documented = (DATA_DIR / "training" / "README.md").read_text()
     for name in FEATURES:
         assert f"`{name}`" in documented, name
     assert list(pd.read_csv(RUNS, nrows=1).columns) == [*FEATURES, "gpus", "gpu_hours"]

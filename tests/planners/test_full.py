@@ -254,9 +254,9 @@ def test_full_plans_are_legal_and_never_worse_than_the_allocator(scenario):
     assert plan.stats["gap"] >= 0.0
 
 
-def test_default_warm_start_is_the_allocator():
+def test_default_warm_start_is_the_allocator(scenarios_dir):
     allocator = pytest.importorskip("core.planners.allocator")
-    scenario = load_scenario("data/scenarios/example.json")
+    scenario = load_scenario(scenarios_dir / "example.json")
     warm = allocator.plan_allocator(scenario)
     plan = plan_full(scenario, time_limit=5.0)
     assert check(scenario, plan) == []
@@ -265,8 +265,8 @@ def test_default_warm_start_is_the_allocator():
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
 
 
-def test_example_through_solve_reports_every_stat():
-    scenario = load_scenario("data/scenarios/example.json")
+def test_example_through_solve_reports_every_stat(scenarios_dir):
+    scenario = load_scenario(scenarios_dir / "example.json")
     plan = solve(scenario, "full", time_limit=5.0, mip_gap=0.0)
     assert plan.planner == "full"
     assert check(scenario, plan) == []
@@ -294,17 +294,17 @@ def _contended() -> Scenario:
     return Scenario("contended", Cluster(8, 60, 12), tuple(jobs), Policy())
 
 
-def test_repeated_solves_in_one_process_agree():
+def test_repeated_solves_in_one_process_agree(scenarios_dir):
     scenario = _contended()
     warm = plan_backfill(scenario)
     first = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
     second = plan_full(scenario, time_limit=20.0, mip_gap=0.0, warm_start=warm)
-    third = plan_full(load_scenario("data/scenarios/example.json"), time_limit=5.0)
+    third = plan_full(load_scenario(scenarios_dir / "example.json"), time_limit=5.0)
     for plan, s in ((first, scenario), (second, scenario)):
         assert check(s, plan) == []
         assert plan.stats["status"] == "optimal"
     assert _close(objective(scenario, first), objective(scenario, second))
-    assert check(load_scenario("data/scenarios/example.json"), third) == []
+    assert check(load_scenario(scenarios_dir / "example.json"), third) == []
     assert third.stats["status"] not in ("solver_failed", "unavailable")
 
 
@@ -459,7 +459,7 @@ def test_an_illegal_warm_start_is_replaced_by_backfill():
     assert _close(plan.stats["allocator_objective"], objective(scenario, plan_backfill(scenario)))
 
 
-def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
+def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys, scenarios_dir):
     import json
 
     from core.cli import main
@@ -468,7 +468,7 @@ def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
     code = main(
         [
             "plan",
-            "data/scenarios/example.json",
+            str(scenarios_dir / "example.json"),
             "--planner",
             "full",
             "--time-limit",
@@ -490,4 +490,4 @@ def test_command_line_full_writes_exports_with_solver_metrics(tmp_path, capsys):
         assert metrics["planner"] == "full"
         assert all(key in metrics for key in STATS_KEYS)
         assert metrics["bound"] >= metrics["objective"] - 1e-9
-    assert main(["check", "data/scenarios/example.json", str(out / "grid.csv")]) == 0
+    assert main(["check", str(scenarios_dir / "example.json"), str(out / "grid.csv")]) == 0

@@ -47,13 +47,13 @@ def test_cli_and_charts_read_the_registry():
     assert set(charts.PLANNER_COLOURS) == set(PLANNER_NAMES)
 
 
-def test_options_go_only_to_the_planners_that_take_them():
+def test_options_go_only_to_the_planners_that_take_them(scenarios_dir):
     assert planner_options("fifo", time_limit=3.0) == {}
     assert planner_options("full", time_limit=3.0, mip_gap=0.0) == {
         "time_limit": 3.0,
         "mip_gap": 0.0,
     }
-    scenario = load_scenario("data/scenarios/example.json")
+    scenario = load_scenario(scenarios_dir / "example.json")
     with pytest.raises(TypeError, match="time_limt"):
         solve(scenario, "allocator", time_limt=3)  # a typo is an error, not ignored
     with pytest.raises(ValueError, match="unknown planner"):
@@ -81,8 +81,8 @@ def test_nan_or_negative_time_limit_and_gap_mean_none():
     assert params.time_limit == 0.0 and params.mip_gap == 0.0
 
 
-def test_params_change_the_plan_as_documented():
-    scenario = load_scenario("data/scenarios/mixed-control.json")
+def test_params_change_the_plan_as_documented(scenarios_dir):
+    scenario = load_scenario(scenarios_dir / "mixed-control.json")
     default = solve(scenario, "allocator")
     one_pack = solve(scenario, "allocator", AllocatorParams(max_packs=1, max_rt_moves=0))
     assert default.stats["runtime_ms"] > 0 and one_pack.stats["runtime_ms"] > 0
@@ -90,8 +90,8 @@ def test_params_change_the_plan_as_documented():
     assert report(scenario, default)["objective"] >= report(scenario, one_pack)["objective"]
 
 
-def test_solve_status_is_the_metrics_json_string():
-    scenario = load_scenario("data/scenarios/example.json")
+def test_solve_status_is_the_metrics_json_string(scenarios_dir):
+    scenario = load_scenario(scenarios_dir / "example.json")
     plan = solve(scenario, "full", time_limit=5.0, max_model_terms=1)
     assert plan.stats["status"] is SolveStatus.TOO_LARGE
     assert json.loads(json.dumps(report(scenario, plan), default=str))["status"] == "too_large"
@@ -99,10 +99,10 @@ def test_solve_status_is_the_metrics_json_string():
     assert all(status.words for status in SolveStatus)
 
 
-def test_metrics_are_apart_from_planner_stats():
+def test_metrics_are_apart_from_planner_stats(scenarios_dir):
     from core.plan import metrics
 
-    scenario = load_scenario("data/scenarios/example.json")
+    scenario = load_scenario(scenarios_dir / "example.json")
     plan = solve(scenario, "full", time_limit=5.0, max_model_terms=1)
     assert "status" not in metrics(scenario, plan)
     assert report(scenario, plan)["status"] == "too_large"

@@ -1,0 +1,127 @@
+"""Alibaba's openb pod list (cluster-trace-gpu-v2023): one pod per row, times in seconds from the
+trace start.
+
+`num_gpu` GPUs per pod; when `num_gpu` is 1, `gpu_milli` is the share of that GPU the pod holds
+(GPU sharing), so it counts `gpu_milli / 1000`. `scheduled_time` is when the pod started (empty:
+never scheduled) and `deletion_time` when it ended. The node list beside the pod list
+(`openb_node_list_*.csv`, column `gpu`) gives the cluster's GPUs for the summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..model import ScenarioError
+from .history import (
+    ImportResult,
+    ImportRules,
+    ImportWindow,
+    TraceInfo,
+    check_order,
+    empty_table,
+    header_of,
+    import_table,
+    is_path,
+    parse_numbers,
+    read_delimited,
+    read_source,
+    require_columns,
+)
+
+FORMAT = "openb"
+COLUMNS = (
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+_REQUIRED = ("name", "num_gpu", "qos", "creation_time", "deletion_time", "scheduled_time")
+
+
+def sniff(name: str, head: str) -> bool:
+    header = set(header_of(head))
+    return {"num_gpu", "gpu_milli", "creation_time"} <= header
+
+
+def read_table(
+    source: str | bytes | Path, name: str | None = None, nodes: str | Path | None = None
+) -> tuple[pd.DataFrame, TraceInfo]:
+    frame, shown = read_delimited(source, name)
+    require_columns(frame, shown, [(c,) for c in _REQUIRED])
+    n = len(frame)
+    rows = np.arange(2, n + 2)
+    table = empty_table(n)
+    table["row"] = rows
+    table["job_id"] = frame["name"].str.strip().to_numpy()
+    table["name"] = table["job_id"]
+    table["qos"] = frame["qos"].str.strip().to_numpy()
+    table["state"] = (
+        frame["pod_phase"].str.strip().str.upper().to_numpy() if "pod_phase" in frame else ""
+    )
+
+    num_gpu = parse_numbers(frame["num_gpu"], shown, "num_gpu", rows)
+    if "gpu_milli" in frame.columns:
+        milli = parse_numbers(frame["gpu_milli"], shown, "gpu_milli", rows)
+        bad = np.flatnonzero(milli > 1000)
+        if len(bad):
+            raise ScenarioError(
+                f"{shown}: row {rows[bad[0]]}: gpu_milli must be at most 1000, got "
+                f"{frame['gpu_milli'].iat[bad[0]]!r}"
+            )
+        shared = (num_gpu == 1) & np.isfinite(milli) & (milli > 0)
+        gpus = np.where(shared, milli / 1000.0, num_gpu)
+    else:
+        gpus = num_gpu
+    table["gpus"] = np.nan_to_num(gpus, nan=0.0)
+
+    submit = parse_numbers(frame["creation_time"], shown, "creation_time", rows, minimum=None)
+    start = parse_numbers(frame["scheduled_time"], shown, "scheduled_time", rows, minimum=None)
+    end = parse_numbers(frame["deletion_time"], shown, "deletion_time", rows, minimum=None)
+    table["submit"], table["start"], table["end"] = submit, start, end
+    check_order(table, shown, "scheduled_time", "deletion_time")
+    stamps = np.concatenate([submit, start, end])
+    stamps = stamps[np.isfinite(stamps)]
+    info = TraceInfo(name=shown, format=FORMAT, relative=True, rows=n)
+    info.end = float(stamps.max()) if len(stamps) else float("nan")
+    info.cluster_gpus = _cluster_gpus(source, nodes)
+    if info.cluster_gpus:
+        info.notes.append(f"the node list gives the trace's cluster {info.cluster_gpus:,} GPUs")
+    return table, info
+
+
+def read_history(
+    source: str | bytes | Path,
+    window: ImportWindow | None = None,
+    rules: ImportRules | None = None,
+    *,
+    name: str | None = None,
+    nodes: str | Path | None = None,
+) -> ImportResult:
+    table, info = read_table(source, name, nodes)
+    return import_table(table, info, window, rules)
+
+
+def _cluster_gpus(source: str | bytes | Path, nodes: str | Path | None) -> int | None:
+    """Total `gpu` of the node list given, or of the one beside a pod list file."""
+    if nodes is None:
+        if not is_path(source):
+            return None
+        candidates = sorted(Path(source).parent.glob("openb_node_list*.csv"))
+        if not candidates:
+            return None
+        nodes = candidates[0]
+    frame, shown = read_delimited(nodes, None)
+    require_columns(frame, shown, [("gpu",)])
+    read_source(nodes)
+    gpus = parse_numbers(frame["gpu"], shown, "gpu", np.arange(2, len(frame) + 2))
+    return int(np.nansum(gpus))

@@ -1,0 +1,70 @@
+"""AppTest of the Saved page on a real workspace file: save, survive a new session, compare."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.io import load_scenario
+from core.workspace import Workspace
+from tests.paths import ROOT, SCENARIOS_DIR
+
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture
+def workspace_file(tmp_path, monkeypatch):
+    path = tmp_path / "workspace.sqlite"
+    monkeypatch.setenv("GPUPLAN_WORKSPACE", str(path))
+    return path
+
+
+def saved_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/saved.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_saved_workload_is_there_in_a_new_session_and_opens(workspace_file):
+    at = saved_page()
+    assert any("Nothing saved yet" in i.value for i in at.info)
+    at.text_input(key=f"saved_name_{at.session_state['scenario_version']}").set_value(
+        "my cluster day"
+    ).run()
+    at.button(key="saved_save").click().run()
+    assert not at.exception and any("my cluster day" in s.value for s in at.success)
+    assert [x.name for x in Workspace(workspace_file).scenarios()] == ["my cluster day"]
+
+    fresh = saved_page()  # a reload: a new session on the same workspace file
+    assert fresh.selectbox(key="saved_pick").options == ["my cluster day"]
+    fresh.selectbox(key="saved_pick").set_value("my cluster day")
+    fresh.button(key="saved_open").click().run()
+    assert not fresh.exception
+    assert fresh.session_state["scenario_source"] == "saved: my cluster day"
+
+
+def test_runs_saved_from_the_session_can_be_compared(workspace_file):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/plan_compare.py").run()  # plans fifo, backfill and the allocator
+    at.switch_page("pages/saved.py").run()
+    at.button(key="saved_save_runs").click().run()
+    assert not at.exception
+    ws = Workspace(workspace_file)
+    assert {r.planner for r in ws.runs()} >= {"fifo", "allocator"}
+    at.run()
+    assert at.selectbox(key="saved_run_a") is not None
+    assert any(df.value.columns.tolist()[:1] == ["KPI"] for df in at.dataframe)
+    expected = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    assert ws.load_scenario(expected.name) == expected
+
+
+def test_an_unusable_workspace_is_a_message_and_keeps_the_workload(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("GPUPLAN_WORKSPACE", str(blocker / "ws.sqlite"))
+    at = saved_page()
+    assert any("cannot be used" in e.value for e in at.error)
+    assert at.session_state["scenario"].name == "mixed-control"
