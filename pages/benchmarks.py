@@ -200,8 +200,8 @@ st.caption(
     "Published figures (SPEC section 6) where they exist; a blank means none was published "
     "for that scenario and planner. '=FIFO': the SPEC publishes scale-64's allocator "
     "utilization as FIFO's very figure (44.9%), its published gain coming from which jobs "
-    "ran; scale-64-divergence reproduces that tie (the same utilization and completions, more "
-    "value). Every plan above passed core.plan.check"
+    "ran; scale-64-divergence reproduces the scale test's tie (the same utilization and "
+    "completions, more value). Every plan above passed core.plan.check"
     + (" except those listed." if len(illegal) else ".")
 )
 st.markdown(

@@ -38,9 +38,9 @@ PAGES = [  # (url path, sidebar link, title): each URL is the page's file name i
     ("demand_forecast", "Demand forecast", "Demand forecast"),
     ("horizon_risk", "Horizon & risk", "Horizon & risk"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
-    ("saved", "Saved & compare", "Saved & compare"),
+    ("saved", "Saved & compare", "Saved scenarios & runs"),
 ]
-TITLES = [title for _, _, title in PAGES]
+TITLES = [link for _, link, _ in PAGES]  # what the sidebar lists
 CHART_PAGES = ("plan_compare", "demand_forecast", "horizon_risk", "benchmarks")
 
 pytestmark = [
@@ -247,7 +247,7 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
     settle(page)
     with page.expect_download() as scenario_download:
-        page.get_by_test_id("stDownloadButton").filter(has_text="scenario.json").click()
+        page.get_by_test_id("stDownloadButton").filter(has_text=".json").first.click()
     scenario_file = tmp_path / "scenario.json"
     scenario_download.value.save_as(scenario_file)
 
@@ -282,6 +282,44 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("legal:")
+
+
+def test_an_uploaded_csv_pair_becomes_the_named_active_workload(app_url, page, tmp_path):
+    from playwright.sync_api import expect
+
+    from core.io import load_scenario, scenario_from_json, scenario_to_tables
+
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    example = load_scenario(SCENARIOS_DIR / "example.json")
+    jobs_csv, demand_csv = scenario_to_tables(example)
+    files = [tmp_path / "team-a_jobs.csv", tmp_path / "team-a_demand.csv"]
+    files[0].write_text(jobs_csv)
+    files[1].write_text(demand_csv)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files([str(f) for f in files])
+    success = page.get_by_test_id("stAlertContentSuccess")
+    success.wait_for(timeout=30000)
+    settle(page)
+    no_exception(page)
+    assert f"Loaded {len(example.jobs)} jobs" in success.inner_text()
+    assert "team-a_jobs.csv" in success.inner_text()
+    # The sidebar, the heading and the built-in selector follow the upload at once.
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    assert page.get_by_role("heading", name="team-a", level=3).count() == 1
+    selector = page.get_by_test_id("stSelectbox").filter(has_text="Built-in scenario")
+    shown = selector.locator("input").get_attribute("placeholder") or selector.inner_text()
+    assert "team-a: pick a built-in" in shown
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+    # The JSON download is named after the pair, and it is the uploaded workload.
+    with page.expect_download() as download:
+        page.get_by_test_id("stDownloadButton").filter(has_text="team-a.json").click()
+    assert download.value.suggested_filename == "team-a.json"
+    saved = tmp_path / "team-a.json"
+    download.value.save_as(saved)
+    loaded = scenario_from_json(saved.read_text(), saved.name)
+    assert loaded.name == "team-a" and loaded.jobs == example.jobs
+    screenshot(page, "workload-uploaded")
 
 
 def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tmp_path):
