@@ -387,3 +387,18 @@ def published_utilization_text(published: Mapping[str, Any], planner: str) -> st
     if planner != "fifo" and fifo is not None and abs(float(value) - float(fifo)) < 1e-12:
         return f"{float(value):.1%} (=FIFO)"
     return f"{float(value):.1%}"
+
+
+def published_text(
+    published: Mapping[str, Any], planner: str, value_gain: Any = None, completed: Any = ""
+) -> str:
+    """One cell with everything published for a row's planner: 'util. 87.0% · +105.0%'."""
+    parts = []
+    util = published_utilization_text(published, planner)
+    if util:
+        parts.append(f"util. {util}")
+    if value_gain is not None and not (isinstance(value_gain, float) and math.isnan(value_gain)):
+        parts.append(f"{float(value_gain):+.1%}")
+    if completed:
+        parts.append(f"done {completed}")
+    return " · ".join(parts)

@@ -126,20 +126,19 @@ def _fewer_done_example(rows: pd.DataFrame) -> str:
 
 
 shown = table[["scenario", "planner", "gpus"]].copy()
-for column in ("utilization", "value_gain", "published_value_gain", "rt_coverage"):
+for column in ("utilization", "value_gain", "rt_coverage"):
     shown[column] = pd.to_numeric(table[column], errors="coerce") * 100
 shown.loc[table["planner"] == BASELINE, "value_gain"] = float("nan")  # the baseline itself
-shown["published_utilization"] = [
-    views.published_utilization_text(PUBLISHED.get(scenario, {}), planner)
-    for scenario, planner in zip(table["scenario"], table["planner"], strict=True)
-]
 shown = shown.assign(
     value=table["value"],
     completed=table["completed"],
-    published_completed=table["published_completed"],
-    objective=table["objective"],
     runtime=[common.format_ms(ms) for ms in table["runtime_ms"]],
-    legal=table["legal"],
+    published=[
+        views.published_text(
+            PUBLISHED.get(r.scenario, {}), r.planner, r.published_value_gain, r.published_completed
+        )
+        for r in table.itertuples(index=False)
+    ],
 )
 shown = shown[
     [
@@ -147,14 +146,12 @@ shown = shown[
         "planner",
         "gpus",
         "utilization",
-        "published_utilization",
         "value",
         "value_gain",
-        "published_value_gain",
         "completed",
-        "published_completed",
         "rt_coverage",
         "runtime",
+        "published",
     ]
 ]
 percent = "%.1f%%"
@@ -172,22 +169,19 @@ st.dataframe(
         "planner": st.column_config.TextColumn(**small),
         "gpus": st.column_config.NumberColumn("GPUs", **small),
         "utilization": st.column_config.NumberColumn("util.", format=percent, **small),
-        "published_utilization": st.column_config.TextColumn(
-            "published util.", help="SPEC section 6; blank where none was published"
-        ),
         "value": st.column_config.NumberColumn(
             "value", format="%.1f", help="Priority-weighted GPU-hours", **small
         ),
         "value_gain": st.column_config.NumberColumn("vs FIFO", format="%+.1f%%", **small),
-        "published_value_gain": st.column_config.NumberColumn(
-            "published gain", format="%+.1f%%", **small
-        ),
         "completed": st.column_config.TextColumn("done", help="Batch jobs completed", **small),
-        "published_completed": st.column_config.TextColumn(
-            "published done", help="The published completions for this row's planner", **small
-        ),
         "rt_coverage": st.column_config.NumberColumn("coverage", format=percent, **small),
         "runtime": st.column_config.TextColumn("runtime", help="Median planner runtime", **small),
+        "published": st.column_config.TextColumn(
+            "published (SPEC 6)",
+            width="medium",
+            help="What the SPEC publishes for this row's planner: utilization, value gain over "
+            "FIFO, completed jobs; blank where nothing was published",
+        ),
     },
 )
 illegal = table[~table["legal"].astype(bool)]

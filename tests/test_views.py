@@ -283,3 +283,15 @@ def test_a_published_utilization_equal_to_fifos_says_so():
     assert views.published_utilization_text(scale, "allocator") == "44.9% (=FIFO)"
     assert views.published_utilization_text(PUBLISHED["training-heavy"], "allocator") == "87.0%"
     assert views.published_utilization_text(PUBLISHED["training-heavy"], "backfill") == ""
+
+
+def test_everything_published_for_a_row_fits_one_cell():
+    from core.bench import PUBLISHED
+
+    scale = PUBLISHED["scale-64"]
+    assert (
+        views.published_text(scale, "allocator", 0.159, "27/30")
+        == "util. 44.9% (=FIFO) · +15.9% · done 27/30"
+    )
+    assert views.published_text(PUBLISHED["mixed-control"], "fifo") == "util. 51.6%"
+    assert views.published_text(PUBLISHED["mixed-control"], "backfill", float("nan")) == ""

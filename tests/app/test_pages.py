@@ -494,7 +494,7 @@ def test_benchmarks_table_matches_run_bench():
         assert mine["value"] == pytest.approx(row["value"])
     scale = table[(table["scenario"] == "scale-64") & (table["planner"] == "allocator")]
     if len(scale):
-        assert scale["published_utilization"].iloc[0] == "44.9% (=FIFO)"
+        assert scale["published"].iloc[0].startswith("util. 44.9% (=FIFO)")
     text = " ".join(m.value for m in at.markdown)
     assert "only FIFO" in text and "Fewer jobs done, more value" in text
 
