@@ -125,7 +125,7 @@ def _fewer_done_example(rows: pd.DataFrame) -> str:
     return ""
 
 
-shown = table[["scenario", "planner", "gpus"]].copy()
+shown = table[["scenario", "planner"]].copy()
 for column in ("utilization", "value_gain", "rt_coverage"):
     shown[column] = pd.to_numeric(table[column], errors="coerce") * 100
 shown.loc[table["planner"] == BASELINE, "value_gain"] = float("nan")  # the baseline itself
@@ -144,7 +144,6 @@ shown = shown[
     [
         "scenario",
         "planner",
-        "gpus",
         "utilization",
         "value",
         "value_gain",
@@ -165,9 +164,8 @@ st.dataframe(
     height=min(36 * (len(shown) + 1) + 4, 800),
     column_order=list(shown.columns),
     column_config={
-        "scenario": st.column_config.TextColumn(width="medium"),
+        "scenario": st.column_config.TextColumn(width=160),
         "planner": st.column_config.TextColumn(**small),
-        "gpus": st.column_config.NumberColumn("GPUs", **small),
         "utilization": st.column_config.NumberColumn("util.", format=percent, **small),
         "value": st.column_config.NumberColumn(
             "value", format="%.1f", help="Priority-weighted GPU-hours", **small
@@ -178,7 +176,7 @@ st.dataframe(
         "runtime": st.column_config.TextColumn("runtime", help="Median planner runtime", **small),
         "published": st.column_config.TextColumn(
             "published (SPEC 6)",
-            width="medium",
+            width=250,
             help="What the SPEC publishes for this row's planner: utilization, value gain over "
             "FIFO, completed jobs; blank where nothing was published",
         ),
