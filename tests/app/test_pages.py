@@ -624,3 +624,23 @@ def test_an_estimate_that_cannot_finish_in_the_horizon_is_warned_with_its_earlie
     warning = " ".join(w.value for w in at.warning)
     assert f"step {check.earliest_finish_step}" in warning
     assert "cannot complete" in warning or "never run" in warning
+
+
+def test_a_pair_that_does_not_fit_the_horizon_says_how_to_fix_it():
+    at = open_page()
+    before = active(at)
+    longer = views.with_cluster(
+        before, gpus=before.cluster.gpus, horizon_steps=48, step_minutes=60, start=None
+    )
+    jobs_csv, demand_csv = scenario_to_tables(longer)  # 48 steps of demand for a 24-step cluster
+    uploader(at).set_value(
+        [
+            ("jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception
+    shown = errors(at)
+    assert "past the horizon" in shown
+    assert "set the horizon under 'Cluster and horizon'" in shown
+    assert active(at) == before
