@@ -339,11 +339,11 @@ def utilization_value_figure(
     if base is not None and float(base["utilization"]) > 0 and float(base["value"]) > 0:
         util_index = util / float(base["utilization"]) * 100
         value_index = value / float(base["value"]) * 100
-        axis_title = f"index ({baseline} = 100)"
+        axis_title = f"index: {baseline} = 100"
     else:
         util_index = util / max(util.max(), 1e-12) * 100
         value_index = value / max(value.max(), 1e-12) * 100
-        axis_title = "index (best planner = 100)"
+        axis_title = "index: best planner = 100"
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -362,9 +362,11 @@ def utilization_value_figure(
             x=planners,
             y=value_index,
             marker_color=METRIC_COLOURS["value"],
-            text=[f"{v:,.0f}" for v in value],
+            text=[f"{v:,.0f}<br>weighted GPU-h" for v in value],
             textposition="outside",
-            hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
+            customdata=value,
+            hovertemplate="%{x}: value %{customdata:,.1f} priority-weighted GPU-hours "
+            "(index %{y:.0f})<extra></extra>",
         )
     )
     top = float(max(util_index.max(initial=0), value_index.max(initial=0)))
@@ -372,7 +374,7 @@ def utilization_value_figure(
     fig.update_layout(
         barmode="group",
         height=360,
-        title="Utilization vs priority-weighted value",
+        title="Utilization vs priority-weighted value (bar height: index; label: absolute)",
         margin={"l": 50, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
@@ -676,7 +678,7 @@ def idle_windows_figure(
         plot_bgcolor="white",
         showlegend=len(windows) <= 12,
         xaxis={
-            "title": "step",
+            "title": "time" if labels else "step",
             "range": [-0.5, steps - 0.5],
             "gridcolor": "#eee",
             **(_label_ticks(labels, max_ticks=6) if labels else {}),

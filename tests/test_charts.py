@@ -186,3 +186,16 @@ def test_coinciding_real_time_allocations_are_both_visible_and_said(scenarios_di
         assert backfill_line.name == "backfill allocated (same as fifo)"
     # The earlier line is wider, so the later one drawn on top never hides it.
     assert fifo_line.line.width > backfill_line.line.width
+
+
+def test_the_utilization_value_chart_names_its_index_and_its_absolute_labels():
+    m = {
+        "fifo": {"utilization": 0.5, "value": 1200.0},
+        "allocator": {"utilization": 0.75, "value": 3000.0},
+    }
+    fig = charts.utilization_value_figure(m)
+    assert fig.layout.yaxis.title.text == "index: fifo = 100"
+    util, value = fig.data
+    assert list(util.y) == pytest.approx([100, 150]) and list(value.y) == pytest.approx([100, 250])
+    assert list(util.text) == ["50.0%", "75.0%"]
+    assert list(value.text) == ["1,200<br>weighted GPU-h", "3,000<br>weighted GPU-h"]
