@@ -24,6 +24,7 @@ PAGES = [
     st.Page("pages/plan_compare.py", title="Plan & compare", icon=":material/compare:"),
     st.Page("pages/demand_forecast.py", title="Demand forecast", icon=":material/trending_up:"),
     st.Page("pages/horizon_risk.py", title="Horizon & risk", icon=":material/timeline:"),
+    st.Page("pages/capacity.py", title="Capacity", icon=":material/stacked_line_chart:"),
     st.Page("pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
     st.Page("pages/saved.py", title="Saved & compare", icon=":material/bookmarks:"),
 ]

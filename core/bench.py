@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .io import load_scenario
+from .formats import load_scenario
 from .model import BATCH_TYPES, BatchJob, Cluster, RealtimeJob, Scenario
 from .plan import check, metrics, report
 from .planners import BASELINE, FAST, planner_spec, solve

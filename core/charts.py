@@ -821,3 +821,126 @@ def demand_figure(scenario: Scenario) -> go.Figure:
     )
     fig.update_xaxes(**_time_axis(scenario, max_ticks=8), tickangle=0)
     return fig
+
+
+CAPACITY_METRICS = (
+    ("value", "value (priority GPU-h)", None),
+    ("rt_coverage", "real-time coverage", ".0%"),
+    ("utilization", "utilization", ".0%"),
+    ("completed_jobs", "completed jobs", None),
+)
+_CAPACITY_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def capacity_figure(
+    rows: pd.DataFrame, marks: Sequence[Mapping[str, Any]] = (), title: str | None = None
+) -> go.Figure:
+    """Value, coverage, utilization and completed jobs against GPUs: one panel row per metric,
+    one column per demand scale, one line per planner (dashes tell apart the settings of the
+    other swept parameters). `marks` (core.sweep.smallest_sizes entries) put a star on each
+    line at the smallest size meeting the targets. Invalid points (an `error`) are left out."""
+    from plotly.subplots import make_subplots
+
+    valid = rows
+    if "error" in rows:
+        valid = rows[rows["error"].fillna("").astype(str) == ""]
+    scales = sorted(valid["demand_scale"].unique()) if len(valid) else [1.0]
+    others = [
+        c
+        for c in ("work_scale", "penalty_weight", "decay")
+        if c in valid and valid[c].nunique() > 1
+    ]
+    fig = make_subplots(
+        rows=len(CAPACITY_METRICS),
+        cols=len(scales),
+        shared_xaxes=True,
+        column_titles=[f"demand x{s:g}" for s in scales],
+        vertical_spacing=0.05,
+        horizontal_spacing=0.04,
+    )
+    planners = [p for p in PLANNER_ORDER if p in set(valid.get("planner", []))]
+    settings = sorted({tuple(r) for r in valid[others].itertuples(index=False)}) if others else [()]
+    marked = {
+        (m["planner"], m["demand_scale"], *(m[c] for c in others)): m["gpus"]
+        for m in marks
+        if m.get("gpus") is not None
+    }
+    for planner in planners:
+        for k, setting in enumerate(settings):
+            name = planner + "".join(f" {c}={v:g}" for c, v in zip(others, setting, strict=True))
+            colour = PLANNER_COLOURS.get(planner, "#333333")
+            dash = _CAPACITY_DASHES[k % len(_CAPACITY_DASHES)]
+            part = valid[valid["planner"] == planner]
+            for c, v in zip(others, setting, strict=True):
+                part = part[part[c] == v]
+            for col, scale in enumerate(scales, start=1):
+                line = part[part["demand_scale"] == scale].sort_values("gpus")
+                star = marked.get((planner, scale, *setting))
+                for row_no, (metric, label, fmt) in enumerate(CAPACITY_METRICS, start=1):
+                    number = "%{y:.1%}" if fmt else "%{y:,.4g}"
+                    fig.add_trace(
+                        go.Scatter(
+                            x=line["gpus"],
+                            y=line[metric],
+                            mode="lines+markers",
+                            name=name,
+                            legendgroup=name,
+                            showlegend=row_no == 1 and col == 1,
+                            line={"color": colour, "dash": dash, "width": 2},
+                            marker={"size": 6},
+                            hovertemplate=f"%{{x}} GPUs: {label} {number}<extra>{name}</extra>",
+                        ),
+                        row=row_no,
+                        col=col,
+                    )
+                    at = line[line["gpus"] == star]
+                    if star is not None and len(at):
+                        fig.add_trace(
+                            go.Scatter(
+                                x=at["gpus"],
+                                y=at[metric],
+                                mode="markers",
+                                name=f"{name}: smallest size meeting the targets",
+                                legendgroup=name,
+                                showlegend=False,
+                                marker={
+                                    "symbol": "star",
+                                    "size": 16,
+                                    "color": colour,
+                                    "line": {"width": 1, "color": "#212529"},
+                                },
+                                hovertemplate=(
+                                    f"{name}: smallest size meeting the targets, "
+                                    f"%{{x}} GPUs<extra></extra>"
+                                ),
+                            ),
+                            row=row_no,
+                            col=col,
+                        )
+    for row_no, (_, label, fmt) in enumerate(CAPACITY_METRICS, start=1):
+        for col in range(1, len(scales) + 1):
+            fig.update_yaxes(
+                tickformat=fmt or ",",
+                gridcolor="#eee",
+                rangemode="tozero",
+                range=[0, 1.05] if fmt else None,
+                title=label if col == 1 else None,
+                row=row_no,
+                col=col,
+            )
+            if row_no == len(CAPACITY_METRICS):
+                fig.update_xaxes(title="GPUs", row=row_no, col=col)
+    fig.update_xaxes(gridcolor="#eee")
+    fig.update_layout(
+        height=210 * len(CAPACITY_METRICS) + 120,
+        title={
+            "text": title
+            or "Capacity what-ifs against GPUs (stars: smallest size meeting the targets)",
+            "y": 0.99,
+            "yanchor": "top",
+        },
+        margin={"l": 70, "r": 20, "t": 110, "b": 50},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "x": 0.0},
+    )
+    return fig

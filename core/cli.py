@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .model import ScenarioError
-from .planners import FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
+from .model import MAX_STEPS, ScenarioError
+from .planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -26,13 +27,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as e:  # writing an output the checks at parse time could not foresee
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}cannot write ({e.strerror or e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with bad arguments as one `error:` line (exit 2), not a usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gpuplan",
         description="Plan who runs where on a GPU cluster (see the README for the model).",
     )
@@ -75,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--out",
+        type=_out_folder,
         metavar="DIR",
         help="write grid.csv, assignments.csv, realtime.csv and metrics.json (one folder per "
         "planner under DIR when several)",
@@ -96,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--repeat",
-        type=int,
+        type=_positive_int,
         default=20,
         help="runs per planner for the median runtime (default 20; full: 1)",
     )
@@ -113,21 +126,31 @@ def _parser() -> argparse.ArgumentParser:
     forecast.add_argument("history_csv")
     forecast.add_argument("--column", help="column to forecast (default: the first numeric)")
     forecast.add_argument(
-        "--horizon", type=int, default=168, metavar="H", help="hours to forecast (default 168)"
+        "--horizon",
+        type=_horizon_hours,
+        default=168,
+        metavar="H",
+        help=f"hours to forecast (default 168, at most {MAX_STEPS:,})",
     )
     forecast.add_argument(
-        "--level", type=float, default=0.9, metavar="L", help="central interval level (default 0.9)"
+        "--level",
+        type=_level,
+        default=0.9,
+        metavar="L",
+        help="central interval level, 0.001..0.999 (default 0.9)",
     )
-    forecast.add_argument("--out", metavar="CSV", help="write the forecast here, not stdout")
+    forecast.add_argument(
+        "--out", type=_out_file, metavar="CSV", help="write the forecast here, not stdout"
+    )
     forecast.set_defaults(run=_run_forecast)
 
     simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
     simulate.add_argument("scenario")
-    simulate.add_argument("--days", type=_positive_float, default=1.0, metavar="D")
+    simulate.add_argument("--days", type=_days, default=1.0, metavar="D")
     simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
-    simulate.add_argument("--replan-minutes", type=int, default=60, metavar="M")
+    simulate.add_argument("--replan-minutes", type=_positive_int, default=60, metavar="M")
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
-    simulate.add_argument("--out", metavar="DIR")
+    simulate.add_argument("--out", type=_out_folder, metavar="DIR")
     simulate.set_defaults(run=_run_simulate)
 
     workspace = sub.add_parser(
@@ -148,7 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     export = actions.add_parser("export", help="write a saved scenario as JSON")
     export.add_argument("name")
-    export.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--out", type=_out_file, metavar="FILE", help="write here instead of stdout"
+    )
     delete = actions.add_parser("delete", help="delete a saved scenario and its runs")
     delete.add_argument("name")
     workspace.set_defaults(run=_run_workspace)
@@ -174,6 +199,33 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
     history.add_argument("--out", required=True, metavar="scenario.json")
     history.set_defaults(run=_run_import)
+
+    sweep = sub.add_parser("sweep", help="capacity what-ifs: every planner at every point")
+    sweep.add_argument("scenario")
+    sweep.add_argument("--gpus", metavar="L", help="cluster sizes, e.g. 8,16,32")
+    sweep.add_argument("--demand-scale", metavar="L", help="real-time demand factors, e.g. 1,1.2")
+    sweep.add_argument("--work-scale", metavar="L", help="batch gpu_hours factors, e.g. 1,1.5")
+    sweep.add_argument("--penalty", metavar="L", help="penalty weights, e.g. 5,8")
+    sweep.add_argument("--decay", metavar="L", help="per-step decays, e.g. 0.97")
+    sweep.add_argument("--planners", metavar="L", default=f"{BASELINE},{FAST}")
+    engine = sweep.add_mutually_exclusive_group()
+    engine.add_argument("--workers", metavar="N", help="local worker processes (default: cores)")
+    engine.add_argument(
+        "--scheduler", metavar="ADDR", help="a running Dask scheduler (or DASK_SCHEDULER_ADDRESS)"
+    )
+    sweep.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    sweep.add_argument("--out", metavar="DIR", required=True, help="writes DIR/sweep.csv")
+    sweep.set_defaults(run=_run_sweep)
+
+    size = sub.add_parser("size", help="smallest multiple of --step GPUs meeting the targets")
+    size.add_argument("scenario")
+    size.add_argument("--coverage", metavar="X", help="rt_coverage target in [0, 1]")
+    size.add_argument("--completed", metavar="Y", help="completed/batch jobs target in [0, 1]")
+    size.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
+    size.add_argument("--step", metavar="S", default="8")
+    size.add_argument("--max-gpus", metavar="N")
+    size.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    size.set_defaults(run=_run_size)
     return parser
 
 
@@ -191,18 +243,97 @@ def _planner_list(text: str) -> list[str]:
     return names
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    value = float(text)
+    value = _finite_float(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _days(text: str) -> float:
+    """Days to simulate: no more than the longest horizon (10,080 steps of one week) holds."""
+    value = _positive_float(text)
+    longest = MAX_STEPS * 7
+    if value > longest:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {longest:,} ({MAX_STEPS:,} steps of a week), got {text}"
+        )
+    return value
+
+
+def _horizon_hours(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_STEPS:,} hours, got {text}")
+    return value
+
+
+def _level(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.001 <= value <= 0.999:
+        raise argparse.ArgumentTypeError(f"must be between 0.001 and 0.999, got {text}")
+    return value
+
+
+def _out_folder(text: str) -> Path:
+    """An output folder: existing and writable, or creatable inside a writable folder."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    _writable_ancestor(path if path.exists() else path.parent, text)
+    return path
+
+
+def _out_file(text: str) -> Path:
+    """An output file: not a folder, in an existing folder that can be written."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    parent = path.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {parent} does not exist (for {text})")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written (no permission)")
+    _writable_ancestor(parent, text)
+    return path
+
+
+def _writable_ancestor(folder: Path, text: str) -> None:
+    """The nearest existing folder on the way to `folder` must be a folder we may write in."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{existing} is a file, so {text} cannot be made")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write in {existing} (no permission) for {text}")
 
 
 def _planner_options(args: argparse.Namespace) -> dict:
@@ -217,7 +348,7 @@ def _exact_names() -> str:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json, write_exports
+    from .formats import load_scenario, metrics_to_json, write_exports
     from .plan import check, report
     from .planners import solve
 
@@ -337,7 +468,7 @@ def format_plan_table(reports: dict[str, dict]) -> str:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from .io import load_scenario, plan_from_grid_csv, read_text
+    from .formats import load_scenario, plan_from_grid_csv, read_text
     from .plan import check
 
     scenario = load_scenario(args.scenario)
@@ -364,7 +495,7 @@ def _run_bench(args: argparse.Namespace) -> int:
 
         rows += run_generated(args.planners, repeat=args.repeat)
     if args.json:
-        from .io import json_safe
+        from .formats import json_safe
 
         print(json.dumps(json_safe(rows), indent=2))
     else:
@@ -375,10 +506,6 @@ def _run_bench(args: argparse.Namespace) -> int:
 def _run_forecast(args: argparse.Namespace) -> int:
     from .forecast.demand import forecast_file
 
-    if args.horizon < 1:
-        raise ScenarioError(f"--horizon must be at least 1 hour, got {args.horizon}")
-    if not 0 < args.level < 1:
-        raise ScenarioError(f"--level must be between 0 and 1, got {args.level}")
     table, warnings = forecast_file(
         args.history_csv, column=args.column, horizon=args.horizon, level=args.level
     )
@@ -393,10 +520,16 @@ def _run_forecast(args: argparse.Namespace) -> int:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from .io import load_scenario, metrics_to_json
+    from .formats import load_scenario, metrics_to_json
     from .rolling import simulate, write_simulation
 
     scenario = load_scenario(args.scenario)
+    step = scenario.cluster.step_minutes
+    if args.replan_minutes % step:  # rolling would round it to whole steps: say so instead
+        raise ScenarioError(
+            f"--replan-minutes {args.replan_minutes} is not a whole number of the scenario's "
+            f"{step}-minute steps"
+        )
     result = simulate(
         scenario,
         days=args.days,
@@ -411,7 +544,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 
 def _run_workspace(args: argparse.Namespace) -> int:
-    from .io import load_scenario, scenario_to_json
+    from .formats import load_scenario, scenario_to_json
     from .planners import solve
     from .workspace import Workspace
 
@@ -452,8 +585,8 @@ def _run_workspace(args: argparse.Namespace) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     import contextlib
 
+    from .formats import json_safe, scenario_to_json
     from .formats.history import ImportRules, ImportWindow, format_summary, import_history
-    from .io import json_safe, scenario_to_json
 
     start = args.start
     if start is not None:
@@ -472,6 +605,116 @@ def _run_import(args: argparse.Namespace) -> int:
     as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
     print(format_summary(result.summary, result.as_run))
     print(f"wrote {out} and {as_run_path}")
+    return EXIT_OK
+
+
+def _number_list(flag: str, text: str | None, *, integer: bool = False) -> list[float] | None:
+    """A comma list of numbers from the command line (None when the flag was not given)."""
+    if text is None:
+        return None
+    values = []
+    for part in text.split(","):
+        values.append(_number(flag, part.strip(), integer=integer))
+    return values
+
+
+def _number(flag: str, text: str | None, *, integer: bool = False) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        kind = "whole numbers" if integer else "numbers"
+        raise ScenarioError(f"{flag}: {text!r} is not a number (give {kind})") from None
+    if integer and value.is_integer():
+        return int(value)
+    if integer:
+        raise ScenarioError(f"{flag}: {text!r} is not a whole number")
+    return value
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    import time
+
+    from .formats import load_scenario
+    from .sweep import dask_client, engine_label, run_sweep, sweep_points, sweep_to_csv
+
+    planners = [p.strip() for p in args.planners.split(",")]
+    unknown = [p for p in planners if p not in PLANNER_NAMES]
+    if not planners or unknown:
+        raise ScenarioError(
+            f"--planners: {', '.join(repr(p) for p in unknown) or 'none'} not among "
+            f"{', '.join(PLANNER_NAMES)}"
+        )
+    workers = _number("--workers", args.workers, integer=True)
+    if workers is not None and workers < 1:
+        raise ScenarioError(f"--workers: must be at least 1, got {args.workers}")
+    scenario = load_scenario(args.scenario)
+    points = sweep_points(
+        scenario,
+        gpus=_number_list("--gpus", args.gpus, integer=True),
+        demand_scale=_number_list("--demand-scale", args.demand_scale),
+        work_scale=_number_list("--work-scale", args.work_scale),
+        penalty_weight=_number_list("--penalty", args.penalty),
+        decay=_number_list("--decay", args.decay),
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    options = {p: planner_options(p, time_limit=args.time_limit) for p in planners}
+
+    def progress(done: int, total: int, row: dict) -> None:
+        where = " ".join(f"{k}={row[k]:g}" for k in ("gpus", "demand_scale", "work_scale"))
+        note = " (invalid point)" if row["error"] else ""
+        print(f"[{done}/{total}] {row['planner']} {where}{note}", file=sys.stderr, flush=True)
+
+    started = time.perf_counter()
+    with dask_client(workers, args.scheduler) as client:
+        engine = engine_label(client)
+        ready = time.perf_counter()
+        rows = run_sweep(client, scenario, points, planners, options=options, progress=progress)
+        seconds = time.perf_counter() - ready
+    startup = ready - started
+    (out / "sweep.csv").write_text(sweep_to_csv(rows), encoding="utf-8")
+    invalid = sum(1 for r in rows if r["error"])
+    print(
+        f"{len(points)} point(s) x {len(planners)} planner(s) = {len(rows)} run(s) on {engine} "
+        f"in {seconds:.2f} s (+{startup:.2f} s to connect); {invalid} invalid; "
+        f"wrote {out / 'sweep.csv'}"
+    )
+    for planner in planners:
+        valid = [r for r in rows if r["planner"] == planner and not r["error"]]
+        if valid:
+            best = max(valid, key=lambda r: (r["value"], -r["gpus"]))
+            print(
+                f"  {planner}: highest value {best['value']:.1f} at {best['gpus']} GPUs "
+                f"(coverage {best['rt_coverage']:.1%}, "
+                f"{best['completed_jobs']}/{best['batch_jobs']} jobs done)"
+            )
+    return EXIT_OK
+
+
+def _run_size(args: argparse.Namespace) -> int:
+    from .formats import json_safe, load_scenario
+    from .sweep import size
+
+    step = _number("--step", args.step, integer=True)
+    max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
+    scenario = load_scenario(args.scenario)
+    options = planner_options(args.planner, time_limit=args.time_limit)
+    result = size(
+        scenario,
+        coverage=_number("--coverage", args.coverage),
+        completed=_number("--completed", args.completed),
+        planner=args.planner,
+        step=step,
+        max_gpus=max_gpus,
+        options=options,
+    )
+    print(json.dumps(json_safe(result), indent=2))
+    if result["gpus"] is None:
+        for name, reason in result["failed"].items():
+            limit = result["max_gpus"]
+            print(f"no size up to {limit} GPUs meets {name}: {reason}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -2,7 +2,7 @@
 
 Every object here is a frozen dataclass that validates itself on construction, so code past the
 edge (planners, checker, metrics) trusts what it is given. Messages name the job and the field;
-the file and row are added by `core.io`, which knows them.
+the file and row are added by `core.formats`, which knows them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 # Limits checked before anything proportional to the grid is allocated (SPEC section 3).
@@ -18,6 +18,18 @@ MAX_GPUS = 65_536
 MAX_STEPS = 10_080
 MAX_CELLS = 10_000_000
 MAX_JOBS = 100_000
+MAX_HISTORY_STEPS = 100_000  # hourly values before step 0 a real-time job may carry (11 years)
+# Every number in a scenario is at most this in size: far beyond real values, small enough that
+# no product the planners and metrics form overflows a float or an int64.
+MAX_NUMBER = 1e15
+# Demand and history values read from files: smaller again, so that forecasts built on them
+# (the rolling simulation's upper quantiles) still lie within MAX_NUMBER.
+MAX_DEMAND = 1e12
+# Cluster starts: the longest horizon from the start, and the longest history before it, must
+# stay within the dates pandas handles (1677-09-22 .. 2262-04-11), which charts and the rolling
+# simulation use.
+EARLIEST_HISTORY = datetime(1678, 1, 1)
+LATEST_END = datetime(2262, 1, 1)
 
 BATCH_TYPES = ("training", "batch_inference", "quantization")
 REALTIME_TYPE = "realtime"
@@ -36,6 +48,16 @@ class ScenarioError(ValueError):
         """The same error with a location (usually the file name) in front of every problem."""
         problems = [f"{prefix}: {p}" for p in self.problems]
         return ScenarioError(_join(problems), problems)
+
+
+def shown(text: str) -> str:
+    """Text safe to put in a message: lone surrogates written as \\udxxx escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 def _join(problems: Sequence[str]) -> str:
@@ -71,9 +93,11 @@ def _check_number(
 ) -> None:
     """Raise a ScenarioError unless value is a finite (integer) number in range."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ScenarioError(f"{owner}: {name} must be a number, got {value!r}")
-    if not math.isfinite(value):
+        raise ScenarioError(f"{owner}: {name} must be a number, got {_short(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
         raise ScenarioError(f"{owner}: {name} must be finite, got {value!r}")
+    if abs(value) > MAX_NUMBER:  # exact for ints of any size: no float conversion
+        raise ScenarioError(f"{owner}: {name} {_short(value)} exceeds the limit of {MAX_NUMBER:g}")
     if integer and value != int(value):
         raise ScenarioError(f"{owner}: {name} must be a whole number, got {value!r}")
     if strictly_positive and value <= 0:
@@ -111,6 +135,8 @@ class Cluster:
         object.__setattr__(self, "gpus", int(self.gpus))
         object.__setattr__(self, "step_minutes", int(self.step_minutes))
         object.__setattr__(self, "horizon_steps", int(self.horizon_steps))
+        if self.start is not None:
+            _check_start(self.start, self.step_minutes)
 
     @property
     def step_hours(self) -> float:
@@ -119,6 +145,25 @@ class Cluster:
     @property
     def cells(self) -> int:
         return self.gpus * self.horizon_steps
+
+
+def _check_start(start: object, step_minutes: int) -> None:
+    """The longest horizon after the start and the longest history before it have dates."""
+    if not isinstance(start, datetime):
+        raise ScenarioError(f"cluster: start must be a datetime, got {start!r}")
+    wall = start.replace(tzinfo=None)
+    longest = timedelta(minutes=step_minutes * MAX_STEPS)
+    if wall < EARLIEST_HISTORY + timedelta(hours=MAX_HISTORY_STEPS + 24):
+        raise ScenarioError(
+            f"cluster: start {start.isoformat()} is too early: {MAX_HISTORY_STEPS:,} hours of "
+            f"history before it must stay after {EARLIEST_HISTORY:%Y-%m-%d}"
+        )
+    if wall > LATEST_END - longest - timedelta(days=1):
+        raise ScenarioError(
+            f"cluster: start {start.isoformat()} is too late: the longest horizon "
+            f"({MAX_STEPS:,} steps of {step_minutes} min) from it must end before "
+            f"{LATEST_END:%Y-%m-%d}"
+        )
 
 
 @dataclass(frozen=True)
@@ -197,6 +242,7 @@ class BatchJob:
         _check_number(owner, "gpus_max", self.gpus_max, integer=True, minimum=1)
         _check_number(owner, "gpu_hours", self.gpu_hours, strictly_positive=True)
         for name in ("gpus_min", "gpus_max"):
+            object.__setattr__(self, name, int(getattr(self, name)))
             if not is_power_of_two(int(getattr(self, name))):
                 raise ScenarioError(f"{owner}: {name} {getattr(self, name)} is not a power of two")
         if self.gpus_min > self.gpus_max:
@@ -215,6 +261,8 @@ class BatchJob:
                     integer=True,
                     minimum=0 if name == "gpu_start" else 1,
                 )
+            r = Running(int(r.gpu_start), int(r.gpus), int(r.remaining_steps))
+            object.__setattr__(self, "running", r)  # integral floats (2.0) as ints
             if not is_power_of_two(r.gpus):
                 raise ScenarioError(f"{owner}: running.gpus {r.gpus} is not a power of two")
             if r.gpu_start % r.gpus:
@@ -262,6 +310,8 @@ class RealtimeJob:
         _check_number(owner, "gpus_min", self.gpus_min, integer=True, minimum=0)
         _check_number(owner, "gpus_max", self.gpus_max, integer=True, minimum=0)
         _check_number(owner, "swap_cap", self.swap_cap, integer=True, minimum=0)
+        for name in ("gpus_min", "gpus_max", "swap_cap"):
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.gpus_min > self.gpus_max:
             raise ScenarioError(
                 f"{owner}: gpus_min {self.gpus_min} is larger than gpus_max {self.gpus_max}"
@@ -270,6 +320,12 @@ class RealtimeJob:
             self, "demand", tuple(float(d) for d in _numbers(owner, "demand", self.demand))
         )
         if self.history is not None:
+            sized = isinstance(self.history, Sequence) and not isinstance(self.history, str)
+            if sized and len(self.history) > MAX_HISTORY_STEPS:
+                raise ScenarioError(
+                    f"{owner}: history has {len(self.history):,} values, more than the "
+                    f"limit of {MAX_HISTORY_STEPS:,} hours"
+                )
             object.__setattr__(
                 self,
                 "history",
@@ -295,18 +351,35 @@ Job = BatchJob | RealtimeJob
 
 def _check_id(job_id: object) -> None:
     if not isinstance(job_id, str) or not job_id.strip():
-        raise ScenarioError(f"job id must be a non-empty string, got {job_id!r}")
-    if len(job_id) > 200 or any(ord(c) < 32 for c in job_id):
-        raise ScenarioError(f"job id {job_id[:40]!r}: must be at most 200 printable characters")
+        raise ScenarioError(f"job id must be a non-empty string, got {_short(job_id)}")
+    problem = _text_problem(job_id)
+    if problem:
+        raise ScenarioError(f"job id {shown(job_id[:40])!r}: {problem}")
 
 
 def _check_team(owner: str, team: object) -> None:
     if team is None:
         return
     if not isinstance(team, str) or not team.strip():
-        raise ScenarioError(f"{owner}: team must be a non-empty string, got {team!r}")
-    if len(team) > 200 or any(ord(c) < 32 for c in team):
-        raise ScenarioError(f"{owner}: team must be at most 200 printable characters")
+        raise ScenarioError(f"{owner}: team must be a non-empty string, got {_short(team)}")
+    problem = _text_problem(team)
+    if problem:
+        raise ScenarioError(f"{owner}: team {problem}")
+
+
+def _text_problem(text: str) -> str | None:
+    """Why an id, team or name cannot be used as is (None when it can).
+
+    Files and the editor strip the spaces around cells, so the model refuses them: ' a' and 'a'
+    can never be two jobs, and an exported grid always matches its scenario.
+    """
+    if len(text) > 200 or any(ord(c) < 32 for c in text):
+        return "must be at most 200 printable characters"
+    if text != text.strip():
+        return "must not start or end with a space"
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        return "holds a lone surrogate (not a character; the text is broken)"
+    return None
 
 
 def _numbers(owner: str, name: str, values: object, *, allow_nan: bool = False) -> list[float]:
@@ -375,6 +448,10 @@ def _scenario_problems(s: Scenario):
     """Cross-field rules: unique ids, sizes within the cluster, demand length, pinned work fits."""
     if not isinstance(s.name, str) or not s.name.strip():
         yield "scenario: name must be a non-empty string"
+    elif len(s.name) > 200 or any("\ud800" <= c <= "\udfff" for c in s.name):
+        yield "scenario: name must be at most 200 characters, without lone surrogates"
+    if isinstance(s.description, str) and any("\ud800" <= c <= "\udfff" for c in s.description):
+        yield "scenario: description holds a lone surrogate (not a character)"
     if len(s.jobs) > MAX_JOBS:
         yield f"scenario: {len(s.jobs):,} jobs exceeds the limit of {MAX_JOBS:,}"
         return
@@ -394,7 +471,17 @@ def _scenario_problems(s: Scenario):
                 if g >= G:
                     yield f"{owner}: previous_gpus lists GPU {g}, the cluster has GPUs 0..{G - 1}"
                     break
-        elif job.running is not None:
+        else:
+            capacity = G * MAX_STEPS * s.cluster.step_hours
+            for name in ("gpu_hours", "gpu_hours_actual"):
+                work = getattr(job, name)
+                if work is not None and work > capacity:
+                    yield (
+                        f"{owner}: {name} {work:g} is more than the whole cluster does in the "
+                        f"longest horizon ({G} GPUs x {MAX_STEPS:,} steps of "
+                        f"{s.cluster.step_minutes} min = {capacity:,.0f} GPU-hours)"
+                    )
+        if isinstance(job, BatchJob) and job.running is not None:
             r = job.running
             if r.gpu_start + r.gpus > G:
                 yield (

@@ -276,7 +276,7 @@ def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path
     """Write the realised grid.csv, realtime.csv and metrics.json, plus replans.csv and the
     realised scenario.json (actual work and demand), so `gpuplan check scenario.json grid.csv`
     verifies what ran."""
-    from .io import grid_to_csv, metrics_to_json, realtime_to_csv, scenario_to_json, write_csv
+    from .formats import grid_to_csv, metrics_to_json, realtime_to_csv, scenario_to_json, write_csv
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)

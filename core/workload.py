@@ -10,124 +10,59 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
-from .io import (
-    JOBS_COLUMNS,
+from .formats import (
+    csv_pair,
     decode_upload,
-    job_from_dict,
-    scenario_from_json,
-    scenario_from_tables,
+    detect,
+    read_sources,
 )
-from .model import REALTIME_TYPE, RealtimeJob, Scenario, ScenarioError
+from .formats.jobrow import (
+    INT_COLUMNS,
+    ROW_COLUMNS,
+    cell_value,
+    job_from_row,
+    job_to_row,
+)
+from .formats.jobrow import (
+    NO_GPUS as NO_GPUS,  # the editor's pages show this notation
+)
+from .model import REALTIME_TYPE, BatchJob, RealtimeJob, Scenario, ScenarioError
 
 
 def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tuple[Scenario, str]:
     """A scenario from uploaded files: one JSON, or a jobs CSV and a demand CSV (any order)."""
     texts = [(name, decode_upload(data, name)) for name, data in files]
-    if len(texts) == 1 and texts[0][0].lower().endswith(".json"):
-        name, text = texts[0]
-        return scenario_from_json(text, name), f"upload: {name}"
-    csvs = [(n, t) for n, t in texts if n.lower().endswith(".csv")]
-    if len(csvs) != len(texts) or len(csvs) not in (1, 2):
-        names = ", ".join(n for n, _ in texts)
-        raise ScenarioError(
-            f"{names}: upload one scenario .json file, or jobs.csv together with demand.csv"
-        )
-    jobs = [(n, t) for n, t in csvs if _header(t) >= {"id", "type"}]
-    demand = [(n, t) for n, t in csvs if _header(t) >= {"step", "job_id", "demand"}]
-    if len(jobs) != 1 or len(demand) != 1:
-        names = ", ".join(n for n, _ in csvs)
-        raise ScenarioError(
-            f"{names}: need a jobs CSV (header {','.join(JOBS_COLUMNS)}) and a demand CSV "
-            f"(header step,job_id,demand); the horizon, cluster and policy come from the active "
-            f"scenario"
-        )
-    (jobs_name, jobs_text), (demand_name, demand_text) = jobs[0], demand[0]
-    new = scenario_from_tables(
-        jobs_text, demand_text, base, jobs_name=jobs_name, demand_name=demand_name
-    )
-    return new, f"upload: {jobs_name} + {demand_name}"
-
-
-def _header(text: str) -> set[str]:
-    first = text.lstrip("\ufeff").splitlines()[0] if text.strip() else ""
-    return {c.strip() for c in first.split(",")}
+    fmt = detect(texts)
+    scenario = read_sources(texts, fmt.name, base=base)
+    if fmt.name == csv_pair.FORMAT:
+        texts.sort(key=lambda nt: csv_pair.role(nt[1][:4096]) != "jobs")
+    return scenario, f"upload: {' + '.join(name for name, _ in texts)}"
 
 
 # ---------------------------------------------------------------------------------------------
-# The editor's tables (pure)
+# The editor's tables (pure): one row per job, read and written by the job-row codec of jobs.csv
 
-JOB_TABLE_COLUMNS = (
-    "id",
-    "type",
-    "priority",
-    "arrival_step",
-    "gpus_min",
-    "gpus_max",
-    "gpu_hours",
-    "swap_cap",
-    "running_gpu_start",
-    "running_gpus",
-    "running_remaining_steps",
-    "previous_gpus",
-    "team",
-    "deadline_step",
-)
-# previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0
-# (the notation of jobs.csv).
-NO_GPUS = "[]"
-_INT_COLUMNS = (
-    "arrival_step",
-    "gpus_min",
-    "gpus_max",
-    "swap_cap",
-    "running_gpu_start",
-    "running_gpus",
-    "running_remaining_steps",
-    "deadline_step",
-)
+# gpu_hours_actual is known to the simulation only: the editor keeps it from the base job.
+JOB_TABLE_COLUMNS = tuple(c for c in ROW_COLUMNS if c != "gpu_hours_actual")
+_INT_COLUMNS = INT_COLUMNS
 
 
 def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(jobs, demand): one row per job with typed (nullable) columns; demand as steps x jobs."""
-    rows = []
-    for job in s.jobs:
-        row: dict[str, Any] = {c: None for c in JOB_TABLE_COLUMNS}
-        row.update(
-            id=job.id,
-            type=job.type,
-            priority=float(job.priority),
-            gpus_min=job.gpus_min,
-            gpus_max=job.gpus_max,
-            team=job.team,
-        )
-        if isinstance(job, RealtimeJob):
-            row["swap_cap"] = job.swap_cap
-            if job.previous_gpus is not None:
-                row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus) or NO_GPUS
-        else:
-            row.update(
-                arrival_step=job.arrival_step,
-                gpu_hours=float(job.gpu_hours),
-                deadline_step=job.deadline_step,
-            )
-            if job.running is not None:
-                row.update(
-                    running_gpu_start=job.running.gpu_start,
-                    running_gpus=job.running.gpus,
-                    running_remaining_steps=job.running.remaining_steps,
-                )
-        rows.append(row)
+    rows = [{c: job_to_row(job)[c] for c in JOB_TABLE_COLUMNS} for job in s.jobs]
     jobs = pd.DataFrame(
         rows, columns=list(JOB_TABLE_COLUMNS), index=pd.RangeIndex(1, len(rows) + 1, name="row")
     )
     for c in _INT_COLUMNS:
         jobs[c] = pd.array(jobs[c].tolist(), dtype="Int64")
     for c in ("priority", "gpu_hours"):
-        jobs[c] = pd.array(jobs[c].tolist(), dtype="Float64")
+        jobs[c] = pd.array(
+            [None if v is None or pd.isna(v) else float(v) for v in jobs[c].tolist()],
+            dtype="Float64",
+        )
     for c in ("id", "type", "previous_gpus", "team"):
         jobs[c] = jobs[c].astype("string")
     demand = pd.DataFrame(
@@ -150,23 +85,6 @@ class EditResult:
         return self.scenario is not None
 
 
-def _cell(value: Any, integer: bool) -> Any:
-    """A table cell as the model wants it: None when blank, int when whole, else float/str."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, str):
-        return value.strip() or None
-    try:
-        if math.isnan(value):
-            return None
-    except TypeError:
-        return value
-    number = float(value)
-    if integer and number.is_integer():
-        return int(number)
-    return number
-
-
 def scenario_from_editor(
     base: Scenario, jobs: pd.DataFrame, demand: pd.DataFrame | None
 ) -> EditResult:
@@ -178,9 +96,8 @@ def scenario_from_editor(
     old = {j.id: j for j in base.jobs}
     built, row_of_job, issues = [], {}, {}
     for row_number, (_, row) in enumerate(jobs.iterrows()):
-        raw = {c: _cell(row.get(c), c in _INT_COLUMNS) for c in JOB_TABLE_COLUMNS}
         try:
-            job = job_from_dict(_job_dict(raw, demand, old, T), row_number)
+            job = _editor_job(row, demand, old, T)
         except ScenarioError as e:
             issues.setdefault(row_number, []).extend(_strip_owner(p) for p in e.problems)
             continue
@@ -207,63 +124,26 @@ def scenario_from_editor(
         return EditResult(None, issues, general)
 
 
-def _job_dict(raw: dict[str, Any], demand: pd.DataFrame | None, old: dict, T: int) -> dict:
-    job_id = raw["id"]
-    out: dict[str, Any] = {
-        "id": job_id,
-        "type": raw["type"],
-        "priority": raw["priority"],
-        "gpus_min": raw["gpus_min"],
-        "gpus_max": raw["gpus_max"],
-        "team": raw["team"],
-    }
-    if raw["type"] == REALTIME_TYPE:
-        out["swap_cap"] = raw["swap_cap"] if raw["swap_cap"] is not None else 0
-        if demand is not None and job_id in demand.columns:
-            values = [_cell(v, False) for v in demand[job_id].tolist()]
-            out["demand"] = [0.0 if v is None else v for v in values]
-        elif isinstance(old.get(job_id), RealtimeJob):
-            out["demand"] = list(old[job_id].demand)
-        else:
-            out["demand"] = [raw["gpus_min"] or 0] * T
-        if raw["previous_gpus"]:
-            text = str(raw["previous_gpus"]).strip()
-            out["previous_gpus"] = (
-                []
-                if text.lower() in (NO_GPUS, "none")
-                else [_gpu_number(g) for g in text.replace(",", " ").split()]
-            )
-        previous = old.get(job_id)
-        if isinstance(previous, RealtimeJob) and previous.history is not None:
-            out["history"] = list(previous.history)
-        return {k: v for k, v in out.items() if v is not None}
-    out.update(
-        arrival_step=raw["arrival_step"] if raw["arrival_step"] is not None else 0,
-        gpu_hours=raw["gpu_hours"],
-        deadline_step=raw["deadline_step"],
-    )
-    running = [raw["running_gpu_start"], raw["running_gpus"], raw["running_remaining_steps"]]
-    if any(v is not None for v in running):
-        out["running"] = {
-            "gpu_start": running[0],
-            "gpus": running[1],
-            "remaining_steps": running[2],
-        }
+def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
+    """One editor row through the job-row codec; demand, history and actual work as the
+    editor keeps them (a demand column, else the old job's, else gpus_min at every step)."""
+    cells = {c: row.get(c) for c in JOB_TABLE_COLUMNS}
+    job_id = cell_value("", "id", cells["id"])
     previous = old.get(job_id)
-    if (
-        previous is not None
-        and not isinstance(previous, RealtimeJob)
-        and previous.gpu_hours_actual is not None
-    ):
-        out["gpu_hours_actual"] = previous.gpu_hours_actual
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _gpu_number(text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        raise ScenarioError(f"previous_gpus: {text!r} is not a GPU number") from None
+    if isinstance(previous, BatchJob) and previous.gpu_hours_actual is not None:
+        cells["gpu_hours_actual"] = previous.gpu_hours_actual
+    if cell_value("", "type", cells["type"]) != REALTIME_TYPE:
+        return job_from_row(cells)
+    if demand is not None and job_id in demand.columns:
+        values = [cell_value(f"job '{job_id}'", "demand", v) for v in demand[job_id].tolist()]
+        series = [0.0 if v is None else v for v in values]
+    elif isinstance(previous, RealtimeJob):
+        series = list(previous.demand)
+    else:
+        gpus_min = cell_value(f"job '{job_id}'", "gpus_min", cells["gpus_min"])
+        series = [gpus_min if isinstance(gpus_min, int | float) else 0] * T
+    history = previous.history if isinstance(previous, RealtimeJob) else None
+    return job_from_row(cells, demand=series, history=history, defaults={"swap_cap": 0})
 
 
 def _strip_owner(problem: str) -> str:

@@ -97,7 +97,7 @@ class Workspace:
 
     def save_scenario(self, name: str, scenario: Scenario) -> None:
         """Save (or replace) a scenario under `name`; its runs are kept when it is unchanged."""
-        from .io import scenario_to_json
+        from .formats import scenario_to_json
 
         name = _name(name)
         body = scenario_to_json(scenario)
@@ -127,7 +127,7 @@ class Workspace:
         return out
 
     def load_scenario(self, name: str) -> Scenario:
-        from .io import scenario_from_json
+        from .formats import scenario_from_json
 
         with self._connect() as db:
             row = db.execute("SELECT body FROM scenarios WHERE name = ?", (name,)).fetchone()
@@ -144,7 +144,7 @@ class Workspace:
 
     def save_run(self, name: str, scenario: Scenario, plan: Plan) -> int:
         """Keep a plan of the saved scenario `name` (saved first if it is not there yet)."""
-        from .io import json_safe, scenario_to_json
+        from .formats import json_safe, scenario_to_json
         from .plan import report
 
         name = _name(name)

@@ -18,7 +18,7 @@ from typing import Any
 import streamlit as st
 
 from core import views
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
 from core.workload import (  # noqa: F401  (re-exported for the pages)

@@ -16,7 +16,7 @@ from core.forecast.demand import (
     gpus_needed,
     load_history,
 )
-from core.io import MAX_UPLOAD_MB
+from core.formats import MAX_UPLOAD_MB
 from core.model import ScenarioError
 from core.plan import holdings
 from core.planners import BASELINE, FAST

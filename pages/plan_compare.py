@@ -4,7 +4,7 @@ import streamlit as st
 
 from core import charts
 from core.compare import explain_divergence
-from core.io import plan_exports
+from core.formats import plan_exports
 from core.model import ScenarioError
 from core.plan import check, metrics
 from core.planners import (

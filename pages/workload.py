@@ -6,7 +6,7 @@ import streamlit as st
 
 from core import views
 from core.charts import demand_figure, step_labels
-from core.io import MAX_UPLOAD_MB, job_from_dict, scenario_to_json, scenario_to_tables
+from core.formats import MAX_UPLOAD_MB, job_from_dict, scenario_to_json, scenario_to_tables
 from core.model import ScenarioError
 from pages import common
 

@@ -160,7 +160,7 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict
 def benchmarks(time_limit: float) -> list[dict]:
     """Allocator objective vs full objective vs bound on the benchmark scenarios."""
     from core.bench import benchmark_paths
-    from core.io import load_scenario
+    from core.formats import load_scenario
 
     rows = []
     for path in benchmark_paths():

@@ -24,7 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.io import scenario_from_dict  # noqa: E402
+from core.formats import scenario_from_dict  # noqa: E402
 from core.model import ScenarioError  # noqa: E402
 from core.plan import metrics  # noqa: E402
 from core.planners import solve  # noqa: E402

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from core.bench import BENCHMARKS, PUBLISHED, SCENARIO_DIR
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.plan import check, metrics
 from core.planners import solve
 

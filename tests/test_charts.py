@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 from core import charts
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Scenario
 from core.plan import IDLE, holdings, metrics
 from core.planners import solve

@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from core.io import grid_to_csv, plan_from_grid_csv
+from core.formats import grid_to_csv, plan_from_grid_csv
 from core.model import BatchJob, RealtimeJob, Scenario
 from core.plan import IDLE, Plan, check
 from core.planners import solve

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.plan import metrics
 from core.planners import solve
 from tests.paths import ROOT
@@ -23,6 +24,8 @@ def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
+        # this checkout's core, whatever the cwd (the venv may have another one installed)
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 
@@ -95,6 +98,7 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path, exam
     [
         (("plan", "missing.json"), ["missing.json", "no such file"]),
         (("plan", "{bad}"), ["bad.json", "not valid JSON"]),
+        (("plan", "{jobs}"), ["jobs.csv", "demand.csv is needed"]),  # half of the CSV pair
         (("check", "{example}", "{bad_grid}"), ["grid.csv", "row 2", "job_id 'ghost'"]),
         (("check", "{example}", "{example}"), ["example.json", "missing column"]),
     ],
@@ -104,7 +108,9 @@ def test_bad_input_exits_2_with_one_line(args, words, tmp_path, example):
     bad.write_text('{"cluster": ')
     bad_grid = tmp_path / "grid.csv"
     bad_grid.write_text("step,gpu,job_id\n0,0,ghost\n")
-    filled = [a.format(bad=bad, example=example, bad_grid=bad_grid) for a in args]
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap\n")
+    filled = [a.format(bad=bad, example=example, bad_grid=bad_grid, jobs=jobs) for a in args]
     result = gpuplan(*filled, cwd=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -170,3 +176,44 @@ def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
 def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
     result = gpuplan("plan", example, "--planner", planners)
     assert result.returncode == 2 and says in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        # argument errors: one `error:` line, not a usage block
+        (("plan", "{example}", "--time-limit", "-1"), ["--time-limit", "must be > 0"]),
+        (("plan", "{example}", "--time-limit", "inf"), ["--time-limit", "finite"]),
+        (("simulate", "{example}", "--days", "0"), ["--days", "must be > 0"]),
+        (("simulate", "{example}", "--days", "1e308"), ["--days", "at most 70,560"]),
+        (("simulate", "{example}", "--replan-minutes", "7"), ["--replan-minutes 7", "60-minute"]),
+        (("forecast", "h.csv", "--horizon", "100000000"), ["--horizon", "at most 10,080"]),
+        (("forecast", "h.csv", "--level", "1e-300"), ["--level", "0.001 and 0.999"]),
+        (("bench", "--repeat", "0"), ["--repeat", "at least 1"]),
+        (("plan",), ["required", "scenario"]),
+        # --out onto a file, under a missing folder, or under a file
+        (("plan", "{example}", "--out", "{a_file}"), ["--out", "is a file, not a folder"]),
+        (("simulate", "{example}", "--out", "{a_file}/sub"), ["is a file", "cannot be made"]),
+        (("forecast", "h.csv", "--out", "{tmp}/missing/f.csv"), ["--out", "does not exist"]),
+        (("forecast", "h.csv", "--out", "{tmp}"), ["--out", "is a folder, not a file"]),
+    ],
+)
+def test_argument_and_output_errors_are_one_line(args, words, example, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    filled = [a.format(example=example, a_file=a_file, tmp=tmp_path) for a in args]
+    result = gpuplan(*filled, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_out_in_a_folder_without_permission_is_one_line(example, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = gpuplan("plan", example, "--out", locked / "out", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "no permission" in result.stderr

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 
 from core.bench import SCENARIO_DIR
 from core.compare import MAX_NAMED, compare_plans, describe, explain_divergence, status
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, Scenario
 from core.plan import IDLE, Plan, check, job_outcomes, metrics
 from core.planners import solve

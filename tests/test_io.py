@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
-from core.io import (
+from core import formats
+from core.formats import (
     MAX_UPLOAD_BYTES,
     decode_upload,
     grid_to_csv,
+    plan_exports,
     plan_from_grid_csv,
     scenario_from_dict,
     scenario_from_json,
@@ -22,8 +27,9 @@ from core.io import (
     spreadsheet_safe,
     write_csv,
 )
-from core.model import ScenarioError
-from core.planners import solve
+from core.model import MAX_DEMAND, MAX_NUMBER, Scenario, ScenarioError
+from core.plan import check, metrics
+from core.planners import PLANNER_NAMES, solve
 from tests.strategies import scenarios
 
 BASE = {
@@ -134,6 +140,25 @@ BAD_SCENARIOS = [
     (mutate("jobs.1.deadline_step", -1), ["job 'eval'", "deadline_step", ">= 0"]),
     (mutate("jobs.1.deadline_step", 2.5), ["job 'eval'", "deadline_step", "whole number"]),
     (mutate("jobs.2.deadline_step", 3), ["job 'chat'", "deadline_step", "unknown"]),
+    # issue 11: hostile values are refused with a message, never an OverflowError or a crash later
+    (mutate("cluster.gpus", 10**400), ["cluster", "gpus", "exceeds the limit"]),  # > any float
+    (mutate("jobs.1.gpu_hours", 10**400), ["job 'eval'", "gpu_hours", "exceeds the limit"]),
+    (mutate("policy.penalty_weight", 10**30), ["policy", "penalty_weight", "exceeds the limit"]),
+    (mutate("jobs.1.gpu_hours", 1e308), ["job 'eval'", "gpu_hours", "exceeds the limit"]),
+    # more work than 8 GPUs do in the longest horizon (8 x 10,080 GPU-hours)
+    (mutate("jobs.1.gpu_hours", 80_641), ["job 'eval'", "gpu_hours", "longest horizon"]),
+    (mutate("jobs.1.gpu_hours_actual", 1e6), ["job 'eval'", "gpu_hours_actual", "longest"]),
+    (mutate("jobs.0.running.remaining_steps", 2.5), ["running.remaining_steps", "whole number"]),
+    (mutate("jobs.1.id", " eval"), ["job id", "space"]),  # one rule: no surrounding spaces
+    (mutate("jobs.1.id", "eval "), ["job id", "space"]),
+    (mutate("jobs.1.id", "ev\ud800"), ["job id", "surrogate"]),  # lone surrogate
+    (mutate("jobs.2.team", "\udfff"), ["job 'chat'", "team", "surrogate"]),
+    (mutate("jobs.1.team", " research"), ["job 'eval'", "team", "space"]),
+    (mutate("name", "n\udc80"), ["scenario", "name", "surrogate"]),
+    (mutate("cluster.start", "9999-12-31T23:00"), ["cluster", "start", "too late"]),
+    (mutate("cluster.start", "0001-01-01T00:00"), ["cluster", "start", "too early"]),
+    (mutate("jobs.2.history", [1] * 100_001), ["job 'chat'", "history", "100,000"]),
+    (mutate("jobs.2.demand", [1, 1e13, 1, 1]), ["job 'chat'", "demand[1]", "limit"]),
 ]
 
 
@@ -148,6 +173,83 @@ def test_bad_scenario_is_named_in_the_message(change, words):
     assert message.startswith("bad.json: "), message
     for word in words:
         assert word in message, f"{word!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        # a key given twice: the last one used to win silently
+        ('{"name": "a", "name": "b"}', ["bad.json", "'name'", "twice"]),
+        ('{"cluster": {"gpus": 8, "gpus": 4}}', ["bad.json", "'gpus'", "twice"]),
+        # thousands of levels: a message, not RecursionError
+        ("[" * 100_000 + "]" * 100_000, ["bad.json", "nested too deeply"]),
+        ('{"jobs": ' + "[" * 50_000 + "]" * 50_000 + "}", ["bad.json", "nested too deeply"]),
+        # more digits than Python converts: a message, not ValueError
+        ('{"cluster": {"gpus": 1' + "0" * 5000 + "}}", ["bad.json", "not valid JSON"]),
+    ],
+)
+def test_hostile_json_text_is_refused_with_a_message(text, words):
+    with pytest.raises(ScenarioError) as raised:
+        scenario_from_json(text, "bad.json")
+    for word in words:
+        assert word in str(raised.value), f"{word!r} not in {raised.value}"
+
+
+def test_integral_floats_are_integers_and_every_planner_plans_them():
+    doc = copy.deepcopy(BASE)
+    doc["cluster"].update(gpus=8.0, horizon_steps=4.0, step_minutes=60.0)
+    doc["jobs"][0].update(gpus_min=2.0, gpus_max=4.0, arrival_step=0.0, deadline_step=3.0)
+    doc["jobs"][0]["running"] = {"gpu_start": 0.0, "gpus": 4.0, "remaining_steps": 2.0}
+    doc["jobs"][2].update(swap_cap=2.0, previous_gpus=[6.0, 7.0])
+    scenario = scenario_from_json(json.dumps(doc))
+    expected = copy.deepcopy(BASE)
+    expected["jobs"][0]["deadline_step"] = 3
+    assert scenario == scenario_from_dict(expected)
+    r = scenario.jobs[0].running
+    assert all(type(v) is int for v in (r.gpu_start, r.gpus, r.remaining_steps))
+    for planner in PLANNER_NAMES:
+        plan = solve(scenario, planner)
+        assert check(scenario, plan) == [], planner
+
+
+def test_every_planner_works_at_the_limits_without_numpy_warnings():
+    """The largest accepted values: work the cluster can hold in the longest horizon, numbers
+    at MAX_NUMBER, demand at MAX_DEMAND. Every plan is legal, metrics finite, no warning."""
+    doc = {
+        "name": "limits",
+        "cluster": {"gpus": 8, "horizon_steps": 24, "start": "2026-01-01T00:00"},
+        "policy": {
+            "penalty_weight": MAX_NUMBER,
+            "reward_weight": MAX_NUMBER,
+            "decay": 1e-15,
+            "gpu_hour_cost": MAX_NUMBER,
+            "rt_coverage_target": 1,
+        },
+        "jobs": [
+            # 8 GPUs x 10,080 steps: exactly the bound
+            {"id": "big", "type": "training", "priority": MAX_NUMBER, "gpus_min": 1,
+             "gpus_max": 8, "gpu_hours": 8 * 10_080},
+            {"id": "pin", "type": "training", "priority": 1e-15, "gpus_min": 1, "gpus_max": 1,
+             "gpu_hours": 1e-15,
+             "running": {"gpu_start": 0, "gpus": 1, "remaining_steps": int(MAX_NUMBER)}},
+            {"id": "late", "type": "quantization", "priority": MAX_NUMBER, "gpus_min": 1,
+             "gpus_max": 2, "gpu_hours": 1, "arrival_step": int(MAX_NUMBER),
+             "deadline_step": int(MAX_NUMBER)},
+            {"id": "rt", "type": "realtime", "priority": MAX_NUMBER, "gpus_min": 0,
+             "gpus_max": 4, "swap_cap": int(MAX_NUMBER), "demand": [MAX_DEMAND] * 24,
+             "history": [MAX_DEMAND, 0] * 3},
+        ],
+    }  # fmt: skip
+    scenario = scenario_from_dict(doc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for planner in PLANNER_NAMES:
+            options = {"time_limit": 2} if planner == "full" else {}
+            plan = solve(scenario, planner, **options)
+            assert check(scenario, plan) == [], planner
+            values = metrics(scenario, plan)
+            assert math.isfinite(values["objective"]) and math.isfinite(values["value"])
+            plan_exports(scenario, plan)
 
 
 def test_the_base_of_the_table_is_valid():
@@ -209,6 +311,8 @@ def test_csv_pair_keeps_history_and_pinned_work():
     assert scenario_from_tables(jobs_csv, demand_csv, scenario) == scenario
 
 
+HEADER = "id,type,priority,arrival_step,gpus_min,gpus_max,gpu_hours,swap_cap"
+
 BAD_TABLES = [
     # (jobs.csv, demand.csv, words)
     ("id,type,priority\nx,training,1\n", "step,job_id,demand\n", ["jobs.csv", "missing column"]),
@@ -259,6 +363,57 @@ BAD_TABLES = [
         "step,job_id,demand\n",
         ["jobs.csv: row 2", "7 cells"],
     ),
+    # issue 11: a history step far before 0 is refused before anything is built for it
+    (
+        HEADER + "c,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n-100000000,c,1\n0,c,1\n1,c,1\n",
+        ["demand.csv: row 2", "step -100000000", "history limit"],
+    ),
+    (
+        HEADER + "c,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n-1000000000000000000000,c,1\n0,c,1\n1,c,1\n",
+        ["demand.csv: row 2", "history limit"],
+    ),
+    # running start and steps given, GPUs blank: an error, not silently "not running"
+    (
+        HEADER + ",running_gpu_start,running_gpus,running_remaining_steps\n"
+        "a,training,1,0,1,2,4,,0,,2\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "job 'a'", "running_gpus is empty"],
+    ),
+    (
+        HEADER + ",running_gpu_start,running_gpus,running_remaining_steps\n"
+        "c,realtime,1,,1,2,,1,0,2,2\n",
+        "step,job_id,demand\n0,c,1\n1,c,1\n",
+        ["jobs.csv: row 2", "job 'c'", "cannot be running"],
+    ),
+    # integers too large for a float, and numbers with absurdly many digits
+    (
+        HEADER + "\na,training,1,0,1,2,1" + "0" * 400 + ",\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "gpu_hours", "longer than 64 characters"],
+    ),
+    (
+        HEADER + "\na,training,1,0,1,2,1" + "0" * 60 + ",\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "gpu_hours", "exceeds the limit"],
+    ),
+    (
+        HEADER + "\nc,realtime,1,,1,2,,1\n",
+        "step,job_id,demand\n0,c,1" + "0" * 60 + "\n1,c,1\n",
+        ["jobs.csv: row 2", "demand[0]", "limit"],
+    ),
+    (
+        HEADER + "\na,training,1,0,1,2,2.5,\nb,training,1,0.5,1,2,2,\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 3", "arrival_step", "whole number"],
+    ),
+    # " a" and "a" are one id (cells are stripped), so two rows are a duplicate
+    (
+        HEADER + "\n a,training,1,0,1,2,4,\na ,training,1,0,1,2,4,\n",
+        "step,job_id,demand\n",
+        ["jobs.csv", "job 'a'", "more than one"],
+    ),
 ]
 
 
@@ -269,6 +424,22 @@ def test_bad_tables_name_file_row_and_field(jobs_csv, demand_csv, words):
         scenario_from_tables(jobs_csv, demand_csv, base)
     for word in words:
         assert word in str(raised.value), f"{word!r} not in {raised.value}"
+    for problem in raised.value.problems:  # the file and row are said once, not twice
+        assert problem.count(".csv") == 1 + problem.count("in jobs.csv"), problem
+        assert problem.count(": row ") <= 1, problem
+
+
+def test_table_cells_are_read_by_one_rule():
+    """Integral floats are integers, cells are stripped, ids match across the two files."""
+    base = scenario_from_dict(mutate("cluster.horizon_steps", 2)({**BASE, "jobs": []}))
+    jobs_csv = (
+        HEADER + ",previous_gpus\n a ,training,1,1.0,2.0,4,8, ,\nc,realtime,1,,1,2,,1.0,[ ]\n"
+    )
+    scenario = scenario_from_tables(jobs_csv, "step,job_id,demand\n0, c ,1\n1,c,2\n", base)
+    a, c = scenario.jobs
+    assert (a.id, a.arrival_step, a.gpus_min) == ("a", 1, 2)
+    assert type(a.arrival_step) is int and type(a.gpus_min) is int
+    assert (c.id, c.swap_cap, c.previous_gpus, c.demand) == ("c", 1, (), (1.0, 2.0))
 
 
 @pytest.mark.parametrize(
@@ -331,3 +502,162 @@ def test_optional_fields_round_trip_through_json_and_the_csv_pair():
     jobs_csv, demand_csv = scenario_to_tables(scenario)
     assert "'=evil" in jobs_csv  # neutralised for spreadsheets, recovered on import
     assert scenario_from_tables(jobs_csv, demand_csv, scenario) == scenario
+
+
+# ---------------------------------------------------------------------------------------------
+# read(): the format is detected from the files, and what is missing is said
+
+
+def test_read_detects_json_and_the_csv_pair_in_any_order(tmp_path):
+    scenario = scenario_from_dict(BASE)
+    (tmp_path / "s.json").write_text(scenario_to_json(scenario))
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    (tmp_path / "demand.csv").write_text(demand_csv)
+    assert formats.read(tmp_path / "s.json") == scenario
+    pair = [tmp_path / "demand.csv", tmp_path / "jobs.csv"]
+    assert formats.read(pair, base=scenario) == scenario
+    assert formats.read(list(reversed(pair)), format="csv-pair", base=scenario) == scenario
+
+
+@pytest.mark.parametrize(
+    "files, words",
+    [
+        (["jobs.csv"], ["jobs.csv", "jobs half", "demand.csv is needed"]),
+        (["demand.csv"], ["demand.csv", "jobs.csv is needed"]),
+        (["jobs.csv", "demand.csv"], ["carries only jobs and demand"]),  # no base given
+        (["s.json", "t.json"], ["s.json, t.json", "give one scenario .json"]),
+        (["notes.txt"], ["notes.txt", "not a format gpuplan reads"]),
+        (["jobs.csv", "notes.txt"], ["not a format gpuplan reads"]),
+    ],
+)
+def test_read_says_what_is_missing(tmp_path, files, words):
+    scenario = scenario_from_dict(BASE)
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    texts = {
+        "jobs.csv": jobs_csv,
+        "demand.csv": demand_csv,
+        "s.json": scenario_to_json(scenario),
+        "t.json": scenario_to_json(scenario),
+        "notes.txt": "hello, world\n",
+    }
+    for name in files:
+        (tmp_path / name).write_text(texts[name])
+    with pytest.raises(ScenarioError) as raised:
+        formats.read([tmp_path / n for n in files])
+    for word in words:
+        assert word in str(raised.value), f"{word!r} not in {raised.value}"
+
+
+def test_a_registered_format_is_detected_and_gets_its_options(tmp_path):
+    seen = {}
+
+    def reader(text: str, name: str, *, days: int = 1) -> Scenario:
+        seen.update(name=name, days=days)
+        return scenario_from_dict(BASE)
+
+    formats.register("toy", lambda name, head: head.startswith("TOY"), reader)
+    try:
+        (tmp_path / "trace.log").write_text("TOY trace\n")
+        assert formats.read(tmp_path / "trace.log", days=3) == scenario_from_dict(BASE)
+        assert seen == {"name": "trace.log", "days": 3}
+        (tmp_path / "other.log").write_text("other\n")
+        with pytest.raises(ScenarioError, match=r"or one of .*\btoy\)"):
+            formats.read(tmp_path / "other.log")
+    finally:
+        del formats.FORMATS["toy"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded reads: at most limit + 1 bytes, whatever the file says its size is
+
+_ENDLESS_READS = """
+import os, resource, sys, threading
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
+from core.formats import read, read_text
+from core.model import ScenarioError
+
+def refused(path):
+    try:
+        read_text(path)
+    except ScenarioError as e:
+        return str(e)
+    return "accepted"
+
+fifo = os.path.join(sys.argv[2], "endless.json")
+os.mkfifo(fifo)
+
+def write_forever():
+    with open(fifo, "wb") as f:
+        try:
+            while True:
+                f.write(b" " * 65536)
+        except BrokenPipeError:
+            pass
+
+threading.Thread(target=write_forever, daemon=True).start()
+print(refused("/dev/zero"))
+print(refused(fifo))
+try:
+    read("/dev/zero")
+except ScenarioError as e:
+    print(e)
+"""
+
+
+def test_dev_zero_and_endless_pipes_are_refused_without_reading_them_whole(tmp_path):
+    import subprocess
+    import sys
+
+    # the child's address space: what the interpreter needs plus ~600 MB, far below "endless"
+    cap = 600 * 2**20 + _address_space()
+    result = subprocess.run(
+        [sys.executable, "-c", _ENDLESS_READS, str(cap), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3, result.stdout
+    assert "zero: file is 21.0 MB, larger than the upload limit of 21 MB" in lines[0]
+    assert "endless.json" in lines[1] and "upload limit" in lines[1]
+    assert "upload limit" in lines[2]
+
+
+def _address_space() -> int:
+    """This interpreter's current virtual size: a child starts from about the same."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 2**31
+
+
+def test_uploads_are_read_at_most_limit_plus_one_bytes():
+    class Endless:
+        asked: list[int] = []
+
+        def read(self, n: int = -1) -> bytes:
+            self.asked.append(n)
+            return b"x" * n
+
+    with pytest.raises(ScenarioError, match="up.json: file is .* upload limit"):
+        decode_upload(Endless(), "up.json", limit=1000)
+    assert Endless.asked == [1001]
+
+
+@pytest.mark.parametrize(
+    "fixture, fmt",
+    [
+        ("sacct_quirks.txt", "slurm"),
+        ("kubectl_pods.json", "kubectl"),  # JSON too, but not a scenario
+        ("helios_cluster_log.csv", "helios"),
+        ("acme_trace.csv", "acme"),
+    ],
+)
+def test_read_detects_the_history_imports(fixture, fmt):
+    path = Path(__file__).resolve().parent / "formats" / "fixtures" / fixture
+    assert formats.detect([(path.name, path.read_text())]).name == fmt
+    scenario = formats.read(path)
+    assert scenario.jobs and scenario == formats.read(path, format=fmt)

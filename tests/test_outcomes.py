@@ -87,3 +87,32 @@ def test_without_price_teams_or_deadlines_those_metrics_are_null(small):
     assert m["team_fairness"] is None and m["late_jobs"] is None
     empty = metrics(scenario.replace(jobs=bare, policy=Policy()), Plan.empty(scenario))
     assert empty["wait_hours_p50"] is None and empty["wait_hours_p90"] is None
+
+
+def test_assignments_csv_carries_the_outcome_columns(small):
+    import csv
+    import io
+    from datetime import datetime
+
+    from core.formats import assignments_to_csv, summary_to_csv
+
+    scenario, plan = small
+    scenario = scenario.replace(cluster=Cluster(4, 60, 4, start=datetime(2026, 8, 17, 6)))
+    rows = {r["job_id"]: r for r in csv.DictReader(io.StringIO(assignments_to_csv(scenario, plan)))}
+    a, b, c = rows["A"], rows["B"], rows["C"]
+    assert (a["arrival_step"], a["wait_steps"], a["completed"]) == ("0", "1", "true")
+    assert a["delivered_gpu_hours"] == "4" and a["lateness_hours"] == "2"
+    assert (a["start_time"], a["end_time"]) == ("2026-08-17T07:00", "2026-08-17T09:00")
+    assert b["wait_steps"] == "2" and b["lateness_hours"] == "0" and b["team"] == "y"
+    assert (c["start_step"], c["wait_steps"], c["completed"], c["lateness_hours"]) == (
+        "",
+        "",
+        "false",
+        "",
+    )
+    summary = list(csv.DictReader(io.StringIO(summary_to_csv(scenario, {"hand": plan}))))
+    by_name = {(r["section"], r["name"]): r["hand"] for r in summary}
+    assert by_name[("kpi", "late jobs")] == "1" and by_name[("kpi", "cost")] == "32"
+    assert by_name[("job", "A")] == "done, steps 1-2, waited 1 h, late"
+    assert by_name[("job", "C")] == "not started"
+    assert by_name[("team", "x")].startswith("6.5 GPU-h")

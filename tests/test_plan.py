@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from core.io import plan_from_grid_csv
+from core.formats import plan_from_grid_csv
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
 from core.plan import IDLE, Plan, batch_placements, check, metrics
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.cli import main
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, ScenarioError
 from core.plan import IDLE, Plan, batch_placements, check, holdings
 from core.planners.fifo import peak_reservation

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import views
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import Cluster, ScenarioError
 from core.plan import Plan
 from core.rolling import idle_windows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from datetime import datetime
 
 import pandas as pd
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 
 from core import workload
-from core.io import load_scenario, scenario_to_json, scenario_to_tables
+from core.formats import load_scenario, scenario_from_tables, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
 from tests.strategies import scenarios
 
@@ -28,7 +29,7 @@ def test_editor_tables_round_trip_to_the_same_scenario(s):
     [
         ("gpus_max", 3, "gpus_max 3 is not a power of two"),  # not 2^k
         ("priority", 0, "priority must be > 0"),  # priorities are positive
-        ("gpu_hours", None, "missing field 'gpu_hours'"),  # batch work needs its size
+        ("gpu_hours", None, "gpu_hours is empty"),  # batch work needs its size
         ("type", "gaming", "type 'gaming' is not one of"),  # unknown type
         ("gpus_max", 64, "larger than the cluster's"),  # cluster-level rule, still on its row
     ],
@@ -71,7 +72,7 @@ def test_uploads_accept_json_or_the_csv_pair_in_any_order(scenarios_dir):
     assert new == base
     with pytest.raises(ScenarioError, match="need a jobs CSV"):
         workload.scenario_from_uploads([("j.csv", jobs_csv.encode())], base)
-    with pytest.raises(ScenarioError, match="upload one scenario .json"):
+    with pytest.raises(ScenarioError, match="give one scenario .json"):
         workload.scenario_from_uploads([("a.json", b"{}"), ("b.json", b"{}")], base)
     with pytest.raises(ScenarioError, match="not UTF-8"):
         workload.scenario_from_uploads([("x.json", b"\xff\xfe\x00")], base)
@@ -94,3 +95,76 @@ def test_default_capacity_makes_the_peak_need_gpus_max():
     capacity = workload.default_capacity(4321.0, 6)
     assert 4321.0 / capacity <= 6 < 4321.0 / capacity + 1
     assert workload.default_capacity(0.0, 4) == 1.0
+
+
+def _batch_row(s: Scenario) -> int:
+    return next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is None)
+
+
+def test_running_start_and_steps_without_gpus_is_an_error_not_silently_idle(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
+    jobs, demand = workload.editor_tables(s)
+    row = _batch_row(s)
+    jobs.loc[jobs.index[row], ["running_gpu_start", "running_remaining_steps"]] = [0, 2]
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert not result.ok
+    assert any("running_gpus is empty" in issue for issue in result.row_issues[row])
+
+
+def test_a_running_job_turned_realtime_keeps_its_pin_or_says_why_not(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
+    row = next(k for k, j in enumerate(s.jobs) if not j.is_realtime and j.running is not None)
+    jobs, demand = workload.editor_tables(s)
+    jobs.iloc[row, jobs.columns.get_loc("type")] = "realtime"
+    jobs.iloc[row, jobs.columns.get_loc("swap_cap")] = 1
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert not result.ok
+    assert any("cannot be running" in issue for issue in result.row_issues[row])
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (None, None),  # blank: unknown, step 0 is free
+        ("", None),
+        ("[]", ()),  # held no GPU before step 0
+        ("[ ]", ()),
+        ("6 7", (6, 7)),
+        ("6,7", (6, 7)),
+        ("[6, 7]", (6, 7)),
+    ],
+)
+def test_previous_gpus_means_the_same_in_the_editor_and_in_jobs_csv(text, expected, scenarios_dir):
+    """One codec: the editor and jobs.csv read previous_gpus by the README's rule."""
+    s = load_scenario(scenarios_dir / "example.json")
+    k = next(i for i, j in enumerate(s.jobs) if j.is_realtime)
+    jobs, demand = workload.editor_tables(s)
+    # free GPUs 6 and 7 of the running block so [6, 7] is a legal previous set
+    base = s.replace(jobs=tuple(j for j in s.jobs if j.is_realtime or j.running is None))
+    jobs = jobs[[j.is_realtime or j.running is None for j in s.jobs]]
+    k = [j.id for j in base.jobs].index(s.jobs[k].id)
+    jobs.iloc[k, jobs.columns.get_loc("previous_gpus")] = text
+    from_editor = workload.scenario_from_editor(base, jobs, demand)
+    assert from_editor.ok, from_editor.row_issues
+    assert from_editor.scenario.jobs[k].previous_gpus == expected
+    jobs_csv, demand_csv = scenario_to_tables(base)
+    header, *rows = jobs_csv.splitlines()
+    columns = header.split(",")
+    if "previous_gpus" not in columns:
+        columns.append("previous_gpus")
+        rows = [r + "," for r in rows]
+    cells = next(csv.reader([rows[k]]))
+    cells[columns.index("previous_gpus")] = text or ""
+    rows[k] = ",".join(f'"{c}"' if "," in c else c for c in cells)
+    text_csv = "\n".join([",".join(columns), *rows]) + "\n"
+    from_csv = scenario_from_tables(text_csv, demand_csv, base)
+    assert from_csv.jobs[k].previous_gpus == expected
+
+
+def test_editor_cells_are_stripped_like_csv_cells(scenarios_dir):
+    s = load_scenario(scenarios_dir / "example.json")
+    jobs, demand = workload.editor_tables(s)
+    row = _batch_row(s)
+    jobs.iloc[row, jobs.columns.get_loc("id")] = "  fresh-id "
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert result.ok and result.scenario.jobs[row].id == "fresh-id"

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.plan import metrics
 from core.planners import solve
 from core.workspace import Workspace, WorkspaceError, default_path

@@ -27,7 +27,7 @@ from scipy.stats import t as student_t
 from statsmodels.regression.linear_model import OLS
 from statsmodels.tsa.deterministic import Fourier
 
-from ..io import decode_upload, read_text
+from ..formats import decode_upload, read_text
 from ..model import ScenarioError
 
 DAY = 24

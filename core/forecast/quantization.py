@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io import read_text
+from ..formats import read_text
 from ..model import ScenarioError, is_power_of_two
 from .training import batch_job_row
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.regression.linear_model import OLS
 
-from ..io import read_text
+from ..formats import read_text
 from ..model import ScenarioError, is_power_of_two
 
 METHODS = ("full", "lora")

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core import views
-from core.io import load_scenario, scenario_to_json, scenario_to_tables
+from core.formats import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
 from tests.paths import DATA_DIR, ROOT, SCENARIOS_DIR
@@ -646,3 +646,38 @@ def test_a_pair_that_does_not_fit_the_horizon_says_how_to_fix_it():
     assert "past the horizon" in shown
     assert "set the horizon under 'Cluster and horizon'" in shown
     assert active(at) == before
+
+
+def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
+    import streamlit as st
+
+    from core.sweep import SweepPoint, run_point
+
+    try:
+        at = open_page("pages/capacity.py", timeout=120)
+        assert not at.exception, at.exception
+        assert at.title[0].value == "Capacity"
+        assert "Run sweep" in [b.label for b in at.button]
+        at.text_input(key="cap_gpus").set_value("8,16,24")
+        at.text_input(key="cap_demand").set_value("1")
+        at.button(key="cap_run").click().run()
+        assert not at.exception, at.exception
+        assert not at.error, errors(at)
+        rows = at.session_state["capacity_result"]["rows"]
+        assert [(r["gpus"], r["planner"]) for r in rows] == [
+            (g, p) for g in (8, 16, 24) for p in ("fifo", "allocator")
+        ]
+        scenario = load_scenario(DEFAULT)
+        for row in rows:
+            expected = run_point(scenario, SweepPoint(row["gpus"]), row["planner"])
+            assert row["value"] == expected["value"] and row["error"] == ""
+        sizes = at.dataframe[0].value  # the sizes table, then every run
+        allocator = sizes[sizes["planner"] == "allocator"]["gpus"].tolist()
+        assert allocator == ["24"]  # mixed-control: 16 GPUs complete 6/11 jobs, 24 complete 9
+        # Bad input: one error, the last sweep stays.
+        at.text_input(key="cap_gpus").set_value("8,lots")
+        at.button(key="cap_run").click().run()
+        assert "GPUs: 'lots' is not a number" in errors(at)
+        assert at.session_state["capacity_result"]["rows"] == rows
+    finally:
+        st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster

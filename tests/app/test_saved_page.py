@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.workspace import Workspace
 from tests.paths import ROOT, SCENARIOS_DIR
 

@@ -37,6 +37,7 @@ PAGES = [  # (url path, sidebar link, title): each URL is the page's file name i
     ("plan_compare", "Plan & compare", "Plan & compare"),
     ("demand_forecast", "Demand forecast", "Demand forecast"),
     ("horizon_risk", "Horizon & risk", "Horizon & risk"),
+    ("capacity", "Capacity", "Capacity"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
     ("saved", "Saved & compare", "Saved scenarios & runs"),
 ]
@@ -287,7 +288,7 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
 def test_an_uploaded_csv_pair_becomes_the_named_active_workload(app_url, page, tmp_path):
     from playwright.sync_api import expect
 
-    from core.io import load_scenario, scenario_from_json, scenario_to_tables
+    from core.formats import load_scenario, scenario_from_json, scenario_to_tables
 
     page.goto(app_url)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
@@ -403,3 +404,44 @@ def test_divergence_scenario_explains_utilization_against_value(app_url, page):
         page.get_by_test_id("stCaptionContainer").filter(has_text="reproduces the scale")
     ).to_be_visible()
     screenshot(page, "benchmarks-divergence")
+
+
+def test_capacity_runs_a_small_sweep_and_draws_the_chart(app_url, page):
+    page.goto(f"{app_url}/capacity")
+    page.get_by_role("heading", name="Capacity", level=1).wait_for()
+    settle(page)
+    no_exception(page)
+    gpus = page.get_by_role("textbox", name="GPUs (comma list)")
+    gpus.fill("8,16,24,32")
+    gpus.press("Enter")
+    settle(page)
+    demand = page.get_by_role("textbox", name="Demand scales")
+    demand.fill("1,1.5")
+    demand.press("Enter")
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    settle(page)
+    no_exception(page)
+    chart = page.locator(".js-plotly-plot").first
+    chart.wait_for(timeout=60000)
+    text = chart.inner_text()
+    assert "demand x1" in text and "demand x1.5" in text  # one panel column per demand scale
+    assert "real-time coverage" in text and "completed jobs" in text
+    engine = page.get_by_test_id("stCaptionContainer").filter(has_text="runs on")
+    assert "16 runs on 2 worker(s)" in engine.inner_text()  # 8 points x 2 planners
+    page.get_by_test_id("stDownloadButton").filter(has_text="Download sweep.csv").wait_for()
+    screenshot(page, "capacity")
+
+    # Cancel: add the MIP planner (seconds a point), start, cancel; the last sweep stays.
+    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
+    box.click()
+    box.press_sequentially("Full", delay=20)
+    page.get_by_role("option").filter(has_text="Full").first.click()
+    box.press("Escape")  # close the option list
+    settle(page)
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_role("button", name="Cancel").click(timeout=60000)
+    settle(page)
+    no_exception(page)
+    assert page.get_by_text("Sweep cancelled").count() == 1
+    assert "16 runs on" in engine.inner_text()  # the finished sweep, not the cancelled one

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 
-from core.io import grid_to_csv, plan_from_grid_csv
+from core.formats import grid_to_csv, plan_from_grid_csv
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from core.plan import batch_placements, check, holdings
 from core.planners import solve

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
 from core.plan import IDLE, Plan, check, objective, pin_running
 from core.planners import full as full_module

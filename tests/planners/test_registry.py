@@ -9,7 +9,7 @@ import pytest
 
 from core import charts
 from core.cli import _parser
-from core.io import load_scenario
+from core.formats import load_scenario
 from core.plan import report
 from core.planners import (
     BASELINE,

@@ -1,0 +1,197 @@
+"""The plan exports of SPEC section 3: grid.csv, assignments.csv, realtime.csv, metrics.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..model import Scenario
+from ..plan import Plan, holdings, job_outcomes, report, team_outcomes
+from ..tables import step_time
+from .cells import plain_number, write_csv
+from .grid import grid_to_csv
+
+ASSIGNMENT_COLUMNS = (
+    "job_id",
+    "type",
+    "priority",
+    "gpu_start",
+    "gpus",
+    "start_step",
+    "end_step",
+    "arrival_step",
+    "wait_steps",
+    "completed",
+    "delivered_gpu_hours",
+    "start_time",
+    "end_time",
+)
+
+
+def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
+    """One row per batch job: its block and steps (blank when unplaced), then what it got.
+
+    `end_step` is exclusive; `wait_steps` is blank for jobs not started or already running;
+    times are step boundaries from `cluster.start`. With deadlines: `deadline_step` and
+    `lateness_hours` (0 on time, blank when it does not complete); with teams: `team`.
+    """
+    hours = scenario.cluster.step_hours
+    outcomes = job_outcomes(scenario, plan)
+    deadlines = any(o.job.deadline_step is not None for o in outcomes)
+    teams = any(o.job.team is not None for o in outcomes)
+    rows = []
+    for o in outcomes:
+        job, p = o.job, o.placement
+        row: dict[str, Any] = {
+            "job_id": job.id,
+            "type": job.type,
+            "priority": plain_number(job.priority),
+            "gpu_start": p.gpu_start if p else "",
+            "gpus": p.gpus if p else "",
+            "start_step": p.start_step if p else "",
+            "end_step": p.end_step if p else "",
+            "arrival_step": job.arrival_step,
+            "wait_steps": "" if o.wait_steps is None else o.wait_steps,
+            "completed": "true" if o.completed else "false",
+            "delivered_gpu_hours": plain_number(round(o.delivered_gpu_hours, 9)),
+            "start_time": step_time(scenario, p.start_step) if p else "",
+            "end_time": step_time(scenario, p.end_step) if p else "",
+        }
+        if deadlines:
+            lateness = o.lateness_steps()
+            row["deadline_step"] = "" if job.deadline_step is None else job.deadline_step
+            row["lateness_hours"] = "" if lateness is None else plain_number(lateness * hours)
+        if teams:
+            row["team"] = job.team or ""
+        rows.append(row)
+    columns = ASSIGNMENT_COLUMNS
+    if deadlines:
+        columns += ("deadline_step", "lateness_hours")
+    if teams:
+        columns += ("team",)
+    return write_csv(rows, columns)
+
+
+def summary_to_csv(scenario: Scenario, plans: Mapping[str, Plan]) -> str:
+    """One table to hand on: KPIs, then every batch job and team, one column per planner.
+
+    Columns `section` (kpi, job or team), `name`, then one per planner; KPI cells are
+    numbers, job and team cells a short outcome ("done, steps 3-9, waited 1 h").
+    """
+    from ..tables import kpi_table
+
+    names = list(plans)
+    hours = scenario.cluster.step_hours
+    rows: list[dict[str, Any]] = []
+    for record in kpi_table(scenario, plans).to_dict("records"):
+        cells = {n: _kpi_cell(record[n]) for n in names}
+        rows.append({"section": "kpi", "name": record["KPI"], **cells})
+    outcomes = {n: job_outcomes(scenario, plan) for n, plan in plans.items()}
+    for k, job in enumerate(scenario.batch_jobs):
+        cells = {n: _job_words(outcomes[n][k], hours) for n in names}
+        rows.append({"section": "job", "name": job.id, **cells})
+    per_team = {n: {t.team: t for t in team_outcomes(scenario, plan)} for n, plan in plans.items()}
+    for team in sorted({t for teams in per_team.values() for t in teams}):
+        cells = {}
+        for n in names:
+            t = per_team[n].get(team)
+            cells[n] = (
+                f"{t.gpu_hours:,.1f} GPU-h, value {t.value:,.1f}, "
+                f"{t.completed_jobs}/{t.batch_jobs} done"
+                if t
+                else ""
+            )
+        rows.append({"section": "team", "name": team, **cells})
+    return write_csv(rows, ("section", "name", *names))
+
+
+def _kpi_cell(value: Any) -> Any:
+    """Blank for a missing value, whole numbers without '.0', others as they are."""
+    value = json_safe(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return plain_number(value) if isinstance(value, float) else value
+
+
+def _job_words(o: Any, hours: float) -> str:
+    """A batch job's outcome in a few words."""
+    p = o.placement
+    if p is None:
+        words = "not started"
+    elif o.completed:
+        words = f"done, steps {p.start_step}-{p.end_step - 1}"
+    else:
+        words = f"cut by the horizon, from step {p.start_step}"
+    if o.wait_steps:
+        words += f", waited {o.wait_steps * hours:g} h"
+    if o.late:
+        words += ", late"
+    return words
+
+
+def realtime_to_csv(scenario: Scenario, plan: Plan) -> str:
+    held = holdings(scenario, plan)
+    rows = []
+    for job in scenario.realtime_jobs:
+        allocated = held[scenario.job_index(job.id)]
+        for t, demand in enumerate(job.demand):
+            n = int(allocated[t])
+            rows.append(
+                {
+                    "step": t,
+                    "job_id": job.id,
+                    "demand": plain_number(demand),
+                    "allocated": n,
+                    "shortfall": plain_number(round(max(0.0, demand - n), 9)),
+                }
+            )
+    return write_csv(rows, ("step", "job_id", "demand", "allocated", "shortfall"))
+
+
+def metrics_to_json(values: Mapping[str, Any]) -> str:
+    return json.dumps(json_safe(dict(values)), indent=2) + "\n"
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: numpy scalars as Python numbers, inf and NaN as null."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def plan_exports(scenario: Scenario, plan: Plan) -> dict[str, str]:
+    """The four exports of SPEC section 3, by file name."""
+    return {
+        "grid.csv": grid_to_csv(scenario, plan),
+        "assignments.csv": assignments_to_csv(scenario, plan),
+        "realtime.csv": realtime_to_csv(scenario, plan),
+        "metrics.json": metrics_to_json(report(scenario, plan)),
+    }
+
+
+def export_name(scenario: Scenario, planner: str, file_name: str) -> str:
+    """`<scenario>-<planner>-grid.csv`: a download that says what it is, safe as a file name."""
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{scenario.name}-{planner}")
+    return f"{stem.strip('-.') or 'plan'}-{file_name}"
+
+
+def write_exports(scenario: Scenario, plan: Plan, folder: str | Path) -> list[Path]:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in plan_exports(scenario, plan).items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

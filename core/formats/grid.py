@@ -1,0 +1,77 @@
+"""grid.csv (SPEC section 3): one row per held cell, `step,gpu,job_id`, then time and type.
+
+Written by the plan exports and read back by `gpuplan check` and imports; a cell claimed twice
+is kept as a conflict for `check` to report.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+
+from ..model import Scenario, ScenarioError
+from ..plan import IDLE, Conflict, Plan
+from .cells import number_cell, read_csv, text_cell, write_csv
+
+GRID_COLUMNS = ("step", "gpu", "job_id")
+
+
+def step_times(scenario: Scenario) -> list[str]:
+    """Each step's start as ISO minutes ('' for every step when the cluster has no start)."""
+    c = scenario.cluster
+    if c.start is None:
+        return [""] * c.horizon_steps
+    return [
+        (c.start + timedelta(minutes=c.step_minutes * t)).isoformat(timespec="minutes")
+        for t in range(c.horizon_steps)
+    ]
+
+
+def grid_to_csv(scenario: Scenario, plan: Plan) -> str:
+    """grid.csv: one row per held cell (step, gpu, job_id), then time and type."""
+    times = step_times(scenario)
+    gpus, steps = np.nonzero(plan.grid.T != IDLE)[::-1]
+    order = np.lexsort((gpus, steps))
+    ids = [job.id for job in scenario.jobs]
+    types = [job.type for job in scenario.jobs]
+    rows = (
+        {
+            "step": int(steps[k]),
+            "gpu": int(gpus[k]),
+            "job_id": ids[plan.grid[gpus[k], steps[k]]],
+            "time": times[steps[k]],
+            "type": types[plan.grid[gpus[k], steps[k]]],
+        }
+        for k in order
+    )
+    return write_csv(rows, (*GRID_COLUMNS, "time", "type"))
+
+
+def plan_from_grid_csv(scenario: Scenario, text: str, name: str = "grid.csv") -> Plan:
+    """A plan from grid.csv rows; a cell claimed twice is kept as a conflict for `check`."""
+    _, rows = read_csv(text, name, GRID_COLUMNS, ("time", "type"))
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    if len(rows) > G * T * 2:
+        raise ScenarioError(f"{name}: {len(rows):,} rows for a grid of {G * T:,} cells")
+    plan = Plan.empty(scenario, planner="imported")
+    conflicts = []
+    for line, row in rows:
+        where = f"{name}: row {line}"
+        step = number_cell(where, "step", row["step"])
+        gpu = number_cell(where, "gpu", row["gpu"])
+        job_id = text_cell(row["job_id"])
+        if not isinstance(step, int) or not 0 <= step < T:
+            raise ScenarioError(f"{where}: step {row['step']!r} is not a step 0..{T - 1}")
+        if not isinstance(gpu, int) or not 0 <= gpu < G:
+            raise ScenarioError(f"{where}: gpu {row['gpu']!r} is not a GPU 0..{G - 1}")
+        if not scenario.has_job(job_id):
+            raise ScenarioError(f"{where}: job_id '{job_id}' is not a job of the scenario")
+        j = scenario.job_index(job_id)
+        held = plan.grid[gpu, step]
+        if held == IDLE:
+            plan.grid[gpu, step] = j
+        elif held != j:
+            conflicts.append(Conflict(gpu, step, job_id, scenario.jobs[held].id))
+    plan.conflicts = tuple(conflicts)
+    return plan

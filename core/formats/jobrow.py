@@ -1,0 +1,194 @@
+"""One job as one table row: the codec shared by jobs.csv and the app's job editor.
+
+A row maps column names to cells. Cells may be text (a CSV file) or typed values (the editor's
+nullable columns); both are read by the same rules, so a row means the same in either place:
+
+- a blank cell (empty text, None, NaN) is "not given"; text cells are stripped of surrounding
+  spaces and of the ' that exports put in front of formula characters;
+- `previous_gpus` is GPU numbers separated by spaces or commas; `[]` means "held no GPU before
+  step 0" and blank means "unknown: step 0 is free" (README, Decisions);
+- the three `running_*` cells go together: some given and others blank is an error, never a
+  job silently not running.
+
+Messages name the job and the field ("job 'a': priority must be a number"); callers add the
+file and row.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..model import JOB_TYPES, REALTIME_TYPE, Job, RealtimeJob, ScenarioError, shown
+from .cells import number_cell, text_cell
+from .scenario_json import job_from_dict
+
+JOBS_COLUMNS = (
+    "id",
+    "type",
+    "priority",
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "gpu_hours",
+    "swap_cap",
+)
+JOBS_OPTIONAL_COLUMNS = (
+    "running_gpu_start",
+    "running_gpus",
+    "running_remaining_steps",
+    "previous_gpus",
+    "gpu_hours_actual",
+    "team",
+    "deadline_step",
+)
+ROW_COLUMNS = (*JOBS_COLUMNS, *JOBS_OPTIONAL_COLUMNS)
+TEXT_COLUMNS = ("id", "type", "previous_gpus", "team")
+RUNNING_COLUMNS = ("running_gpu_start", "running_gpus", "running_remaining_steps")
+INT_COLUMNS = (
+    "arrival_step",
+    "gpus_min",
+    "gpus_max",
+    "swap_cap",
+    *RUNNING_COLUMNS,
+    "deadline_step",
+)
+# previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0.
+NO_GPUS = "[]"
+
+
+def job_to_row(job: Job) -> dict[str, Any]:
+    """Every column of ROW_COLUMNS: the job's value, or None where the column does not apply."""
+    row: dict[str, Any] = dict.fromkeys(ROW_COLUMNS)
+    row.update(
+        id=job.id,
+        type=job.type,
+        priority=job.priority,
+        gpus_min=job.gpus_min,
+        gpus_max=job.gpus_max,
+        team=job.team,
+    )
+    if isinstance(job, RealtimeJob):
+        row["swap_cap"] = job.swap_cap
+        if job.previous_gpus is not None:
+            row["previous_gpus"] = " ".join(str(g) for g in job.previous_gpus) or NO_GPUS
+        return row
+    row.update(
+        arrival_step=job.arrival_step,
+        gpu_hours=job.gpu_hours,
+        gpu_hours_actual=job.gpu_hours_actual,
+        deadline_step=job.deadline_step,
+    )
+    if job.running is not None:
+        row.update(
+            running_gpu_start=job.running.gpu_start,
+            running_gpus=job.running.gpus,
+            running_remaining_steps=job.running.remaining_steps,
+        )
+    return row
+
+
+def job_from_row(
+    row: Mapping[str, Any],
+    *,
+    demand: Sequence[float] | None = None,
+    history: Sequence[float] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Job:
+    """A validated job from one row; a real-time job's demand and history come from the caller.
+
+    `defaults` fill blank cells (the editor starts a new service with swap_cap 0).
+    """
+    job_id = _text(row.get("id"))
+    if job_id is None:
+        raise ScenarioError("id is empty")
+    owner = f"job '{shown(job_id)}'"
+    job_type = _text(row.get("type"))
+    if job_type not in JOB_TYPES:
+        raise ScenarioError(f"{owner}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}")
+    cells = {c: cell_value(owner, c, row.get(c)) for c in ROW_COLUMNS if c not in ("id", "type")}
+    for column, value in (defaults or {}).items():
+        if cells.get(column) is None:
+            cells[column] = value
+
+    def required(*columns: str) -> None:
+        for column in columns:
+            if cells[column] is None:
+                raise ScenarioError(f"{owner}: {column} is empty")
+
+    raw: dict[str, Any] = {"id": job_id, "type": job_type, "team": cells["team"]}
+    raw.update((c, cells[c]) for c in ("priority", "gpus_min", "gpus_max"))
+    if job_type == REALTIME_TYPE:
+        pinned = [c for c in RUNNING_COLUMNS if cells[c] is not None]
+        if pinned:
+            raise ScenarioError(
+                f"{owner}: {', '.join(pinned)} given, but a realtime job cannot be running "
+                f"(clear the running cells, or keep a batch type)"
+            )
+        required("priority", "gpus_min", "gpus_max", "swap_cap")
+        if demand is None:
+            raise ScenarioError(f"{owner}: has no demand")
+        raw.update(swap_cap=cells["swap_cap"], demand=list(demand))
+        raw["previous_gpus"] = parse_previous_gpus(owner, cells["previous_gpus"])
+        raw["history"] = list(history) if history is not None else None
+    else:
+        required("priority", "gpus_min", "gpus_max", "gpu_hours")
+        raw.update(
+            arrival_step=cells["arrival_step"] if cells["arrival_step"] is not None else 0,
+            gpu_hours=cells["gpu_hours"],
+            gpu_hours_actual=cells["gpu_hours_actual"],
+            deadline_step=cells["deadline_step"],
+        )
+        running = [cells[c] for c in RUNNING_COLUMNS]
+        if any(v is not None for v in running):
+            blank = [c for c, v in zip(RUNNING_COLUMNS, running, strict=True) if v is None]
+            if blank:
+                raise ScenarioError(
+                    f"{owner}: {', '.join(blank)} {'is' if len(blank) == 1 else 'are'} empty; a "
+                    f"running job needs {', '.join(RUNNING_COLUMNS)}"
+                )
+            keys = ("gpu_start", "gpus", "remaining_steps")
+            raw["running"] = dict(zip(keys, running, strict=True))
+    return job_from_dict({k: v for k, v in raw.items() if v is not None}, 0)
+
+
+def parse_previous_gpus(owner: str, text: str | None) -> list[int] | None:
+    """None for blank (unknown), [] for `[]` (held nothing), else the listed GPU numbers."""
+    if text is None:
+        return None
+    if text.replace(" ", "") == NO_GPUS:
+        return []
+    gpus = []
+    for part in text.strip("[]").replace(",", " ").split():
+        gpus.append(number_cell(owner, "previous_gpus", part))
+    if not gpus:
+        raise ScenarioError(f"{owner}: previous_gpus {text!r} lists no GPU (write [] for none)")
+    return gpus
+
+
+def _text(value: Any) -> str | None:
+    if value is None or _is_missing(value):
+        return None
+    return text_cell(str(value)) or None
+
+
+def cell_value(owner: str, column: str, value: Any) -> Any:
+    """A cell as the model wants it: None when blank, text for text columns, else a number."""
+    if value is None or _is_missing(value):
+        return None
+    if column in TEXT_COLUMNS:
+        return _text(value)
+    if isinstance(value, str):
+        return number_cell(owner, column, value, required=False)
+    if hasattr(value, "item") and not isinstance(value, int | float):
+        value = value.item()  # numpy scalars as Python numbers
+    return value
+
+
+def _is_missing(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    pandas = sys.modules.get("pandas")  # only pandas' own tables can hold its NA
+    return pandas is not None and (value is pandas.NA or value is pandas.NaT)

@@ -1,0 +1,55 @@
+"""Reading files and uploads as text, safely: every format reads through here.
+
+A read never takes more than `limit + 1` bytes, whatever the file is (a regular file, /dev/zero,
+a FIFO, a process substitution): the size a file reports is not trusted. Bytes must be UTF-8
+(a BOM is dropped) and not blank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO
+
+from ..model import ScenarioError
+
+MAX_UPLOAD_MB = 20
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
+
+
+def decode_upload(data: bytes | BinaryIO, name: str, limit: int = MAX_UPLOAD_BYTES) -> str:
+    """Uploaded bytes (or a binary file object, read at most limit + 1 bytes) as text."""
+    if not isinstance(data, bytes | bytearray):
+        data = data.read(limit + 1)
+    if len(data) > limit:
+        raise ScenarioError(
+            f"{name}: file is {len(data) / 1e6:.1f} MB, larger than the upload limit of "
+            f"{limit / 1e6:.0f} MB"
+        )
+    try:
+        text = bytes(data).decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{name}: is not UTF-8 text (byte {e.start} cannot be read)") from None
+    if not text.strip():
+        raise ScenarioError(f"{name}: file is empty")
+    return text
+
+
+def read_bytes(path: str | Path, limit: int = MAX_UPLOAD_BYTES) -> bytes:
+    """At most limit + 1 bytes of a file (more means too large); OS errors as ScenarioError."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError
+        with path.open("rb") as f:
+            return f.read(limit + 1)
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{path}: is a folder, not a file") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def read_text(path: str | Path, limit: int = MAX_UPLOAD_BYTES) -> str:
+    """A file's text, with the same checks as an upload; never reads more than limit + 1 bytes."""
+    return decode_upload(read_bytes(path, limit), Path(path).name, limit)

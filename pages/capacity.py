@@ -1,0 +1,201 @@
+"""Capacity: how many GPUs, and what if demand grows — sweeps of the active scenario on Dask."""
+
+import os
+
+import pandas as pd
+import streamlit as st
+
+from core import charts
+from core.model import ScenarioError
+from core.planners import BASELINE, FAST, PLANNER_NAMES, planner_options
+from core.sweep import (
+    SCHEDULER_ENV,
+    close_client,
+    default_workers,
+    engine_label,
+    open_client,
+    run_sweep,
+    smallest_sizes,
+    sweep_points,
+    sweep_to_csv,
+)
+from pages import common
+
+common.page_header(
+    "Capacity",
+    "How many GPUs does this workload need, and what if demand grows? Every planner at every "
+    "point of the grid below (cluster size x demand and work scales x policy), run on Dask "
+    "workers; the star marks the smallest swept size that meets your targets.",
+)
+common.sidebar_summary()
+
+K_RESULT = "capacity_result"
+MAX_RUNS = 5_000  # points x planners in one sweep from the page (the CLI has no limit)
+
+
+def _release(engine: dict) -> None:
+    close_client(engine["client"])
+
+
+def _running(engine: dict) -> bool:
+    return engine["client"].status == "running"
+
+
+@st.cache_resource(
+    show_spinner="Starting the Dask workers ...", on_release=_release, validate=_running
+)
+def _engine() -> dict:
+    """One Dask client per process, never per rerun: DASK_SCHEDULER_ADDRESS when set, else a
+    LocalCluster of single-threaded worker processes. (Held in a dict: a Client is awaitable,
+    which cache_resource refuses to store.)"""
+    return {"client": open_client(None if os.environ.get(SCHEDULER_ENV) else default_workers())}
+
+
+def _numbers(label: str, text: str, *, integer: bool = False) -> list[float]:
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            value = float(part)
+        except ValueError:
+            raise ScenarioError(f"{label}: {part!r} is not a number") from None
+        if integer and not value.is_integer():
+            raise ScenarioError(f"{label}: {part!r} is not a whole number")
+        values.append(int(value) if integer else value)
+    return values
+
+
+s = common.scenario()
+G = s.cluster.gpus
+default_gpus = ",".join(str(g) for g in sorted({max(1, G // 2), G, 2 * G, 3 * G, 4 * G}))
+available = list(PLANNER_NAMES)
+
+with st.container(border=True):
+    c1, c2, c3 = st.columns([2, 1, 1])
+    with c1:
+        gpus_text = st.text_input(
+            "GPUs (comma list)", default_gpus, key="cap_gpus", help="Cluster sizes to try."
+        )
+    with c2:
+        demand_text = st.text_input(
+            "Demand scales", "1,1.5", key="cap_demand", help="Real-time demand x factor."
+        )
+    with c3:
+        work_text = st.text_input(
+            "Work scales", "1", key="cap_work", help="Batch gpu_hours x factor."
+        )
+    c4, c5, c6 = st.columns([2, 1, 1])
+    with c4:
+        common.init_widget("cap_planners", [BASELINE, FAST])
+        planners = st.multiselect(
+            "Planners",
+            available,
+            key="cap_planners",
+            format_func=common.planner_label,
+            on_change=common.remember,
+            args=("cap_planners",),
+            help="Full runs its MIP up to 5 s per point: keep its grids small.",
+        )
+    with c5:
+        penalty_text = st.text_input(
+            "Penalty weights", f"{s.policy.penalty_weight:g}", key="cap_penalty"
+        )
+    with c6:
+        decay_text = st.text_input("Decays", f"{s.policy.decay:g}", key="cap_decay")
+    c7, c8, c9 = st.columns([1, 1, 2])
+    with c7:
+        coverage = st.number_input(
+            "Target: real-time coverage", 0.0, 1.0, 0.99, 0.01, key="cap_coverage"
+        )
+    with c8:
+        completed = st.number_input(
+            "Target: completed jobs (share)", 0.0, 1.0, 0.8, 0.05, key="cap_completed"
+        )
+    with c9:
+        st.write("")
+        run = st.button("Run sweep", type="primary", key="cap_run")
+
+if st.session_state.get("cap_cancel"):
+    st.info("Sweep cancelled: the pending runs were dropped; the last finished sweep is shown.")
+
+if run:
+    try:
+        if not planners:
+            raise ScenarioError("choose at least one planner")
+        points = sweep_points(
+            s,
+            gpus=_numbers("GPUs", gpus_text, integer=True),
+            demand_scale=_numbers("Demand scales", demand_text),
+            work_scale=_numbers("Work scales", work_text),
+            penalty_weight=_numbers("Penalty weights", penalty_text),
+            decay=_numbers("Decays", decay_text),
+        )
+        if len(points) * len(planners) > MAX_RUNS:
+            raise ScenarioError(
+                f"{len(points) * len(planners):,} runs is more than this page runs at once "
+                f"({MAX_RUNS:,}); use `gpuplan sweep` on a Dask cluster for larger grids"
+            )
+    except ScenarioError as e:
+        st.error(str(e))
+        points = []
+    if points:
+        client = _engine()["client"]
+        total = len(points) * len(planners)
+        cancel = st.empty()
+        cancel.button("Cancel", key="cap_cancel", help="Stops the sweep; pending runs are dropped.")
+        bar = st.progress(0.0, text=f"0 of {total} runs on {engine_label(client)}")
+
+        def progress(done: int, total: int, row: dict) -> None:
+            bar.progress(done / total, text=f"{done} of {total} runs ({row['planner']})")
+
+        options = {p: planner_options(p, time_limit=5.0) for p in planners}
+        rows = run_sweep(client, s, points, planners, options=options, progress=progress)
+        bar.empty()
+        cancel.empty()
+        st.session_state[K_RESULT] = {
+            "scenario": s,
+            "rows": rows,
+            "engine": engine_label(client),
+        }
+
+result = st.session_state.get(K_RESULT)
+if not result or result["scenario"] != s:
+    st.info("Choose the grid and press **Run sweep**.")
+    st.stop()
+
+rows = result["rows"]
+table = pd.DataFrame(rows)
+marks = smallest_sizes(rows, coverage=coverage, completed=completed)
+st.caption(
+    f"{len(rows)} runs on {result['engine']}; "
+    f"{int((table['error'] != '').sum())} at invalid points."
+)
+st.plotly_chart(
+    charts.capacity_figure(table, marks), key="cap_chart", config={"displayModeBar": False}
+)
+
+st.subheader("Smallest swept size meeting the targets")
+st.caption(
+    f"Real-time coverage >= {coverage:.0%} and completed batch jobs >= {completed:.0%} of all, "
+    "per planner and setting; `gpuplan size` searches every multiple of a step instead."
+)
+sizes = pd.DataFrame(marks)
+top = int(table["gpus"].max())
+sizes["gpus"] = [str(m["gpus"]) if m["gpus"] is not None else f"none up to {top}" for m in marks]
+st.dataframe(sizes, hide_index=True, key="cap_sizes")
+
+st.subheader("Every run")
+invalid = table[table["error"] != ""]
+if len(invalid):
+    st.warning(
+        f"{len(invalid)} run(s) at invalid points, e.g. {invalid.iloc[0]['gpus']} GPUs: "
+        f"{invalid.iloc[0]['error']}"
+    )
+st.dataframe(table, hide_index=True, key="cap_table")
+st.download_button(
+    "Download sweep.csv",
+    sweep_to_csv(rows),
+    file_name="sweep.csv",
+    mime="text/csv",
+    key="cap_download",
+)
