@@ -60,10 +60,33 @@ MAX_DRAWN_CELLS = 2_000_000
 # Planner order and colours come from the registry, so a new planner needs nothing here.
 PLANNER_ORDER = PLANNER_NAMES
 METRIC_COLOURS = {"utilization": "#0072B2", "value": "#E69F00", "allocated": "#9aa5b1"}
+# What a scheduler really did (an imported history's as-run metrics): grey, after the planners,
+# because it is no planner and its "grid" is not a legal one.
+AS_RUN = "as-run"
+AS_RUN_COLOURS = {"utilization": "#6c757d", "value": "#b8bfc6"}
 
 
-def job_colours(scenario: Scenario) -> list[str]:
-    """One colour per job, stable for a scenario: real-time jobs in warm/dark tones."""
+COLOUR_BY = ("job", "type", "team")  # what one colour of a grid stands for
+TYPE_COLOURS = {
+    "training": "#0072B2",
+    "batch_inference": "#009E73",
+    "quantization": "#CC79A7",
+    "realtime": "#D55E00",
+}
+NO_TEAM = "no team"
+
+
+def job_colours(scenario: Scenario, by: str = "job") -> list[str]:
+    """One colour per job, stable for a scenario: by job (real-time jobs in warm/dark tones), by
+    job type, or by team (jobs of one group share a colour; the hover still names the job)."""
+    if by not in COLOUR_BY:
+        raise ValueError(f"colour by one of {', '.join(COLOUR_BY)}, got {by!r}")
+    if by == "type":
+        return [TYPE_COLOURS.get(job.type, "#6c757d") for job in scenario.jobs]
+    if by == "team":
+        teams = list(dict.fromkeys(_group(job, by) for job in scenario.jobs))
+        colour = {t: JOB_COLOURS[k % len(JOB_COLOURS)] for k, t in enumerate(teams)}
+        return [colour[_group(job, by)] for job in scenario.jobs]
     out, batch_k, rt_k = [], 0, 0
     for job in scenario.jobs:
         if isinstance(job, RealtimeJob):
@@ -73,6 +96,15 @@ def job_colours(scenario: Scenario) -> list[str]:
             out.append(JOB_COLOURS[batch_k % len(JOB_COLOURS)])
             batch_k += 1
     return out
+
+
+def _group(job: Any, by: str) -> str:
+    """The legend label of a job's colour: its id, its type or its team."""
+    if by == "type":
+        return str(job.type)
+    if by == "team":
+        return str(getattr(job, "team", None) or NO_TEAM)
+    return str(job.id)
 
 
 def pale(colour: str, amount: float = 0.6) -> str:
@@ -129,24 +161,32 @@ def serving_mask(scenario: Scenario, plan: Plan) -> np.ndarray:
     return above
 
 
-def grid_legend(scenario: Scenario, plans: Sequence[Plan] = ()) -> list[tuple[str, str]]:
-    """(label, colour) for every job that holds a cell in any of the plans, then the shades.
+def grid_legend(
+    scenario: Scenario, plans: Sequence[Plan] = (), by: str = "job"
+) -> list[tuple[str, str]]:
+    """(label, colour) for every job (or type, or team) holding a cell in any plan, then shades.
 
     The grids share one legend: colours are fixed per job, whichever planner drew the grid.
     """
-    colours = job_colours(scenario)
+    colours = job_colours(scenario, by)
     present: set[int] = set()
     reserved: set[int] = set()
     for plan in plans:
         present |= set(np.unique(plan.grid[plan.grid != IDLE]).tolist())
         above = serving_mask(scenario, plan)
         reserved |= set(np.unique(plan.grid[above]).tolist())
-    entries = [
-        (job.id, colours[j]) for j, job in enumerate(scenario.jobs) if j in present or not plans
-    ]
-    entries += [
-        (f"{scenario.jobs[j].id}: held above demand", pale(colours[j])) for j in sorted(reserved)
-    ]
+    jobs = scenario.jobs
+    entries = list(
+        dict.fromkeys(
+            (_group(job, by), colours[j]) for j, job in enumerate(jobs) if j in present or not plans
+        )
+    )
+    entries += list(
+        dict.fromkeys(
+            (f"{_group(jobs[j], by)}: held above demand", pale(colours[j]))
+            for j in sorted(reserved)
+        )
+    )
     entries.append(("idle", IDLE_COLOUR))
     return entries
 
@@ -158,11 +198,13 @@ def grid_figure(
     *,
     height: int | None = None,
     show_legend: bool = True,
+    colour_by: str = "job",
 ) -> go.Figure:
-    """GPU x time Gantt grid: one heatmap, one colour per job, idle cells visible, rich hover."""
+    """GPU x time Gantt grid: one heatmap, one colour per job (or per type or team), idle cells
+    visible, and a hover that names the job of every cell."""
     grid = plan.grid
     G, T = grid.shape
-    colours = job_colours(scenario)
+    colours = job_colours(scenario, colour_by)
     above = serving_mask(scenario, plan)
     # Category codes index the distinct colours (idle first), so the colour scale stays small
     # however many jobs there are; the hover tells jobs of a shared colour apart.
@@ -200,7 +242,7 @@ def grid_figure(
             ygap=1 if G <= 128 else 0,
         )
     )
-    return _finish_grid(fig, scenario, plan, title, height, show_legend)
+    return _finish_grid(fig, scenario, plan, title, height, show_legend, colour_by)
 
 
 def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray, labels: list[str]) -> np.ndarray:
@@ -237,11 +279,12 @@ def _finish_grid(
     title: str | None,
     height: int | None,
     show_legend: bool,
+    colour_by: str = "job",
 ) -> go.Figure:
     G = plan.grid.shape[0]
-    jobs = scenario.jobs
+    legend = grid_legend(scenario, [plan], colour_by) if show_legend else []
     if show_legend:
-        for name, colour in grid_legend(scenario, [plan]):
+        for name, colour in legend:
             fig.add_trace(
                 go.Scatter(
                     x=[None],
@@ -258,7 +301,7 @@ def _finish_grid(
                 )
             )
     px_per_gpu = min(28, max(4, 640 // max(G, 1)))
-    legend_rows = math.ceil((len(jobs) + 2) / 4) if show_legend else 0
+    legend_rows = math.ceil(len(legend) / 4)
     fig.update_layout(
         title=title,
         height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
@@ -285,6 +328,10 @@ def _planner_rows(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> list[s
     return known + [p for p in metrics_by_planner if p not in known]
 
 
+def _bar_colours(planners: Sequence[str], metric: str) -> list[str]:
+    return [AS_RUN_COLOURS[metric] if p == AS_RUN else METRIC_COLOURS[metric] for p in planners]
+
+
 def utilization_value_figure(
     metrics_by_planner: Mapping[str, Mapping[str, Any]], baseline: str = BASELINE
 ) -> go.Figure:
@@ -300,18 +347,18 @@ def utilization_value_figure(
     if base is not None and float(base["utilization"]) > 0 and float(base["value"]) > 0:
         util_index = util / float(base["utilization"]) * 100
         value_index = value / float(base["value"]) * 100
-        axis_title = f"index ({baseline} = 100)"
+        axis_title = f"index: {baseline} = 100"
     else:
         util_index = util / max(util.max(), 1e-12) * 100
         value_index = value / max(value.max(), 1e-12) * 100
-        axis_title = "index (best planner = 100)"
+        axis_title = "index: best planner = 100"
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
             name="utilization (GPU-time doing work)",
             x=planners,
             y=util_index,
-            marker_color=METRIC_COLOURS["utilization"],
+            marker_color=_bar_colours(planners, "utilization"),
             text=[f"{u:.1%}" for u in util],
             textposition="outside",
             hovertemplate="%{x}: utilization %{text} (index %{y:.0f})<extra></extra>",
@@ -322,10 +369,12 @@ def utilization_value_figure(
             name="value (priority-weighted GPU-hours)",
             x=planners,
             y=value_index,
-            marker_color=METRIC_COLOURS["value"],
-            text=[f"{v:,.0f}" for v in value],
+            marker_color=_bar_colours(planners, "value"),
+            text=[f"{v:,.0f}<br>weighted GPU-h" for v in value],
             textposition="outside",
-            hovertemplate="%{x}: value %{text} (index %{y:.0f})<extra></extra>",
+            customdata=value,
+            hovertemplate="%{x}: value %{customdata:,.1f} priority-weighted GPU-hours "
+            "(index %{y:.0f})<extra></extra>",
         )
     )
     top = float(max(util_index.max(initial=0), value_index.max(initial=0)))
@@ -333,7 +382,7 @@ def utilization_value_figure(
     fig.update_layout(
         barmode="group",
         height=360,
-        title="Utilization vs priority-weighted value",
+        title="Utilization vs priority-weighted value (bar height: index; label: absolute)",
         margin={"l": 50, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
@@ -368,16 +417,28 @@ def realtime_figure(
             hovertemplate="%{customdata}: demand %{y:g}<extra></extra>",
         )
     )
-    dashes = ("dot", "solid", "dash", "longdash", "dashdot")
-    for k, name in enumerate(_planner_rows(plans)):
+    dashes = ("solid", "dash", "dot", "longdash", "dashdot")
+    names = _planner_rows(plans)
+    drawn: dict[str, np.ndarray] = {}
+    for k, name in enumerate(names):
         held = holdings(scenario, plans[name])[j]
+        # Earlier planners are drawn wider, so a later one on the very same steps lies on top of
+        # it without hiding it; the legend says when two allocations coincide.
+        same = next((other for other, h in drawn.items() if np.array_equal(h, held)), None)
+        drawn[name] = held
         fig.add_trace(
             go.Scatter(
                 x=steps,
                 y=held.tolist(),
-                name=f"{name} allocated",
+                name=f"{name} allocated" + (f" (same as {same})" if same else ""),
                 mode="lines",
-                line={"shape": "hv", "dash": dashes[k % 5], "color": PLANNER_COLOURS.get(name)},
+                line={
+                    "shape": "hv",
+                    "dash": dashes[k % len(dashes)],
+                    "width": 2 + 2.5 * (len(names) - 1 - k),
+                    "color": PLANNER_COLOURS.get(name),
+                },
+                opacity=0.9 if k == len(names) - 1 else 0.55,
                 customdata=labels,
                 hovertemplate="%{customdata}: " + name + " holds %{y} GPUs<extra></extra>",
             )
@@ -625,7 +686,7 @@ def idle_windows_figure(
         plot_bgcolor="white",
         showlegend=len(windows) <= 12,
         xaxis={
-            "title": "step",
+            "title": "time" if labels else "step",
             "range": [-0.5, steps - 0.5],
             "gridcolor": "#eee",
             **(_label_ticks(labels, max_ticks=6) if labels else {}),
@@ -889,5 +950,71 @@ def capacity_figure(
         margin={"l": 70, "r": 20, "t": 110, "b": 50},
         plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "x": 0.0},
+    )
+    return fig
+
+
+def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
+    """A history window's GPUs in use per step, stacked: each real-time group's demand (what its
+    services held, time-weighted) under the batch GPUs really held, against the cluster size.
+
+    `frame` is `core.formats.history.demand_frame` (optionally with an `hours` column for traces
+    with relative times): one column per real-time job, `as_run_batch_gpus`, `as_run_realtime_gpus`.
+    """
+    if "time" in frame:
+        x, x_title = frame["time"], None
+    elif "hours" in frame:
+        x, x_title = frame["hours"], "hours from the trace start"
+    else:
+        x, x_title = frame["step"], "step"
+    groups = [
+        c
+        for c in frame.columns
+        if c not in ("step", "time", "hours", "as_run_batch_gpus", "as_run_realtime_gpus")
+    ]
+    fig = go.Figure()
+    for k, group in enumerate(groups):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=frame[group],
+                name=f"real-time demand: {group}",
+                mode="lines",
+                stackgroup="held",
+                line={"shape": "hv", "width": 1.5, "color": REALTIME_COLOURS[k % 6]},
+                hovertemplate="%{x}: %{y:.1f} GPUs<extra>" + group + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=frame["as_run_batch_gpus"],
+            name="batch GPUs held (as run, blocks rounded up)",
+            mode="lines",
+            stackgroup="held",
+            line={"shape": "hv", "width": 1.5, "color": JOB_COLOURS[0]},
+            hovertemplate="%{x}: %{y:.1f} batch GPUs<extra>as run</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[x.iloc[0], x.iloc[-1]] if len(x) else [],
+            y=[gpus, gpus],
+            name=f"cluster: {gpus} GPUs",
+            mode="lines",
+            line={"color": "#343a40", "dash": "dot", "width": 1.5},
+            hoverinfo="skip",
+        )
+    )
+    held = frame["as_run_batch_gpus"].to_numpy() + frame["as_run_realtime_gpus"].to_numpy()
+    peak = float(held.max(initial=0.0))
+    fig.update_layout(
+        height=340,
+        title="GPUs in use in the window, as run",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+        yaxis={"title": "GPUs", "gridcolor": "#eee", "range": [0, max(gpus, peak) * 1.08 + 0.5]},
+        xaxis={"title": x_title, "gridcolor": "#eee"},
     )
     return fig

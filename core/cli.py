@@ -50,9 +50,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    plan = sub.add_parser("plan", help="plan a scenario and print its metrics as JSON")
+    plan = sub.add_parser("plan", help="plan a scenario and print its metrics (JSON or a table)")
     plan.add_argument("scenario", help="scenario JSON file")
-    plan.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
+    plan.add_argument(
+        "--planner",
+        type=_planner_list,
+        default=[FAST],
+        metavar="P[,P...]",
+        help=f"one planner or several, comma separated: {', '.join(PLANNER_NAMES)} "
+        f"(default {FAST})",
+    )
+    plan.add_argument(
+        "--format",
+        choices=("json", "table"),
+        default="json",
+        help="json (default): metrics.json's content (an object per planner when several); "
+        "table: one line per planner for people",
+    )
+    plan.add_argument(
+        "--no-progress",
+        action="store_true",
+        help=f"do not report the {_exact_names()} planner's progress on stderr",
+    )
     plan.add_argument(
         "--time-limit",
         type=_positive_float,
@@ -70,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         "--out",
         type=_out_folder,
         metavar="DIR",
-        help="write grid.csv, assignments.csv, realtime.csv and metrics.json",
+        help="write grid.csv, assignments.csv, realtime.csv and metrics.json (one folder per "
+        "planner under DIR when several)",
     )
     plan.set_defaults(run=_run_plan)
 
@@ -209,6 +229,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _planner_list(text: str) -> list[str]:
+    """'fifo,allocator' -> ['fifo', 'allocator']; unknown or repeated names are refused."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PLANNER_NAMES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown planner {', '.join(map(repr, unknown)) or repr(text)}; "
+            f"choose from {', '.join(PLANNER_NAMES)}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a planner is named twice in {text!r}")
+    return names
+
+
 def _finite_float(text: str) -> float:
     try:
         value = float(text)
@@ -319,19 +353,118 @@ def _run_plan(args: argparse.Namespace) -> int:
     from .planners import solve
 
     scenario = load_scenario(args.scenario)
-    plan = solve(scenario, args.planner, **_planner_options(args))
-    violations = check(scenario, plan)
-    if violations:  # a planner bug, not bad input: say so loudly
-        print(
-            f"internal error: the {args.planner} plan breaks {len(violations)} constraint(s); "
-            f"first: {violations[0]}",
-            file=sys.stderr,
-        )
-        return EXIT_ILLEGAL
-    if args.out:
-        write_exports(scenario, plan, args.out)
-    sys.stdout.write(metrics_to_json(report(scenario, plan)))
+    reports: dict[str, dict] = {}
+    for name in args.planner:
+        options = planner_options(name, time_limit=args.time_limit, mip_gap=args.gap)
+        progress = None
+        if PLANNERS[name].accepts("progress") and not args.no_progress:
+            progress = _ProgressLine(name, args.time_limit)
+            options = planner_options(
+                name, time_limit=args.time_limit, mip_gap=args.gap, progress=progress
+            )
+        plan = solve(scenario, name, **options)
+        if progress is not None:
+            progress.finish(plan.stats)
+        violations = check(scenario, plan)
+        if violations:  # a planner bug, not bad input: say so loudly
+            print(
+                f"internal error: the {name} plan breaks {len(violations)} constraint(s); "
+                f"first: {violations[0]}",
+                file=sys.stderr,
+            )
+            return EXIT_ILLEGAL
+        if args.out:
+            several = len(args.planner) > 1
+            write_exports(scenario, plan, Path(args.out) / name if several else args.out)
+        reports[name] = report(scenario, plan)
+    if args.format == "table":
+        print(format_plan_table(reports))
+    elif len(reports) == 1:
+        sys.stdout.write(metrics_to_json(next(iter(reports.values()))))
+    else:
+        sys.stdout.write(metrics_to_json(reports))
     return EXIT_OK
+
+
+class _ProgressLine:
+    """The MIP's progress on stderr: one line rewritten in place on a terminal, else one line
+    every few seconds (so a log stays short)."""
+
+    def __init__(self, name: str, time_limit: float, every_s: float = 2.0) -> None:
+        self.name, self.time_limit, self.every_s = name, time_limit, every_s
+        self.tty = sys.stderr.isatty()
+        self.last = -every_s
+
+    def __call__(self, info: dict) -> None:
+        elapsed = float(info.get("elapsed_s", 0.0))
+        if not self.tty and elapsed - self.last < self.every_s:
+            return
+        self.last = elapsed
+        parts = [f"{elapsed:.1f} s of {self.time_limit:g} s"]
+        for key, text in (("incumbent", "incumbent {:,.1f}"), ("bound", "bound {:,.1f}")):
+            if info.get(key) is not None and math.isfinite(info[key]):
+                parts.append(text.format(info[key]))
+        if info.get("gap") is not None and math.isfinite(info["gap"]):
+            parts.append(f"gap {info['gap']:.2%}")
+        line = f"{self.name}: " + " · ".join(parts)
+        print(("\r" + line.ljust(78)) if self.tty else line, end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    def finish(self, stats: dict) -> None:
+        from .planners import SolveStatus
+
+        status = stats.get("status")
+        words = SolveStatus(status).words if status in set(SolveStatus) else str(status)
+        runtime = float(stats.get("runtime_ms", 0.0)) / 1000
+        line = f"{self.name}: {words} after {runtime:,.1f} s"
+        print(("\r" + line.ljust(78)) if self.tty else line, file=sys.stderr, flush=True)
+
+
+PLAN_TABLE_COLUMNS = (  # (header, report key, format)
+    ("planner", "planner", "{}"),
+    ("util.", "utilization", "{:.1%}"),
+    ("allocated", "allocated_fraction", "{:.1%}"),
+    ("value", "value", "{:,.1f}"),
+    ("vs fifo", None, ""),
+    ("done", None, ""),
+    ("rt coverage", "rt_coverage", "{:.1%}"),
+    ("objective", "objective", "{:,.1f}"),
+    ("runtime", "runtime_ms", ""),
+    ("status", "status", ""),
+)
+
+
+def format_plan_table(reports: dict[str, dict]) -> str:
+    """One aligned line per planner: utilization, value (and its gain over fifo when fifo ran),
+    completed jobs, coverage, objective, runtime and the solver status in words."""
+    from .planners import BASELINE, SolveStatus
+
+    base = reports.get(BASELINE)
+    lines = []
+    for name, r in reports.items():
+        row = []
+        for _, key, fmt in PLAN_TABLE_COLUMNS:
+            row.append(fmt.format(r[key]) if fmt and key in r and r[key] is not None else "")
+        row[0] = name
+        if base is not None and name != BASELINE and base["value"] > 0:
+            row[4] = f"{r['value'] / base['value'] - 1:+.1%}"
+        row[5] = f"{r['completed_jobs']}/{r['batch_jobs']}"
+        ms = float(r.get("runtime_ms", 0.0))
+        row[8] = f"{ms / 1000:,.1f} s" if ms >= 1000 else f"{ms:,.1f} ms"
+        status = r.get("status")
+        row[9] = SolveStatus(status).words if status in set(SolveStatus) else ""
+        lines.append(row)
+    headers = [h for h, _, _ in PLAN_TABLE_COLUMNS]
+    widths = [max(len(h), *(len(line[k]) for line in lines)) for k, h in enumerate(headers)]
+    left = {0, 9}
+
+    def fmt_line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if k in left else c.rjust(w)
+            for k, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([fmt_line(headers), *(fmt_line(line) for line in lines)])
 
 
 def _run_check(args: argparse.Namespace) -> int:

@@ -467,6 +467,14 @@ def jain_index(values: Any) -> float | None:
     return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
 
 
+def free_blocks(free: np.ndarray, size: int) -> np.ndarray:
+    """Which aligned blocks of `size` GPUs are wholly free: `free` is (GPUs x ...) bool, the
+    result (GPUs // size x ...), row k for the block [k * size, (k + 1) * size). GPUs past the
+    last whole block belong to none. The one definition, for planners, metrics and analysis."""
+    blocks = free.shape[0] // size
+    return free[: blocks * size].reshape(blocks, size, *free.shape[1:]).all(axis=1)
+
+
 def fragmented_cells(
     scenario: Scenario, plan: Plan, placements: dict[str, Placement] | None = None
 ) -> np.ndarray:
@@ -490,10 +498,9 @@ def fragmented_cells(
         g = int(g)
         at = np.nonzero(smallest == g)[0]
         part = idle[:, at]
-        whole = (G // g) * g
         in_block = np.zeros_like(part)
-        blocks = part[:whole].reshape(G // g, g, len(at)).all(axis=1)  # (blocks, steps)
-        in_block[:whole] = np.repeat(blocks, g, axis=0)
+        blocks = free_blocks(part, g)  # (blocks, steps)
+        in_block[: len(blocks) * g] = np.repeat(blocks, g, axis=0)
         out[at] = (part & ~in_block).sum(axis=0)
     return out
 

@@ -10,11 +10,14 @@ nothing. The pure work (uploads, editor tables, controls, forecast alignment) li
 from __future__ import annotations
 
 import math
+import runpy
+import threading
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
+from core import views
 from core.formats import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
@@ -49,14 +52,17 @@ SCENARIO_CONTROL_PREFIX = "ctl_scn_"
 
 
 def builtin_scenarios() -> dict[str, Path]:
-    """Scenario files under data/scenarios, the default first, then by name."""
+    """Scenario files under data/scenarios: `example` and the seven benchmarks first."""
+    from core.bench import BENCHMARKS
+
     paths = {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.json"))}
-    first = [n for n in DEFAULT_SCENARIOS if n in paths][:1]
-    return {n: paths[n] for n in first + [n for n in paths if n not in first]}
+    return {n: paths[n] for n in views.builtin_order(paths, BENCHMARKS)}
 
 
 def default_scenario_name() -> str:
-    return next(iter(builtin_scenarios()), "example")
+    """The scenario a new session opens on: the first of DEFAULT_SCENARIOS that exists."""
+    names = builtin_scenarios()
+    return next((n for n in DEFAULT_SCENARIOS if n in names), next(iter(names), "example"))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -104,21 +110,51 @@ def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bo
             del st.session_state[key]
 
 
-def load_uploads(files: list[Any]) -> None:
-    """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario."""
-    if not files:
-        return
+K_UPLOAD_DONE, K_UPLOADER_VERSION = "upload_done", "uploader_version"
+
+
+def uploader_key() -> str:
+    """The file uploader's key: a new one empties the uploader (after picking a built-in)."""
+    return f"wl_upload_{int(st.session_state.setdefault(K_UPLOADER_VERSION, 0))}"
+
+
+def clear_uploader() -> None:
+    st.session_state[K_UPLOADER_VERSION] = int(st.session_state.get(K_UPLOADER_VERSION, 0)) + 1
+    for key in (K_UPLOAD_ERROR, K_UPLOADED_IDS, K_UPLOAD_DONE):
+        st.session_state.pop(key, None)
+
+
+def load_uploads(files: list[Any]) -> views.UploadState:
+    """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario.
+
+    One CSV alone waits for the other file of the pair; removing every file clears the error.
+    A loaded upload becomes the active scenario and the page reruns, so the sidebar (drawn
+    before the uploader) shows it at once.
+    """
+    names = [f.name for f in files]
+    headers = {f.name: views.csv_header(f.getvalue()) for f in files}
+    state = views.upload_state(names, headers)
+    if state.kind != "ready":
+        st.session_state.pop(K_UPLOAD_ERROR, None)
+        st.session_state.pop(K_UPLOADED_IDS, None)
+        return state
     ids = tuple(sorted(str(getattr(f, "file_id", f.name)) for f in files))
     if st.session_state.get(K_UPLOADED_IDS) == ids:
-        return  # already handled on an earlier rerun: do not undo later edits
+        return state  # already handled on an earlier rerun: do not undo later edits
     st.session_state[K_UPLOADED_IDS] = ids
     try:
         new, source = scenario_from_uploads([(f.name, f.getvalue()) for f in files], scenario())
     except ScenarioError as e:
         st.session_state[K_UPLOAD_ERROR] = e.problems
-        return
-    st.session_state.pop(K_UPLOAD_ERROR, None)
+        st.session_state.pop(K_UPLOAD_DONE, None)
+        return state
+    pair = views.csv_pair(names, headers)
+    if pair is not None:
+        new = views.named_pair(new, *pair)
     set_scenario(new, source)
+    st.session_state[K_UPLOAD_DONE] = views.loaded_message(new, names)
+    st.rerun()
+    return state
 
 
 def workspace() -> Any:
@@ -143,7 +179,33 @@ def _workspace_at(path: str) -> Any:
 # Shared widgets
 
 
+_ROUTER = threading.local()  # per script-run thread: is app.py's router running this page?
+
+
+def run_routed(page: Any) -> None:
+    """Run the page chosen by app.py's `st.navigation`, marked as routed (see page_header)."""
+    _ROUTER.active = True
+    try:
+        page.run()
+    finally:
+        _ROUTER.active = False
+
+
+def run_router() -> None:
+    """Run app.py (the frame and the navigation), which then runs the requested page."""
+    runpy.run_path(str(ROOT / "app.py"), run_name="__gpuplan_router__")
+
+
 def page_header(title: str, explanation: str) -> None:
+    """The page's title and one-line explanation; a page run without the router gets it.
+
+    On a freshly started server Streamlit may run a file of pages/ directly (its older
+    folder-based navigation, used until the first `st.navigation` call): then the router runs
+    instead, so the page always has its frame, its sidebar and its URL.
+    """
+    if not getattr(_ROUTER, "active", False):
+        run_router()
+        st.stop()
     st.title(title)
     st.caption(explanation)
 
@@ -256,7 +318,15 @@ def ensure_plans(s: Scenario, names: list[str]) -> dict[str, Any]:
     return {n: store["plans"][n] for n in names if n in store["plans"]}
 
 
-def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool = True) -> None:
+def show_grid(
+    s: Scenario,
+    plan: Any,
+    title: str,
+    key: str,
+    *,
+    show_legend: bool = True,
+    colour_by: str = "job",
+) -> None:
     """The GPU x time grid chart, or a note when the grid is too large to draw in a browser."""
     from core import charts
 
@@ -265,7 +335,11 @@ def show_grid(s: Scenario, plan: Any, title: str, key: str, *, show_legend: bool
         st.info(f"{title}: {cells:,} cells are too many to draw; download grid.csv instead.")
         return
     st.plotly_chart(
-        charts.grid_figure(s, plan, title, show_legend=show_legend),
+        charts.grid_figure(s, plan, title, show_legend=show_legend, colour_by=colour_by),
         key=key,
         config={"displayModeBar": False},
     )
+
+
+if __name__ == "__main__":  # Streamlit's older folder navigation ran this helper as a page
+    run_router()

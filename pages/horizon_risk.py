@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from core import charts
+from core import charts, views
 from core.analysis import coverage_risk_table, idle_windows
 from core.model import ScenarioError
 from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
@@ -24,8 +24,10 @@ common.sidebar_summary()
 ROLLING_EXAMPLE = "rolling-surge"
 builtins = common.builtin_scenarios()
 active = common.scenario()
-choices = ([ROLLING_EXAMPLE] if ROLLING_EXAMPLE in builtins else []) + ["active"]
-common.init_widget("hz_source", choices[0])
+choices = ["active"] + ([ROLLING_EXAMPLE] if ROLLING_EXAMPLE in builtins else [])
+flat = views.jobs_without_history(active)
+# The active workload by default when its replay forecasts from a history (or it serves none).
+common.init_widget("hz_source", "active" if not flat or len(choices) == 1 else choices[-1])
 if st.session_state["hz_source"] not in choices:
     st.session_state["hz_source"] = choices[0]
 
@@ -50,6 +52,20 @@ with st.container(border=True):
         if st.session_state["hz_source"] == "active"
         else common.load_builtin(ROLLING_EXAMPLE)
     )
+    if flat and st.session_state["hz_source"] == "active":
+        st.warning(
+            f"{', '.join(repr(j) for j in flat)} in the active workload "
+            f"{'has' if len(flat) == 1 else 'have'} no demand history before step 0, so each "
+            "re-plan can only carry the latest demand forward (a flat forecast): when demand "
+            "rises, the plan is a step behind and real-time coverage drops. Give the job a "
+            "history with 'Use the forecast' on Demand forecast, or replay "
+            f"{ROLLING_EXAMPLE}, which has one."
+        )
+    elif flat:
+        st.caption(
+            f"The active workload is not the default here: {', '.join(flat)} has no demand "
+            "history, so its replay would forecast flat and lose coverage."
+        )
     c = scenario.cluster
     max_days = c.horizon_steps * c.step_minutes / 1440
     if not scenario.realtime_jobs:
@@ -159,46 +175,42 @@ st.subheader(
     "Realised metrics per planner",
     help="Measured on what actually ran: actual work and actual real-time traffic.",
 )
-rows = []
-for name, result in results.items():
-    m = result.metrics
-    rows.append(
-        {
-            "planner": common.planner_label(name),
-            "utilization": m["utilization"] * 100,
-            "allocated": m["allocated_fraction"] * 100,
-            "value": m["value"],
-            "completed": f"{m['completed_jobs']}/{m['batch_jobs']}",
-            "rt coverage": m["rt_coverage"] * 100,
-            "shortfall": m["rt_shortfall_gpu_hours"],
-            "changed": (m.get("changed_fraction_mean") or 0.0) * 100,
-            "moved": m.get("moved_jobs"),
-            "ms": m.get("planner_ms_mean"),
-        }
-    )
-pct = st.column_config.NumberColumn(format="%.1f%%")
+table = views.realised_metrics_table(
+    {common.planner_label(n): r.metrics for n, r in results.items()}
+)
 st.dataframe(
-    pd.DataFrame(rows),
+    table,
     hide_index=True,
     width="stretch",
     placeholder="",
+    key="hz_metrics",
     column_config={
-        "utilization": pct,
-        "allocated": pct,
-        "rt coverage": pct,
-        "value": st.column_config.NumberColumn(format="%.1f"),
-        "shortfall": st.column_config.NumberColumn(
-            "shortfall (GPU-h)", format="%.2f", help="Real-time demand not served"
+        "planner": st.column_config.TextColumn(width="medium"),
+        "utilization": st.column_config.TextColumn(
+            "util.", width="small", help="Share of GPU-steps doing batch or real-time work"
         ),
-        "changed": st.column_config.NumberColumn(
-            "changed per re-plan",
-            format="%.1f%%",
-            help="Mean share of the still-future planned cells a re-plan changed",
+        "allocated": st.column_config.TextColumn(
+            "allocated", width="small", help="Share of GPU-steps given to a job, used or not"
         ),
-        "moved": st.column_config.NumberColumn(
-            "moved jobs", help="Batch placements a re-plan moved"
+        "value": st.column_config.TextColumn(
+            "value", width="small", help="Priority-weighted GPU-hours of batch work done"
         ),
-        "ms": st.column_config.NumberColumn("ms per plan", format="%.2f"),
+        "completed": st.column_config.TextColumn("done", width="small", help="Batch jobs done"),
+        "rt coverage": st.column_config.TextColumn(
+            "coverage", width="small", help="Real-time demand served"
+        ),
+        "shortfall": st.column_config.TextColumn(
+            "short GPU-h", width="small", help="Real-time demand not served, in GPU-hours"
+        ),
+        "changed": st.column_config.TextColumn(
+            "changed", width="small", help="Mean share of the still-future cells a re-plan changed"
+        ),
+        "moved": st.column_config.TextColumn(
+            "moved", width="small", help="Batch placements a re-plan moved"
+        ),
+        "per plan": st.column_config.TextColumn(
+            "per plan", width="small", help="Mean planner runtime per re-plan"
+        ),
     },
 )
 first = next(iter(results.values())).metrics
@@ -283,22 +295,27 @@ else:
             "GPU-hours": windows["gpu_hours"],
         }
     )
-    left, right = st.columns([1, 1])
-    with left:
-        st.dataframe(
-            shown,
-            hide_index=True,
-            width="stretch",
-            height="auto" if len(shown) <= 10 else 400,
-            column_config={"GPU-hours": st.column_config.NumberColumn(format="%.0f")},
-        )
-        st.caption(
-            f"{len(windows)} windows, {windows['gpu_hours'].sum():,.0f} GPU-hours that "
-            "a job of that shape could have used."
-        )
-    with right:
-        st.plotly_chart(
-            charts.idle_windows_figure(windows, result.scenario.cluster.gpus, len(labels), labels),
-            key="hz_chart_idle",
-            config={"displayModeBar": False},
-        )
+    st.dataframe(
+        shown,
+        hide_index=True,
+        width="stretch",
+        height="auto" if len(shown) <= 10 else 400,
+        key="hz_idle_table",
+        column_config={"GPU-hours": st.column_config.NumberColumn(format="localized")},
+    )
+    union = views.idle_union_gpu_hours(windows, result.scenario.cluster.step_minutes)
+    overlap = (
+        " Some windows overlap (a smaller block idle for longer inside a larger one); the total "
+        "counts each idle GPU-hour once."
+        if views.windows_overlap(windows)
+        else ""
+    )
+    st.caption(
+        f"{len(windows)} windows covering {union:,.0f} GPU-hours that a job of that shape could "
+        f"have used.{overlap}"
+    )
+    st.plotly_chart(
+        charts.idle_windows_figure(windows, result.scenario.cluster.gpus, len(labels), labels),
+        key="hz_chart_idle",
+        config={"displayModeBar": False},
+    )

@@ -15,7 +15,7 @@ from core.planners import (
     planner_options,
     solve,
 )
-from pages import common
+from pages import common, history_import
 
 common.page_header(
     "Plan & compare",
@@ -207,7 +207,13 @@ st.subheader(
     "KPIs per planner",
     help=f"Deltas are against {common.planner_label(BASELINE)}, the published baseline.",
 )
-cards = st.columns(len(values))
+# --- as-run: what the real scheduler did, when the workload came from a history -------------
+as_run = history_import.as_run_for(s)
+cards = st.columns(len(values) + (as_run is not None))
+if as_run is not None:
+    with cards[-1]:
+        history_import.as_run_card(as_run, values)
+    cards = cards[:-1]
 
 
 def _card(label: str, value: str, change: float | None, text: str, help: str | None = None):
@@ -229,26 +235,28 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             return None if b is None else m[key] - b[key]
 
         _card(
-            "Utilization",
+            "Utilization (of GPU-hours)",
             f"{m['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",
-            "GPU-time doing work (reserved-but-idle real-time GPUs do not count)",
+            "GPU-hours running batch work or serving real-time demand, over all GPU-hours. "
+            "GPUs a service holds above its demand are allocated but not utilized.",
         )
         gain = m["value"] / b["value"] - 1 if b is not None and b["value"] > 0 else None
         _card(
-            "Value",
+            "Value (priority-weighted GPU-hours)",
             f"{m['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
-            "Priority-weighted GPU-hours delivered in the horizon",
+            "Batch GPU-hours delivered in the horizon, each weighted by its job's priority",
         )
         _card(
-            "Objective",
+            "Objective (weighted GPU-hours)",
             f"{m['objective']:,.1f}",
             d("objective"),
             f"{d('objective') or 0:+,.1f}",
-            "Decayed batch reward minus the weighted real-time shortfall",
+            "Decayed priority-weighted batch GPU-hours minus the penalty weight times the "
+            "real-time GPU-hours not served",
         )
         _card(
             "Completed jobs",
@@ -264,7 +272,9 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             "Served / demanded real-time GPU-hours",
         )
         st.caption(
-            f"allocated {m['allocated_fraction']:.1%} · runtime {common.format_ms(m['runtime_ms'])}"
+            f"Allocated {m['allocated_fraction']:.1%} of GPU-hours (given to a job, used or "
+            f"not) vs {m['utilization']:.1%} utilized · planned in "
+            f"{common.format_ms(m['runtime_ms'])}"
         )
         if PLANNERS[name].reports:
             st.caption(common.solver_summary(plans[name].stats))
@@ -273,7 +283,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
 chart_col, why_col = st.columns([3, 2], vertical_alignment="center")
 with chart_col:
     st.plotly_chart(
-        charts.utilization_value_figure(values),
+        charts.utilization_value_figure(history_import.with_as_run(values, as_run)),
         key="plan_chart_uv",
         config={"displayModeBar": False},
     )
@@ -295,7 +305,20 @@ st.subheader(
     "cells are reserved above demand. Hover a cell for job, type, priority and time.",
 )
 names = list(plans)
-common.colour_legend(charts.grid_legend(s, list(plans.values())))
+colour_options = {"job": "job", "type": "job type", "team": "team"}
+common.init_widget("plan_colour_by", "job" if len(s.jobs) <= 24 else "type")
+colour_by = st.radio(
+    "Colour the grids by",
+    list(colour_options),
+    key="plan_colour_by",
+    format_func=colour_options.get,
+    horizontal=True,
+    on_change=common.remember,
+    args=("plan_colour_by",),
+    help="With many jobs one colour per job is hard to read: colour by job type or team; "
+    "hovering a cell still names its job.",
+)
+common.colour_legend(charts.grid_legend(s, list(plans.values()), colour_by))
 for row_start in range(0, len(names), 2):
     row = st.columns(2)
     for col, name in zip(row, names[row_start : row_start + 2], strict=False):
@@ -306,6 +329,7 @@ for row_start in range(0, len(names), 2):
                 common.planner_label(name),
                 key=f"plan_grid_{name}",
                 show_legend=False,
+                colour_by=colour_by,
             )
 
 if s.realtime_jobs:

@@ -1,15 +1,20 @@
 """Workload: pick or upload a scenario, edit its jobs and real-time demand, download it."""
 
+from datetime import datetime, timedelta
+
 import streamlit as st
 
+from core import views
 from core.charts import demand_figure, step_labels
-from core.formats import MAX_UPLOAD_MB, scenario_to_json, scenario_to_tables
-from pages import common
+from core.formats import MAX_UPLOAD_MB, job_from_dict, scenario_to_json, scenario_to_tables
+from core.model import ScenarioError
+from pages import common, history_import
 
 common.page_header(
     "Workload",
-    "Pick a built-in scenario or upload your own, then edit jobs and real-time demand: "
-    "every edit is validated, and only a valid workload becomes the active one.",
+    "gpuplan plans which job runs on which GPUs at every step of the horizon and compares that "
+    "plan with FIFO: set up the workload here (a built-in, or your own files), then see the "
+    "plans and their KPIs on Plan & compare.",
 )
 common.sidebar_summary()
 
@@ -19,44 +24,67 @@ names = list(builtins)
 
 def _load_selected() -> None:
     name = st.session_state["wl_builtin"]
+    if name is None:
+        return
     common.set_scenario(common.load_builtin(name), f"built-in: {name}")
-    st.session_state.pop(common.K_UPLOAD_ERROR, None)
+    common.clear_uploader()  # files that failed (or were loaded) leave the uploader
 
+
+# The selector follows the active scenario: a built-in by name, anything else as a placeholder.
+current = common.scenario_source().removeprefix("built-in: ")
+selected = current if current in names else None
+if st.session_state.get("wl_builtin", "") != selected:
+    st.session_state["wl_builtin"] = selected
 
 pick, upload = st.columns([1, 2])
 with pick:
-    current = common.scenario_source().removeprefix("built-in: ")
-    if "wl_builtin" not in st.session_state and current in names:
-        st.session_state["wl_builtin"] = current
     st.selectbox(
         "Built-in scenario",
         names,
         key="wl_builtin",
         on_change=_load_selected,
-        help="Scenarios shipped in data/scenarios/. Choosing one replaces the workload.",
+        placeholder=f"{common.scenario().name}: pick a built-in to replace it",
+        help="Scenarios shipped in data/scenarios/: `example`, then the seven benchmarks, then "
+        "the rest. Choosing one replaces the workload.",
     )
+    last = selected or st.session_state.get("wl_last_builtin")
     if st.button(
-        "Reload built-in",
+        f"Reload {last}" if last else "Reload built-in",
         key="wl_reload",
-        help="Discard edits and uploads; load the selected built-in scenario again.",
+        disabled=last is None,
+        help="Discard edits and uploads; load this built-in scenario again.",
     ):
+        st.session_state["wl_builtin"] = last
         _load_selected()
+        st.rerun()
+    if selected is not None:
+        st.session_state["wl_last_builtin"] = selected
 with upload:
     files = st.file_uploader(
         "Upload a scenario (.json) or the CSV pair (jobs.csv + demand.csv)",
         type=["json", "csv"],
         accept_multiple_files=True,
-        key="wl_upload",
-        help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair takes cluster, horizon and policy "
-        "from the active scenario.",
+        key=common.uploader_key(),
+        help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair is planned on the cluster and "
+        "horizon set under 'Cluster and horizon' below; its name comes from its file names.",
     )
-    common.load_uploads(files or [])
+    state = common.load_uploads(files or [])
+    if state.kind == "waiting":
+        st.info(state.message)
 
+done = st.session_state.get(common.K_UPLOAD_DONE)
+if done and common.scenario_source().startswith("upload: "):
+    st.success(done)
 error = st.session_state.get(common.K_UPLOAD_ERROR)
 if error:
     shown = "\n".join(f"- {p}" for p in error[:12])
     more = f"\n- ... and {len(error) - 12} more" if len(error) > 12 else ""
-    st.error(f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}")
+    hints = "".join(f"\n\n{h}" for h in views.pair_fit_hints(error, common.scenario().cluster))
+    st.error(
+        f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}{hints}"
+    )
+
+history_import.render()  # a scheduler history -> a window's scenario, with what really ran
 
 s = common.scenario()
 c = s.cluster
@@ -69,13 +97,74 @@ cols[1].metric("Horizon", f"{c.horizon_steps} x {c.step_minutes} min")
 cols[2].metric("Batch jobs", len(s.batch_jobs))
 cols[3].metric("Real-time jobs", len(s.realtime_jobs))
 cols[4].metric("Work queued", f"{sum(j.gpu_hours for j in s.batch_jobs):,.0f} GPU-h")
-start = c.start.strftime("%Y-%m-%d %H:%M") if c.start else "not set"
 policy = s.policy
 st.caption(
-    f"Starts {start} · penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
+    f"Penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
     f"(half-life {common.format_hours(policy.half_life_hours(c.step_minutes))}) · "
     "change the policy on Plan & compare."
 )
+
+
+def _apply_cluster() -> None:
+    current = common.scenario()
+    key = f"wl_cluster_{common.scenario_version()}"
+    day, clock = st.session_state[f"{key}_date"], st.session_state[f"{key}_time"]
+    start = datetime.combine(day, clock) if day is not None and clock is not None else None
+    try:
+        new = views.with_cluster(
+            current,
+            gpus=st.session_state[f"{key}_gpus"],
+            horizon_steps=st.session_state[f"{key}_steps"],
+            step_minutes=st.session_state[f"{key}_minutes"],
+            start=start,
+        )
+    except ScenarioError as e:
+        st.session_state["wl_cluster_error"] = e.problems
+        return
+    st.session_state.pop("wl_cluster_error", None)
+    if new != current:
+        common.set_scenario(new, "cluster edited")
+
+
+with st.expander(
+    f"Cluster and horizon: {c.gpus} GPUs, {c.horizon_steps} steps of {c.step_minutes} min, "
+    f"from {c.start:%Y-%m-%d %H:%M}"
+    if c.start
+    else "Cluster and horizon (no start time)",
+    expanded=False,
+):
+    st.caption(
+        "The cluster and horizon every planner uses, and the ones an uploaded CSV pair is read "
+        "into. A longer horizon repeats the real-time demand from its first step."
+    )
+    key = f"wl_cluster_{common.scenario_version()}"
+    k1, k2, k3, k4, k5 = st.columns(5)
+    k1.number_input("GPUs", 1, 65536, c.gpus, key=f"{key}_gpus", on_change=_apply_cluster)
+    k2.number_input(
+        "Horizon (steps)", 1, 10080, c.horizon_steps, key=f"{key}_steps", on_change=_apply_cluster
+    )
+    k3.number_input(
+        "Step (minutes)", 1, 10080, c.step_minutes, key=f"{key}_minutes", on_change=_apply_cluster
+    )
+    k4.date_input(
+        "Start date",
+        c.start.date() if c.start else None,
+        key=f"{key}_date",
+        on_change=_apply_cluster,
+    )
+    k5.time_input(
+        "Start time",
+        c.start.time() if c.start else None,
+        key=f"{key}_time",
+        on_change=_apply_cluster,
+        step=timedelta(minutes=c.step_minutes if c.step_minutes < 1440 else 60),
+    )
+    if st.session_state.get("wl_cluster_error"):
+        st.error(
+            "Not applied: "
+            + "; ".join(st.session_state["wl_cluster_error"][:5])
+            + ". Change the value or the jobs that do not fit."
+        )
 
 version = common.scenario_version()
 jobs_table, demand_table = common.editor_tables(s)
@@ -191,12 +280,212 @@ if not result.ok:
 elif common.scenario_source() == "edited":
     st.success("Edits are valid and active.")
 
+# --- estimators --------------------------------------------------------------------------------
+st.subheader(
+    "Estimate a new job and add it to the workload",
+    help="A training or quantization job sized from its description; it is checked against "
+    "the cluster and horizon before you add it.",
+)
+
+
+def _fit_warning(row: dict) -> None:
+    """The earliest finish of the estimated job, and a warning when it cannot run or finish."""
+    check = views.fit_check(row, s.cluster)
+    finish = views.step_time(s.cluster, check.earliest_finish_step)
+    if check.fits:
+        st.caption(
+            f"Earliest finish: {finish}, if it gets {min(row['gpus_max'], s.cluster.gpus)} GPUs "
+            f"from its arrival; the horizon ends at step {s.cluster.horizon_steps}."
+        )
+    else:
+        st.warning(
+            f"'{row['id']}' {check.warnings[0]}. You can still add it, but no planner can "
+            "complete it: raise the cluster or the horizon under 'Cluster and horizon', or "
+            "shorten the job."
+        )
+
+
+def _add_job(row: dict) -> None:
+    current = common.scenario()
+    try:
+        job = job_from_dict(row, len(current.jobs))
+        common.set_scenario(current.replace(jobs=(*current.jobs, job)), f"added '{job.id}'")
+        st.session_state["est_added"] = f"Added '{job.id}' to the workload."
+    except ScenarioError as e:
+        st.session_state["est_added_error"] = str(e)
+
+
+def _keep_estimate(key: str, estimate) -> None:
+    """Keep (estimate, job row) under `key`, or the error message under `key + '_error'`."""
+    try:
+        st.session_state[key] = estimate()
+        st.session_state.pop(f"{key}_error", None)
+    except ScenarioError as e:
+        st.session_state[f"{key}_error"] = str(e)
+        st.session_state.pop(key, None)
+
+
+def _job_fields(prefix: str, default_id: str, default_priority: float):
+    """Job id, priority and arrival step: the first row of both estimator forms."""
+    a, b, c = st.columns(3)
+    return (
+        a.text_input("Job id", default_id, key=f"{prefix}_id"),
+        b.number_input("Priority", 0.1, 100.0, default_priority, key=f"{prefix}_priority"),
+        c.number_input("Arrival step", 0, s.cluster.horizon_steps - 1, 0, key=f"{prefix}_arrival"),
+    )
+
+
+training_tab, quant_tab = st.tabs(["Training job", "Quantization job"])
+with training_tab:
+    from core.forecast import training
+
+    with st.form("est_training_form"):
+        t_id, t_priority, t_arrival = _job_fields("est_t", "sft-new", 5.0)
+        a, b, c = st.columns(3)
+        variant = a.selectbox(
+            "Variant", training.VARIANTS, key="est_t_variant", help=training.FEATURES["variant"]
+        )
+        params = b.number_input("Parameters (billions)", 0.1, 2000.0, 8.0, key="est_t_params")
+        tokens = c.number_input(
+            "Training tokens (billions)",
+            0.001,
+            10000.0,
+            1.0,
+            key="est_t_tokens",
+            help=training.FEATURES["train_tokens_billion"],
+        )
+        a, b, c = st.columns(3)
+        epochs = a.number_input("Epochs", 0.1, 100.0, 1.0, key="est_t_epochs")
+        seq_len = b.number_input("Sequence length", 128, 1_000_000, 4096, key="est_t_seq")
+        lora_rank = c.number_input(
+            "LoRA rank (LoRA variants)",
+            0,
+            4096,
+            16,
+            key="est_t_rank",
+            help=training.FEATURES["lora_rank"],
+        )
+        a, b, c = st.columns(3)
+        gpu_type = a.selectbox("GPU type", training.GPU_TYPES, index=1, key="est_t_gpu")
+        memory = b.number_input("GPU memory (GB)", 8.0, 512.0, 80.0, key="est_t_memory")
+        precision = c.selectbox("Precision", training.PRECISIONS, key="est_t_precision")
+        with st.expander("RL features (RLHF / RLVR only)"):
+            a, b = st.columns(2)
+            rollouts = a.number_input("Rollouts per prompt", 0, 1024, 0, key="est_t_rollouts")
+            generation = b.number_input(
+                "Generated tokens per rollout", 0, 1_000_000, 0, key="est_t_generation"
+            )
+            reward = a.number_input("Reward model (billions)", 0.0, 2000.0, 0.0, key="est_t_reward")
+            verifier = b.number_input(
+                "Verifier seconds per rollout", 0.0, 3600.0, 0.0, key="est_t_verifier"
+            )
+        estimate_training = st.form_submit_button("Estimate", key="est_t_estimate")
+    if estimate_training:
+        run = {
+            "variant": variant,
+            "params_billion": params,
+            "train_tokens_billion": tokens,
+            "epochs": epochs,
+            "seq_len": int(seq_len),
+            "lora_rank": int(lora_rank) if variant.startswith("lora") else 0,
+            "gpu_type": gpu_type,
+            "gpu_memory_gb": memory,
+            "precision": precision,
+            "rollouts_per_prompt": int(rollouts),
+            "generation_tokens": int(generation),
+            "reward_model_billion": reward,
+            "verifier_seconds": verifier,
+        }
+
+        def _estimate_training():
+            est = training.default_training_model().estimate(run)
+            return est, est.job_row(
+                t_id.strip(), t_priority, int(t_arrival), max_gpus=s.cluster.gpus
+            )
+
+        with st.spinner("Estimating (the model is fitted on first use) ..."):
+            _keep_estimate("est_training", _estimate_training)
+    if st.session_state.get("est_training_error"):
+        st.error(st.session_state["est_training_error"])
+    if "est_training" in st.session_state:
+        est, row = st.session_state["est_training"]
+        m1, m2, m3 = st.columns(3)
+        m1.metric(
+            "GPU-hours (median)",
+            f"{est.gpu_hours:,.1f}",
+            help=f"{est.level:.0%} interval {est.lower:,.1f} – {est.upper:,.1f}",
+        )
+        m2.metric("GPUs (memory minimum)", est.gpus_min)
+        m3.metric(
+            "GPUs recommended",
+            est.gpus_recommended,
+            help="Finishes within a day where data parallelism allows",
+        )
+        st.caption(
+            f"{est.level:.0%} interval: {est.lower:,.1f} – {est.upper:,.1f} GPU-hours. "
+            f"Job row: gpus {row['gpus_min']}..{row['gpus_max']} (capped to the "
+            f"cluster), {row['gpu_hours']} GPU-hours."
+        )
+        _fit_warning(row)
+        st.button(
+            f"Add '{row['id']}' to the workload", key="est_t_add", on_click=_add_job, args=(row,)
+        )
+
+with quant_tab:
+    from core.forecast import quantization
+
+    with st.form("est_quant_form"):
+        q_id, q_priority, q_arrival = _job_fields("est_q", "quant-new", 4.0)
+        a, b, c = st.columns(3)
+        q_params = a.number_input("Parameters (billions)", 0.1, 2000.0, 70.0, key="est_q_params")
+        algorithm = b.selectbox(
+            "Algorithm", quantization.ALGORITHMS, index=1, key="est_q_algorithm"
+        )
+        margin = c.number_input(
+            "Safety margin",
+            0.0,
+            5.0,
+            quantization.DEFAULT_MARGIN,
+            step=0.05,
+            key="est_q_margin",
+            format="%.2f",
+        )
+        estimate_quant = st.form_submit_button("Estimate", key="est_q_estimate")
+    if estimate_quant:
+
+        def _estimate_quantization():
+            q = quantization.estimate_quantization(float(q_params), algorithm, float(margin))
+            return q, q.job_row(q_id.strip(), q_priority, int(q_arrival), max_gpus=s.cluster.gpus)
+
+        _keep_estimate("est_quant", _estimate_quantization)
+    if st.session_state.get("est_quant_error"):
+        st.error(st.session_state["est_quant_error"])
+    if "est_quant" in st.session_state:
+        q, row = st.session_state["est_quant"]
+        m1, m2, m3 = st.columns(3)
+        m1.metric(
+            "GPU-hours",
+            q.gpu_hours,
+            help=f"tier {q.base_gpu_hours:g} h + {q.margin:.0%} margin, rounded up",
+        )
+        m2.metric("GPUs", q.gpus)
+        m3.metric("Tier", q.tier)
+        _fit_warning(row)
+        st.button(
+            f"Add '{row['id']}' to the workload", key="est_q_add", on_click=_add_job, args=(row,)
+        )
+
+if st.session_state.get("est_added"):
+    st.success(st.session_state.pop("est_added"))
+if st.session_state.get("est_added_error"):
+    st.error(st.session_state.pop("est_added_error"))
+
 st.subheader("Download the workload")
 st.caption("The active workload: the last valid one, with the policy set on Plan & compare.")
 jobs_csv, demand_csv = scenario_to_tables(s)
 d1, d2, d3 = st.columns(3)
 d1.download_button(
-    "scenario.json",
+    f"{s.name}.json",
     scenario_to_json(s),
     file_name=f"{s.name}.json",
     mime="application/json",

@@ -149,3 +149,53 @@ def test_demand_figure_draws_each_real_time_demand_and_its_cap(scenarios_dir):
     for k, job in enumerate(rt):
         assert list(fig.data[2 * k].y) == list(job.demand)
         assert set(fig.data[2 * k + 1].y) == {job.gpus_max}
+
+
+def test_a_grid_coloured_by_type_or_team_has_one_legend_entry_per_group(scenarios_dir):
+    s = load_scenario(scenarios_dir / "scale-64.json")
+    plan = solve(s, "allocator")
+    by_type = charts.grid_legend(s, [plan], by="type")
+    types = {j.type for j in s.jobs}
+    shades = [label for label, _ in by_type if label.endswith("held above demand")]
+    assert {label for label, _ in by_type} - set(shades) == types | {"idle"}
+    teams = {j.team or charts.NO_TEAM for j in s.jobs}
+    by_team = charts.grid_legend(s, [plan], by="team")
+    assert {label for label, _ in by_team if "held above" not in label} <= teams | {"idle"}
+    # The cells keep their per-job hover whatever the colours stand for.
+    fig = charts.grid_figure(s, plan, colour_by="type", show_legend=False)
+    text = heatmaps(fig)[0].text
+    held = np.argwhere(plan.grid != IDLE)[0]
+    assert s.jobs[plan.grid[tuple(held)]].id in text[held[0]][held[1]]
+    with pytest.raises(ValueError, match="colour by"):
+        charts.job_colours(s, by="priority")
+
+
+def test_coinciding_real_time_allocations_are_both_visible_and_said(scenarios_dir):
+    s = load_scenario(scenarios_dir / "mixed-control.json")
+    fifo = solve(s, "fifo")
+    plans = {"fifo": fifo, "backfill": solve(s, "backfill")}
+    job = s.realtime_jobs[0].id
+    fig = charts.realtime_figure(s, plans, job)
+    lines = {t.name: t for t in fig.data if t.name != "demand"}
+    fifo_line, backfill_line = (
+        lines["fifo allocated"],
+        next(t for n, t in lines.items() if n.startswith("backfill")),
+    )
+    j = s.job_index(job)
+    if np.array_equal(holdings(s, fifo)[j], holdings(s, plans["backfill"])[j]):
+        assert backfill_line.name == "backfill allocated (same as fifo)"
+    # The earlier line is wider, so the later one drawn on top never hides it.
+    assert fifo_line.line.width > backfill_line.line.width
+
+
+def test_the_utilization_value_chart_names_its_index_and_its_absolute_labels():
+    m = {
+        "fifo": {"utilization": 0.5, "value": 1200.0},
+        "allocator": {"utilization": 0.75, "value": 3000.0},
+    }
+    fig = charts.utilization_value_figure(m)
+    assert fig.layout.yaxis.title.text == "index: fifo = 100"
+    util, value = fig.data
+    assert list(util.y) == pytest.approx([100, 150]) and list(value.y) == pytest.approx([100, 250])
+    assert list(util.text) == ["50.0%", "75.0%"]
+    assert list(value.text) == ["1,200<br>weighted GPU-h", "3,000<br>weighted GPU-h"]

@@ -126,6 +126,58 @@ def test_module_and_console_script_agree(example):
     assert json.loads(result.stdout)["planner"] == "backfill"
 
 
+# --- plan: several planners, a table for people, the MIP's progress ---------------------------
+
+
+def test_plan_compares_several_planners_in_one_call(example, tmp_path):
+    result = gpuplan("plan", example, "--planner", "fifo,allocator", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    s = load_scenario(example)
+    assert list(shown) == ["fifo", "allocator"]
+    for name in shown:
+        expected = metrics(s, solve(s, name))
+        assert shown[name]["value"] == pytest.approx(expected["value"])
+        assert (tmp_path / name / "grid.csv").exists()  # one export folder per planner
+
+
+def test_plan_prints_a_table_with_the_gain_over_fifo(example):
+    result = gpuplan("plan", example, "--planner", "fifo,allocator", "--format", "table")
+    assert result.returncode == 0, result.stderr
+    header, fifo_line, alloc_line = result.stdout.strip().splitlines()
+    assert header.split()[:4] == ["planner", "util.", "allocated", "value"]
+    s = load_scenario(example)
+    fifo, alloc = (metrics(s, solve(s, n)) for n in ("fifo", "allocator"))
+    assert fifo_line.split()[0] == "fifo" and f"{fifo['utilization']:.1%}" in fifo_line
+    gain = alloc["value"] / fifo["value"] - 1
+    assert f"{gain:+.1%}" in alloc_line
+    assert f"{alloc['completed_jobs']}/{alloc['batch_jobs']}" in alloc_line
+    assert not result.stdout.lstrip().startswith("{")  # JSON only when asked (the default)
+
+
+def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
+    result = gpuplan("plan", example, "--planner", "full", "--time-limit", "2")
+    assert result.returncode == 0, result.stderr
+    json.loads(result.stdout)  # stdout is the metrics alone
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("full: ") and " after " in last and last.endswith(" s")
+    quiet = gpuplan("plan", example, "--planner", "full", "--time-limit", "2", "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("planners", "says"),
+    [
+        ("fifo,nope", "unknown planner 'nope'"),  # a name not in the registry
+        ("fifo,fifo", "named twice"),  # the same planner twice
+        (",", "unknown planner"),  # nothing named
+    ],
+)
+def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
+    result = gpuplan("plan", example, "--planner", planners)
+    assert result.returncode == 2 and says in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

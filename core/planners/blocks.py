@@ -1,4 +1,5 @@
-"""Aligned power-of-two blocks on a free mask: the search both queue baselines share."""
+"""Aligned power-of-two blocks on a free mask: the earliest-start search both queue baselines
+share (which aligned blocks are free is `core.plan.free_blocks`)."""
 
 from __future__ import annotations
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core import views
 from core.formats import load_scenario, scenario_to_json, scenario_to_tables
 from core.plan import metrics
 from core.planners import solve
-from core.workload import forecast_window
 from tests.paths import DATA_DIR, ROOT, SCENARIOS_DIR
 
 APP = str(ROOT / "app.py")
@@ -39,6 +42,11 @@ def active(at: AppTest):
 
 def errors(at: AppTest) -> str:
     return "\n".join(e.value for e in at.error)
+
+
+def uploader(at: AppTest):
+    """The Workload page's file uploader (its key changes when a built-in empties it)."""
+    return at.file_uploader(key=f"wl_upload_{at.session_state['uploader_version']}")
 
 
 def metric_values(at: AppTest) -> list[tuple[str, str]]:
@@ -115,7 +123,7 @@ def test_an_invalid_edit_is_listed_by_row_and_the_last_valid_scenario_stays():
 def test_a_broken_upload_shows_the_error_and_changes_nothing():
     at = open_page()
     before = active(at)
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         ("broken.json", b'{"cluster": {"gpus": 8}, "jobs": [', "application/json")
     ).run()
     assert not at.exception
@@ -126,7 +134,7 @@ def test_a_broken_upload_shows_the_error_and_changes_nothing():
 def test_uploading_a_scenario_json_and_a_csv_pair():
     at = open_page()
     example = load_scenario(SCENARIOS / "example.json")
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         ("mine.json", scenario_to_json(example).encode(), "application/json")
     ).run()
     assert not at.error
@@ -134,7 +142,7 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
 
     jobs_csv, demand_csv = scenario_to_tables(example)
     edited = jobs_csv.replace("eval-batch,batch_inference,3", "eval-batch,batch_inference,7")
-    at.file_uploader(key="wl_upload").set_value(
+    uploader(at).set_value(
         [
             ("demand.csv", demand_csv.encode(), "text/csv"),
             ("jobs.csv", edited.encode(), "text/csv"),
@@ -142,6 +150,75 @@ def test_uploading_a_scenario_json_and_a_csv_pair():
     ).run()
     assert not at.exception and not at.error
     assert active(at).jobs[active(at).job_index("eval-batch")].priority == 7
+
+
+def test_an_uploaded_pair_is_named_after_its_files_and_confirmed():
+    at = open_page()
+    host = active(at)
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(SCENARIOS / "example.json"))
+    uploader(at).set_value(
+        [
+            ("team-a_jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("team-a_demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception and not at.error
+    new = active(at)
+    assert new.name == "team-a" and new.name != host.name
+    assert "team-a_jobs.csv" in new.description and host.description != new.description
+    assert any(f"Loaded {len(new.jobs)} jobs" in m.value for m in at.success)
+    assert at.selectbox(key="wl_builtin").value is None  # no longer shows the old built-in
+    sidebar = " ".join(m.value for m in at.sidebar.markdown)
+    assert "team-a" in sidebar and host.name not in sidebar
+
+
+def test_one_file_of_a_pair_waits_and_removing_files_clears_the_error():
+    at = open_page()
+    before = active(at)
+    jobs_csv, _ = scenario_to_tables(before)
+    uploader(at).set_value(("jobs.csv", jobs_csv.encode(), "text/csv")).run()
+    assert not at.exception and not at.error  # waits for demand.csv instead of failing
+    assert any("add demand.csv" in i.value for i in at.info)
+    assert active(at) == before
+
+    uploader(at).set_value(("broken.json", b"{", "application/json")).run()
+    assert "not valid JSON" in errors(at)
+    uploader(at).set_value([]).run()  # both files removed: the error goes with them
+    assert not at.error and active(at) == before
+
+
+def test_picking_a_builtin_empties_the_uploader_of_failed_files():
+    at = open_page()
+    uploader(at).set_value(("broken.json", b"{", "application/json")).run()
+    assert "not valid JSON" in errors(at)
+    version = at.session_state["uploader_version"]
+    at.selectbox(key="wl_builtin").set_value("example").run()
+    assert not at.exception and not at.error
+    assert at.session_state["uploader_version"] == version + 1
+    assert uploader(at).value in (None, [])
+    assert active(at) == load_scenario(SCENARIOS / "example.json")
+
+
+def test_builtins_list_example_and_the_benchmarks_first():
+    from core.bench import BENCHMARKS
+
+    at = open_page()
+    options = at.selectbox(key="wl_builtin").options
+    assert options[: 1 + len(BENCHMARKS)] == ["example", *BENCHMARKS]
+    assert active(at).name == "mixed-control"  # still the default workload
+
+
+def test_the_cluster_controls_change_the_workload():
+    at = open_page()
+    version = at.session_state["scenario_version"]
+    key = f"wl_cluster_{version}"
+    at.number_input(key=f"{key}_gpus").set_value(16).run()
+    assert not at.exception and active(at).cluster.gpus == 16
+    key = f"wl_cluster_{at.session_state['scenario_version']}"
+    at.number_input(key=f"{key}_steps").set_value(48).run()
+    s = active(at)
+    assert s.cluster.horizon_steps == 48
+    assert all(j.demand[24:] == j.demand[:24] for j in s.realtime_jobs)
 
 
 def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
@@ -152,7 +229,10 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert {"fifo", "allocator"} <= set(plans)
     shown = metric_values(at)
     per_card = len(shown) // len(plans)
-    cards = {name: dict(shown[k * per_card : (k + 1) * per_card]) for k, name in enumerate(plans)}
+    cards = {  # label without its unit: "Value (priority-weighted GPU-hours)" -> "Value"
+        name: {label.split(" (")[0]: v for label, v in shown[k * per_card : (k + 1) * per_card]}
+        for k, name in enumerate(plans)
+    }
     for name in ("fifo", "allocator"):
         expected = metrics(scenario, solve(scenario, name))
         assert plans[name].same_grid(solve(scenario, name))
@@ -164,10 +244,15 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
         assert card["Real-time coverage"] == f"{expected['rt_coverage']:.1%}"
     # Deltas are against fifo.
     fifo, alloc = (metrics(scenario, plans[n]) for n in ("fifo", "allocator"))
-    deltas = [m.delta for m in at.metric if m.label == "Utilization"]
+    deltas = [m.delta for m in at.metric if m.label.startswith("Utilization")]
     change = (alloc["utilization"] - fifo["utilization"]) * 100
     assert f"{change:+.1f} pp" in deltas or abs(change) < 1e-9
     assert len(at.get("plotly_chart")) >= 3  # utilization vs value + one grid per planner
+    # Units on the face of the cards, and allocated told apart from utilized.
+    labels = {m.label for m in at.metric}
+    assert "Value (priority-weighted GPU-hours)" in labels
+    assert any(label.startswith("Utilization (") for label in labels)
+    assert any("Allocated" in c.value and "utilized" in c.value for c in at.caption)
 
 
 def test_policy_controls_change_the_scenario_and_the_plans():
@@ -188,7 +273,7 @@ def test_policy_controls_change_the_scenario_and_the_plans():
     assert active(at).realtime_jobs[0].swap_cap == rt.swap_cap + 1
     # The policy travels with the scenario to the workload download.
     at.switch_page("pages/workload.py").run()
-    assert "penalty weight 5" in " ".join(c.value for c in at.caption)
+    assert "Penalty weight 5" in " ".join(c.value for c in at.caption)
 
 
 def test_full_planner_runs_on_request_with_bound_and_gap():
@@ -204,6 +289,21 @@ def test_full_planner_runs_on_request_with_bound_and_gap():
     assert full["objective"] >= alloc["objective"] - 1e-6
     assert "bound" in plan.stats and "status" in plan.stats
     assert any("bound" in c.value and "gap" in c.value for c in at.caption)
+    shown = " ".join(c.value for c in at.caption)
+    assert "inf" not in shown.replace("info", "")  # no 'bound inf · gap inf%'
+    from core.planners import SolveStatus
+
+    assert SolveStatus(plan.stats["status"]).words in shown  # the status in words
+
+
+def test_the_grids_can_be_coloured_by_job_type():
+    at = open_page("pages/plan_compare.py")
+    at.radio(key="plan_colour_by").set_value("type").run()
+    assert not at.exception
+    legend = " ".join(m.value for m in at.markdown if "inline-flex" in m.value)
+    for job_type in {j.type for j in active(at).jobs}:
+        assert job_type in legend
+    assert active(at).jobs[0].id not in legend  # one chip per type, not per job
 
 
 def test_exports_offer_the_four_files_for_any_computed_plan():
@@ -238,12 +338,34 @@ def test_forecast_into_the_scenario_demand():
     # The demand is the 90% forecast quantile in GPUs, over the scenario's steps.
     history, _ = load_history(DATA_DIR / "histories" / "chat_requests_hourly.csv")
     capacity = next(n.value for n in at.number_input if n.key.startswith("fc_capacity_"))
-    window = forecast_window(history.index[-1], before)
-    frame = forecast_series(history, window.horizon, 0.9).iloc[list(window.hours)]
+    window = views.aligned_hours(history.index[-1], before)
+    frame = forecast_series(history, window.horizon, 0.8).iloc[list(window.hours)]
     expected = [round(float(v), 3) for v in demand_quantile(frame, 0.9) / capacity]
     assert list(new.demand) == pytest.approx(expected, abs=1e-9)
     assert [j.id for j in after.jobs] == [j.id for j in before.jobs]
     assert any("now plans for the 90% forecast" in s.value for s in at.success)
+    # The caption now says the plans were made for this forecast, and the button is spent.
+    assert any("already plans for this 90% forecast" in c.value for c in at.caption)
+    assert not any("not for this forecast" in c.value for c in at.caption)
+    assert at.button(key="fc_apply").disabled
+
+
+def test_forecast_capacity_defaults_from_the_current_demand_not_gpus_max():
+    from core.forecast.demand import load_history
+
+    at = open_page("pages/demand_forecast.py", timeout=120)
+    assert not at.exception
+    job = active(at).realtime_jobs[0]
+    history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
+    capacity = next(n for n in at.number_input if n.key.startswith("fc_capacity_"))
+    assert capacity.value == views.default_capacity(history, job.demand)
+    # One GPU serves the last week's mean traffic divided by the job's mean demand today ...
+    recent = float(history.dropna().iloc[-168:].mean())
+    assert recent / capacity.value == pytest.approx(np.mean(job.demand), rel=0.06)
+    # ... and the page says where the default comes from.
+    assert any("last week averages" in c.value for c in at.caption)
+    # Only one quantile control on the page (no second look-alike 90% slider).
+    assert [s.label for s in at.select_slider] == ["Plan for this quantile of demand"]
 
 
 def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
@@ -261,14 +383,14 @@ def test_a_broken_history_upload_shows_the_error_and_keeps_the_last_good_one():
 def test_quantization_estimate_adds_a_job():
     from core.forecast.quantization import estimate_quantization
 
-    at = open_page("pages/demand_forecast.py", timeout=120)
+    at = open_page(timeout=120)  # the estimators live on the Workload page
     before = active(at)
-    at.number_input(key="fc_q_params").set_value(14.0)
-    at.selectbox(key="fc_q_algorithm").set_value("gptq")
-    at.text_input(key="fc_q_id").set_value("gptq-14b")
-    at.button(key="fc_q_estimate").click().run()
+    at.number_input(key="est_q_params").set_value(14.0)
+    at.selectbox(key="est_q_algorithm").set_value("gptq")
+    at.text_input(key="est_q_id").set_value("gptq-14b")
+    at.button(key="est_q_estimate").click().run()
     assert not at.exception
-    at.button(key="fc_q_add").click().run()
+    at.button(key="est_q_add").click().run()
     assert not at.exception
     after = active(at)
     assert len(after.jobs) == len(before.jobs) + 1
@@ -296,9 +418,62 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     shown = at.dataframe[0].value
     for k, result in enumerate(store["results"].values()):
         assert not check(result.scenario, result.plan)  # the realised grid is legal
-        assert shown["utilization"].iloc[k] == pytest.approx(result.metrics["utilization"] * 100)
-        assert shown["value"].iloc[k] == pytest.approx(result.metrics["value"])
+        m = result.metrics
+        # Text with thousands separators: nothing a narrow column could clip to "14907.0".
+        assert shown["utilization"].iloc[k] == f"{m['utilization'] * 100:,.1f}%"
+        assert shown["value"].iloc[k] == f"{m['value']:,.1f}"
+        assert shown["completed"].iloc[k] == f"{m['completed_jobs']:,}/{m['batch_jobs']:,}"
+    assert any("," in v for v in shown["value"])  # rolling-surge's values run into thousands
     assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
+
+
+def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
+    from core import views
+    from core.analysis import idle_windows
+
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    at.select_slider(key="hz_min_gpus").set_value(1).run()
+    at.number_input(key="hz_min_steps").set_value(1).run()
+    assert not at.exception
+    result = at.session_state["hz_results"]["results"][at.selectbox(key="hz_pick").value]
+    windows = idle_windows(result.plan, 1, 1, step_minutes=result.scenario.cluster.step_minutes)
+    union = views.idle_union_gpu_hours(windows, result.scenario.cluster.step_minutes)
+    caption = next(c.value for c in at.caption if "windows covering" in c.value)
+    assert f"{len(windows)} windows covering {union:,.0f} GPU-hours" in caption
+    cells = int((result.plan.grid == -1).sum())
+    assert union <= cells * result.scenario.cluster.step_minutes / 60  # never above what is idle
+    if views.windows_overlap(windows):
+        assert "counts each idle GPU-hour once" in caption
+
+
+def test_horizon_says_why_a_workload_without_history_replays_flat():
+    from core.views import jobs_without_history
+
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    flat = jobs_without_history(active(at))
+    assert flat  # the default workload's real-time job has no history ...
+    assert at.radio(key="hz_source").value == "rolling-surge"  # ... so it is not the default
+    assert any("no demand history" in c.value for c in at.caption)
+    at.radio(key="hz_source").set_value("active").run()
+    assert any("flat forecast" in w.value for w in at.warning)
+
+
+def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
+    import numpy as np
+
+    at = open_page()
+    s = active(at)
+    jobs = tuple(
+        replace(j, history=tuple(np.tile(j.demand, 7)))
+        if j.id in {r.id for r in s.realtime_jobs}
+        else j
+        for j in s.jobs
+    )
+    at.session_state["scenario"] = s.replace(jobs=jobs)
+    at.switch_page("pages/horizon_risk.py").run(timeout=180)
+    assert not at.exception
+    assert at.radio(key="hz_source").value == "active"
+    assert not any("flat forecast" in w.value for w in at.warning)
 
 
 # --- Benchmarks ---------------------------------------------------------------------------------
@@ -319,6 +494,11 @@ def test_benchmarks_table_matches_run_bench():
         ].iloc[0]
         assert mine["utilization"] == pytest.approx(row["utilization"] * 100)
         assert mine["value"] == pytest.approx(row["value"])
+    scale = table[(table["scenario"] == "scale-64") & (table["planner"] == "allocator")]
+    if len(scale):
+        assert scale["published"].iloc[0].startswith("util. 44.9% (=FIFO)")
+    text = " ".join(m.value for m in at.markdown)
+    assert "only FIFO" in text and "Fewer jobs done, more value" in text
 
 
 def test_editing_real_time_demand_changes_only_that_step():
@@ -389,14 +569,14 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
 def test_training_estimate_adds_a_job_sized_for_the_cluster():
     from core.forecast.training import default_training_model
 
-    at = open_page("pages/demand_forecast.py", timeout=120)
+    at = open_page(timeout=120)  # the estimators live on the Workload page
     before = active(at)
-    at.selectbox(key="fc_t_variant").set_value("lora_sft")
-    at.number_input(key="fc_t_params").set_value(13.0)
-    at.text_input(key="fc_t_id").set_value("lora-13b")
-    at.button(key="fc_t_estimate").click().run(timeout=180)
+    at.selectbox(key="est_t_variant").set_value("lora_sft")
+    at.number_input(key="est_t_params").set_value(13.0)
+    at.text_input(key="est_t_id").set_value("lora-13b")
+    at.button(key="est_t_estimate").click().run(timeout=180)
     assert not at.exception and not at.error
-    at.button(key="fc_t_add").click().run()
+    at.button(key="est_t_add").click().run()
     after = active(at)
     run = {
         "variant": "lora_sft",
@@ -427,6 +607,45 @@ def test_training_estimate_adds_a_job_sized_for_the_cluster():
         row["gpus_max"],
         row["gpu_hours"],
     )
+
+
+def test_an_estimate_that_cannot_finish_in_the_horizon_is_warned_with_its_earliest_finish():
+    from core.forecast.quantization import estimate_quantization
+
+    at = open_page(timeout=120)
+    s = active(at)
+    at.number_input(key="est_q_params").set_value(405.0)  # a big model: many GPU-hours
+    at.selectbox(key="est_q_algorithm").set_value("gptq")
+    at.number_input(key="est_q_arrival").set_value(s.cluster.horizon_steps - 1)  # arrives last
+    at.button(key="est_q_estimate").click().run()
+    assert not at.exception
+    q = estimate_quantization(405.0, "gptq")
+    row = {"gpus_min": q.gpus, "gpus_max": q.gpus, "gpu_hours": q.gpu_hours}
+    check = views.fit_check({**row, "arrival_step": s.cluster.horizon_steps - 1}, s.cluster)
+    assert not check.fits
+    warning = " ".join(w.value for w in at.warning)
+    assert f"step {check.earliest_finish_step}" in warning
+    assert "cannot complete" in warning or "never run" in warning
+
+
+def test_a_pair_that_does_not_fit_the_horizon_says_how_to_fix_it():
+    at = open_page()
+    before = active(at)
+    longer = views.with_cluster(
+        before, gpus=before.cluster.gpus, horizon_steps=48, step_minutes=60, start=None
+    )
+    jobs_csv, demand_csv = scenario_to_tables(longer)  # 48 steps of demand for a 24-step cluster
+    uploader(at).set_value(
+        [
+            ("jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception
+    shown = errors(at)
+    assert "past the horizon" in shown
+    assert "set the horizon under 'Cluster and horizon'" in shown
+    assert active(at) == before
 
 
 def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():

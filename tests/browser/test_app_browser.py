@@ -32,13 +32,17 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAGES = [  # (url path, sidebar link, title)
+PAGES = [  # (url path, sidebar link, title): each URL is the page's file name in pages/
     ("", "Workload", "Workload"),
-    ("plan", "Plan & compare", "Plan & compare"),
-    ("forecast", "Demand forecast", "Demand forecast"),
-    ("horizon", "Horizon & risk", "Horizon & risk"),
+    ("plan_compare", "Plan & compare", "Plan & compare"),
+    ("demand_forecast", "Demand forecast", "Demand forecast"),
+    ("horizon_risk", "Horizon & risk", "Horizon & risk"),
+    ("capacity", "Capacity", "Capacity"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
+    ("saved", "Saved & compare", "Saved scenarios & runs"),
 ]
+TITLES = [link for _, link, _ in PAGES]  # what the sidebar lists
+CHART_PAGES = ("plan_compare", "demand_forecast", "horizon_risk", "benchmarks")
 
 pytestmark = [
     pytest.mark.browser,
@@ -111,6 +115,13 @@ def app_url(tmp_path_factory):
         yield url
 
 
+@pytest.fixture
+def fresh_url(tmp_path):
+    """A server no session has used yet: Streamlit still reads pages/ as folder navigation."""
+    with start_app({**os.environ, "GPUPLAN_WORKSPACE": str(tmp_path / "ws.sqlite")}) as url:
+        yield url
+
+
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
@@ -169,6 +180,54 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 900})
 
 
+def sidebar_pages(page) -> list[str]:
+    """The page titles the sidebar lists, in order (the text of every link in it)."""
+    sidebar = page.get_by_test_id("stSidebar")
+    links = sidebar.get_by_role("link")
+    return [link.get_by_test_id("stMarkdownContainer").inner_text().strip() for link in links.all()]
+
+
+@pytest.mark.parametrize(
+    ("first_path", "title"),
+    [("", "Workload"), ("plan_compare", "Plan & compare"), ("benchmarks", "Benchmarks")],
+    ids=["root", "deep-link-plan", "deep-link-benchmarks"],
+)
+def test_first_open_of_a_fresh_server_lists_exactly_the_five_pages(
+    fresh_url, browser, first_path, title
+):
+    # The first request of a fresh server, when Streamlit still treats pages/ as its older folder
+    # navigation (every .py file a page): the sidebar still lists the five pages and nothing
+    # else, and a deep link opens its page without a "Page not found" dialog.
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{fresh_url}/{first_path}")
+        page.get_by_role("heading", name=title, level=1).wait_for()
+        settle(page)
+        assert sidebar_pages(page) == TITLES
+        assert page.get_by_test_id("stSidebarNav").count() == 0  # no file list of pages/
+        sidebar_text = page.get_by_test_id("stSidebar").inner_text()
+        for stem in ("common", "plan compare", "horizon risk", "app"):
+            assert stem not in sidebar_text.lower().split("\n")
+        assert page.get_by_role("dialog").count() == 0
+        assert page.url.rstrip("/").endswith(first_path)
+        no_exception(page)
+        # The layout is the router's (wide): the main block is wider than Streamlit's 736 px.
+        width = page.evaluate(
+            "() => document.querySelector('[data-testid=\"stMainBlockContainer\"]')"
+            ".getBoundingClientRect().width"
+        )
+        assert width > 800
+        # And a second session on the same server sees the same five pages.
+        other = context.new_page()
+        other.goto(fresh_url)
+        other.get_by_role("heading", name="Workload", level=1).wait_for()
+        settle(other)
+        assert sidebar_pages(other) == TITLES
+    finally:
+        context.close()
+
+
 def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
     page.goto(app_url)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
@@ -179,7 +238,7 @@ def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
         assert page.url.rstrip("/").endswith(url_path)
         no_exception(page)
         assert page.get_by_test_id("stCaptionContainer").first.inner_text().strip()
-        if url_path in ("plan", "forecast", "horizon", "benchmarks"):
+        if url_path in CHART_PAGES:
             page.locator(".js-plotly-plot").first.wait_for(timeout=30000)  # drawn after the run
         screenshot(page, url_path or "workload")
 
@@ -189,7 +248,7 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     page.get_by_role("heading", name="Workload", level=1).wait_for()
     settle(page)
     with page.expect_download() as scenario_download:
-        page.get_by_test_id("stDownloadButton").filter(has_text="scenario.json").click()
+        page.get_by_test_id("stDownloadButton").filter(has_text=".json").first.click()
     scenario_file = tmp_path / "scenario.json"
     scenario_download.value.save_as(scenario_file)
 
@@ -224,6 +283,44 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.startswith("legal:")
+
+
+def test_an_uploaded_csv_pair_becomes_the_named_active_workload(app_url, page, tmp_path):
+    from playwright.sync_api import expect
+
+    from core.formats import load_scenario, scenario_from_json, scenario_to_tables
+
+    page.goto(app_url)
+    page.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(page)
+    example = load_scenario(SCENARIOS_DIR / "example.json")
+    jobs_csv, demand_csv = scenario_to_tables(example)
+    files = [tmp_path / "team-a_jobs.csv", tmp_path / "team-a_demand.csv"]
+    files[0].write_text(jobs_csv)
+    files[1].write_text(demand_csv)
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files([str(f) for f in files])
+    success = page.get_by_test_id("stAlertContentSuccess")
+    success.wait_for(timeout=30000)
+    settle(page)
+    no_exception(page)
+    assert f"Loaded {len(example.jobs)} jobs" in success.inner_text()
+    assert "team-a_jobs.csv" in success.inner_text()
+    # The sidebar, the heading and the built-in selector follow the upload at once.
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    assert page.get_by_role("heading", name="team-a", level=3).count() == 1
+    selector = page.get_by_test_id("stSelectbox").filter(has_text="Built-in scenario")
+    shown = selector.locator("input").get_attribute("placeholder") or selector.inner_text()
+    assert "team-a: pick a built-in" in shown
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+    # The JSON download is named after the pair, and it is the uploaded workload.
+    with page.expect_download() as download:
+        page.get_by_test_id("stDownloadButton").filter(has_text="team-a.json").click()
+    assert download.value.suggested_filename == "team-a.json"
+    saved = tmp_path / "team-a.json"
+    download.value.save_as(saved)
+    loaded = scenario_from_json(saved.read_text(), saved.name)
+    assert loaded.name == "team-a" and loaded.jobs == example.jobs
+    screenshot(page, "workload-uploaded")
 
 
 def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tmp_path):

@@ -1,0 +1,404 @@
+"""What the pages show, computed without streamlit: names, defaults, formatted tables, warnings.
+
+Each function is pure (values in, values out) so the app's pages stay thin and the tests can
+check what a planner reads on screen: the name an uploaded CSV pair gets, the default capacity
+of a real-time GPU, the realised-metrics table with its thousands separators, the union of idle
+windows, the earliest finish of an estimated job.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .model import Cluster, Scenario
+
+# ---------------------------------------------------------------------------------------------
+# Built-in scenarios and uploads
+
+EXAMPLE = "example"
+
+
+def builtin_order(names: Iterable[str], benchmarks: Sequence[str]) -> list[str]:
+    """`example` first, then the benchmarks in their published order, then the rest by name."""
+    names = list(names)
+    first = [EXAMPLE] if EXAMPLE in names else []
+    first += [b for b in benchmarks if b in names and b not in first]
+    return first + sorted(n for n in names if n not in first)
+
+
+_PAIR_WORDS = re.compile(r"(^|[-_. ])(jobs?|demand)($|[-_. ])", re.IGNORECASE)
+
+
+def pair_name(jobs_file: str, demand_file: str) -> str:
+    """The name of a workload uploaded as a CSV pair, from its file names.
+
+    'team-a_jobs.csv' + 'team-a_demand.csv' -> 'team-a'; without a shared stem the two stems
+    joined ('jobs.csv' + 'demand.csv' -> 'jobs+demand').
+    """
+    stems = [
+        re.sub(r"\.csv$", "", f.rsplit("/", 1)[-1], flags=re.IGNORECASE)
+        for f in (
+            jobs_file,
+            demand_file,
+        )
+    ]
+    cores = [_PAIR_WORDS.sub(" ", stem).strip(" -_.") for stem in stems]
+    if cores[0] and cores[0] == cores[1]:
+        return cores[0]
+    if cores[0] and not cores[1]:
+        return cores[0]
+    return "+".join(stems)
+
+
+def named_pair(s: Scenario, jobs_file: str, demand_file: str) -> Scenario:
+    """The uploaded pair's scenario named after its files, not after the scenario it joined."""
+    c = s.cluster
+    start = f", from {c.start:%Y-%m-%d %H:%M}" if c.start else ""
+    description = (
+        f"Uploaded from {jobs_file} and {demand_file}: {c.gpus} GPUs, {c.horizon_steps} steps "
+        f"of {c.step_minutes} min{start} (set on the Workload page)."
+    )
+    return s.replace(name=pair_name(jobs_file, demand_file), description=description)
+
+
+@dataclass(frozen=True)
+class UploadState:
+    """What the uploader holds: nothing, one file of the CSV pair (wait), or something to load."""
+
+    kind: str  # "empty" | "waiting" | "ready"
+    message: str = ""
+
+
+def upload_state(file_names: Sequence[str], header_of: Mapping[str, set[str]]) -> UploadState:
+    """Wait for the second file of a CSV pair instead of failing on the first one alone."""
+    if not file_names:
+        return UploadState("empty")
+    if len(file_names) == 1 and file_names[0].lower().endswith(".csv"):
+        header = header_of.get(file_names[0], set())
+        if header >= {"id", "type"}:
+            return UploadState("waiting", f"{file_names[0]} is the jobs CSV: add demand.csv too.")
+        if header >= {"step", "job_id", "demand"}:
+            return UploadState("waiting", f"{file_names[0]} is the demand CSV: add jobs.csv too.")
+        return UploadState(
+            "waiting",
+            f"{file_names[0]}: add the other file of the pair (jobs.csv with header id,type,... "
+            "and demand.csv with header step,job_id,demand).",
+        )
+    return UploadState("ready")
+
+
+def csv_header(data: bytes) -> set[str]:
+    """The column names of a CSV file's first line (empty for anything else)."""
+    first = data[:4096].decode("utf-8", errors="replace").lstrip("\ufeff").splitlines()
+    return {c.strip() for c in first[0].split(",")} if first else set()
+
+
+def csv_pair(names: Sequence[str], header_of: Mapping[str, set[str]]) -> tuple[str, str] | None:
+    """(jobs file, demand file) when the upload is a CSV pair, else None."""
+    if len(names) != 2 or not all(n.lower().endswith(".csv") for n in names):
+        return None
+    jobs = [n for n in names if header_of.get(n, set()) >= {"id", "type"}]
+    demand = [n for n in names if header_of.get(n, set()) >= {"step", "job_id", "demand"}]
+    if len(jobs) != 1 or len(demand) != 1:
+        return None
+    return jobs[0], demand[0]
+
+
+def loaded_message(s: Scenario, files: Sequence[str]) -> str:
+    """'Loaded 12 jobs (11 batch, 1 real-time) from a.json.'"""
+    return (
+        f"Loaded {len(s.jobs)} jobs ({len(s.batch_jobs)} batch, {len(s.realtime_jobs)} "
+        f"real-time) from {' and '.join(files)} as '{s.name}'."
+    )
+
+
+def pair_fit_hints(problems: Sequence[str], cluster: Cluster) -> list[str]:
+    """How to fix a CSV pair that does not fit the cluster or horizon set on the page."""
+    hints = []
+    text = " ".join(problems)
+    if re.search(r"past the horizon|has no demand for step|expected one per step", text):
+        hints.append(
+            f"The demand CSV must have one row per step 0..{cluster.horizon_steps - 1} for each "
+            "real-time job: set the horizon under 'Cluster and horizon' to the number of steps "
+            "in demand.csv."
+        )
+    if re.search(r"larger than the cluster's|outside the cluster's|the cluster has GPUs", text):
+        hints.append(
+            f"The cluster has {cluster.gpus} GPUs: raise 'GPUs' under 'Cluster and horizon' if a "
+            "job needs more, or lower the job's gpus_min/gpus_max."
+        )
+    return hints
+
+
+def without_name_prefix(name: str, message: str) -> str:
+    """A message shown under its file name once, not twice ('a.csv: a.csv: ...')."""
+    prefix = f"{name}: "
+    while message.startswith(prefix):
+        message = message[len(prefix) :]
+    return message
+
+
+# ---------------------------------------------------------------------------------------------
+# Demand forecast
+
+
+def default_capacity(history: pd.Series, current_demand: Sequence[float]) -> float:
+    """Traffic one GPU serves today: the history's last-week mean over the job's mean demand.
+
+    The job's current demand (GPUs per step, as the workload has it) is taken to serve the
+    traffic the history shows most recently, so the forecast in GPUs starts where the workload
+    is. Rounded to two significant digits; 1.0 when either side is zero or unknown.
+    """
+    recent = history.dropna().iloc[-168:]
+    demand = np.asarray(current_demand, dtype=float)
+    gpus = float(np.nanmean(demand)) if demand.size else 0.0
+    traffic = float(recent.mean()) if len(recent) else 0.0
+    if not (gpus > 0 and traffic > 0 and math.isfinite(traffic)):
+        return 1.0
+    raw = traffic / gpus
+    digits = 1 - math.floor(math.log10(raw))
+    return float(round(raw, digits))
+
+
+@dataclass(frozen=True)
+class StepHours:
+    """Which forecast hour each scenario step uses (0 = the first hour after the history)."""
+
+    hours: tuple[int, ...]
+    note: str
+
+    @property
+    def horizon(self) -> int:
+        return max(self.hours) + 1
+
+
+def aligned_hours(
+    history_end: pd.Timestamp, s: Scenario, max_gap_hours: int = 28 * 24
+) -> StepHours:
+    """Line the scenario's steps up with the forecast by clock, or by weekday and hour.
+
+    A start within four weeks after the history uses the forecast at that very hour; a start
+    further away (or before the history ends) uses the same weekday and hour in the first week
+    after the history, and the note says so plainly.
+    """
+    c = s.cluster
+    step_hours = [int(t * c.step_minutes // 60) for t in range(c.horizon_steps)]
+    if c.start is None:
+        note = "The scenario has no start time: its steps follow the history's last hour."
+        return StepHours(tuple(step_hours), note)
+    first = history_end + pd.Timedelta(hours=1)
+    gap = (pd.Timestamp(c.start) - first) / pd.Timedelta(hours=1)
+    if 0 <= gap <= max_gap_hours:
+        offset = int(math.floor(gap))
+        return StepHours(tuple(offset + h for h in step_hours), "")
+    offset = int(math.floor(gap)) % 168
+    when = "after" if gap > 0 else "before"
+    days = abs(gap) / 24
+    note = (
+        f"The scenario starts {days:,.0f} days {when} the history ends, so the weekly profile is "
+        f"shifted: each step uses the forecast for the same weekday and hour "
+        f"({pd.Timestamp(c.start):%a %H:%M} first) in the week after the history."
+    )
+    return StepHours(tuple(offset + h for h in step_hours), note)
+
+
+def traffic_unit(name: str | None) -> str:
+    """The unit of a history column as a label: its own name, never an assumed '... per hour'."""
+    text = str(name or "").strip()
+    return text if text else "traffic units"
+
+
+# ---------------------------------------------------------------------------------------------
+# Horizon & risk
+
+
+def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """The realised metrics as text, with thousands separators, one row per planner."""
+
+    def pct(v: Any) -> str:
+        return "" if v is None else f"{float(v) * 100:,.1f}%"
+
+    def number(v: Any, digits: int = 1) -> str:
+        return "" if v is None else f"{float(v):,.{digits}f}"
+
+    table = []
+    for label, m in rows.items():
+        table.append(
+            {
+                "planner": label,
+                "utilization": pct(m["utilization"]),
+                "allocated": pct(m["allocated_fraction"]),
+                "value": number(m["value"]),
+                "completed": f"{m['completed_jobs']:,}/{m['batch_jobs']:,}",
+                "rt coverage": pct(m["rt_coverage"]),
+                "shortfall": number(m["rt_shortfall_gpu_hours"], 2),
+                "changed": pct(m.get("changed_fraction_mean") or 0.0),
+                "moved": "" if m.get("moved_jobs") is None else f"{m['moved_jobs']:,}",
+                "per plan": _runtime(m.get("planner_ms_mean")),
+            }
+        )
+    return pd.DataFrame(table)
+
+
+def jobs_without_history(s: Scenario, min_hours: int | None = None) -> list[str]:
+    """Real-time jobs whose replay forecast is flat: under a day of demand history before step 0.
+
+    The rolling horizon refits its forecast on history plus the actuals so far; without a
+    history it can only carry the last demand forward, so a rising demand is under-planned.
+    """
+    if min_hours is None:
+        from .forecast.rolling_demand import MIN_FORECAST_HOURS
+
+        min_hours = MIN_FORECAST_HOURS
+    short = []
+    for job in s.realtime_jobs:
+        values = np.asarray(job.history if job.history is not None else (), dtype=float)
+        if int(np.isfinite(values).sum()) < min_hours:
+            short.append(job.id)
+    return short
+
+
+def _runtime(ms: Any) -> str:
+    if ms is None:
+        return ""
+    ms = float(ms)
+    if ms >= 1000:
+        return f"{ms / 1000:,.1f} s"
+    return f"{ms:,.2f} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def idle_union_gpu_hours(windows: pd.DataFrame, step_minutes: int) -> float:
+    """GPU-hours covered by at least one window: overlapping windows are counted once."""
+    if windows.empty:
+        return 0.0
+    cells: set[tuple[int, int]] = set()
+    for g, n, s, e in windows[["gpu_start", "gpus", "start_step", "end_step"]].itertuples(
+        index=False
+    ):
+        cells.update((gpu, t) for gpu in range(int(g), int(g + n)) for t in range(int(s), int(e)))
+    return len(cells) * step_minutes / 60
+
+
+def windows_overlap(windows: pd.DataFrame) -> bool:
+    """Whether some GPU-step lies in two windows (then their sum double-counts it)."""
+    total_cells = int((windows["gpus"] * (windows["end_step"] - windows["start_step"])).sum())
+    return idle_union_gpu_hours(windows, 60) < total_cells
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators
+
+
+@dataclass(frozen=True)
+class FitCheck:
+    """Whether an estimated batch job fits: its earliest finish and the warnings to show."""
+
+    earliest_finish_step: int  # exclusive end step at gpus_max from arrival, unbounded
+    warnings: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return not self.warnings
+
+
+def fit_check(row: Mapping[str, Any], cluster: Cluster) -> FitCheck:
+    """Can the job finish in the horizon at all, and does the cluster have its GPUs?"""
+    gpus_max = int(row["gpus_max"])
+    gpus_min = int(row["gpus_min"])
+    arrival = int(row.get("arrival_step", 0))
+    step_hours = cluster.step_minutes / 60
+    usable = min(gpus_max, cluster.gpus)
+    steps = math.ceil(float(row["gpu_hours"]) / (max(usable, 1) * step_hours) - 1e-9)
+    finish = arrival + steps
+    warnings = []
+    if gpus_min > cluster.gpus:
+        warnings.append(
+            f"needs at least {gpus_min} GPUs but the cluster has {cluster.gpus}: it can never run"
+        )
+    elif finish > cluster.horizon_steps:
+        warnings.append(
+            f"needs {steps} steps even on {usable} GPUs from step {arrival}: its earliest finish "
+            f"(step {finish}) is after the horizon ({cluster.horizon_steps} steps), so it cannot "
+            "complete in this plan"
+        )
+    return FitCheck(finish, tuple(warnings))
+
+
+def step_time(cluster: Cluster, step: int) -> str:
+    """A step as people read it: 'step 14 (Tue 14:00)' when the cluster has a start."""
+    if cluster.start is None:
+        return f"step {step}"
+    when = pd.Timestamp(cluster.start) + pd.Timedelta(minutes=step * cluster.step_minutes)
+    return f"step {step} ({when:%a %H:%M})"
+
+
+def with_cluster(
+    s: Scenario, *, gpus: int, horizon_steps: int, step_minutes: int, start: Any
+) -> Scenario:
+    """The scenario on another cluster or horizon (validated again).
+
+    A longer horizon repeats each real-time job's demand from its first step (a daily pattern
+    stays daily when the horizon grows by whole days); a shorter one cuts it.
+    """
+    from dataclasses import replace
+
+    from .model import RealtimeJob
+
+    cluster = Cluster(
+        gpus=int(gpus),
+        step_minutes=int(step_minutes),
+        horizon_steps=int(horizon_steps),
+        start=start,
+    )
+    if cluster == s.cluster:
+        return s
+    T = cluster.horizon_steps
+    jobs = tuple(
+        replace(j, demand=tuple(j.demand[t % len(j.demand)] for t in range(T)))
+        if isinstance(j, RealtimeJob) and len(j.demand) != T
+        else j
+        for j in s.jobs
+    )
+    return s.replace(cluster=cluster, jobs=jobs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Benchmarks
+
+
+def published_utilization_text(published: Mapping[str, Any], planner: str) -> str:
+    """A published utilization for the table, saying when it is the very figure of FIFO.
+
+    The SPEC publishes scale-64's allocator utilization as 44.9%, FIFO's own figure: the
+    published gain there comes from which jobs ran, not from busier GPUs; the cell says so
+    instead of looking like a copy of the FIFO row.
+    """
+    value = published.get(f"{planner}_utilization")
+    if value is None:
+        return ""
+    fifo = published.get("fifo_utilization")
+    if planner != "fifo" and fifo is not None and abs(float(value) - float(fifo)) < 1e-12:
+        return f"{float(value):.1%} (=FIFO)"
+    return f"{float(value):.1%}"
+
+
+def published_text(
+    published: Mapping[str, Any], planner: str, value_gain: Any = None, completed: Any = ""
+) -> str:
+    """One cell with everything published for a row's planner: 'util. 87.0% · +105.0%'."""
+    parts = []
+    util = published_utilization_text(published, planner)
+    if util:
+        parts.append(f"util. {util}")
+    if value_gain is not None and not (isinstance(value_gain, float) and math.isnan(value_gain)):
+        parts.append(f"{float(value_gain):+.1%}")
+    if completed:
+        parts.append(f"done {completed}")
+    return " · ".join(parts)

@@ -1,0 +1,300 @@
+"""core.views: what the pages show, checked on hand-computed values and a few properties."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core import views
+from core.analysis import idle_windows
+from core.formats import load_scenario
+from core.model import Cluster, ScenarioError
+from core.plan import Plan
+
+
+@pytest.fixture(scope="module")
+def example(scenarios_dir):
+    return load_scenario(scenarios_dir / "example.json")
+
+
+# --- built-ins and uploads ---------------------------------------------------------------------
+
+
+def test_builtins_put_example_then_the_benchmarks_in_their_order_then_the_rest():
+    names = ["zeta", "scale-64", "example", "mixed-control", "alpha", "rolling-surge"]
+    bench = ("mixed-control", "training-heavy", "scale-64")
+    assert views.builtin_order(names, bench) == [
+        "example",
+        "mixed-control",
+        "scale-64",
+        "alpha",
+        "rolling-surge",
+        "zeta",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "demand", "name"),
+    [
+        ("team-a_jobs.csv", "team-a_demand.csv", "team-a"),  # shared stem
+        ("jobs.csv", "demand.csv", "jobs+demand"),  # nothing shared: both stems
+        ("Q3 jobs.CSV", "Q3 demand.csv", "Q3"),  # spaces and upper-case extension
+        ("prod-jobs.csv", "realtime.csv", "prod-jobs+realtime"),  # different stems
+        ("cluster_b.jobs.csv", "cluster_b.demand.csv", "cluster_b"),
+    ],
+)
+def test_a_csv_pair_is_named_after_its_files(jobs, demand, name):
+    assert views.pair_name(jobs, demand) == name
+
+
+def test_named_pair_replaces_name_and_description_and_keeps_the_rest(example):
+    named = views.named_pair(example, "a_jobs.csv", "a_demand.csv")
+    assert named.name == "a"
+    assert "a_jobs.csv" in named.description and "a_demand.csv" in named.description
+    assert f"{example.cluster.gpus} GPUs" in named.description
+    assert named.jobs == example.jobs and named.cluster == example.cluster
+
+
+@pytest.mark.parametrize(
+    ("names", "headers", "kind", "says"),
+    [
+        ([], {}, "empty", ""),
+        (["jobs.csv"], {"jobs.csv": {"id", "type"}}, "waiting", "add demand.csv"),
+        (["d.csv"], {"d.csv": {"step", "job_id", "demand"}}, "waiting", "add jobs.csv"),
+        (["x.csv"], {"x.csv": {"a"}}, "waiting", "other file of the pair"),
+        (["s.json"], {}, "ready", ""),
+        (["a.csv", "b.csv"], {}, "ready", ""),  # two files: load (and report what is wrong)
+    ],
+)
+def test_upload_state_waits_for_the_second_file_of_a_pair(names, headers, kind, says):
+    state = views.upload_state(names, headers)
+    assert state.kind == kind and says in state.message
+
+
+def test_csv_pair_tells_jobs_from_demand_by_header_in_any_order():
+    headers = {
+        "d.csv": views.csv_header(b"step,job_id,demand\n0,a,1\n"),
+        "j.csv": views.csv_header(b"\xef\xbb\xbfid,type,priority\n"),
+    }
+    assert views.csv_pair(["d.csv", "j.csv"], headers) == ("j.csv", "d.csv")
+    assert views.csv_pair(["d.csv"], headers) is None
+    assert views.csv_pair(["d.csv", "d2.csv"], {**headers, "d2.csv": {"step"}}) is None
+
+
+def test_loaded_message_counts_the_jobs(example):
+    text = views.loaded_message(example, ["mine.json"])
+    assert text.startswith(f"Loaded {len(example.jobs)} jobs")
+    assert f"{len(example.batch_jobs)} batch" in text and "from mine.json" in text
+
+
+def test_pair_fit_hints_say_how_to_fix_a_pair_that_does_not_fit():
+    cluster = Cluster(gpus=8, horizon_steps=24)
+    past = "demand.csv: row 30: step 30 is past the horizon of 24 steps"
+    short = "demand.csv: job 'chat' has no demand for step 12; one row per step 0..23 is needed"
+    for problem in (past, short):
+        hints = views.pair_fit_hints([problem], cluster)
+        assert len(hints) == 1 and "0..23" in hints[0] and "horizon" in hints[0]
+    big = "job 'big': gpus_max 16 is larger than the cluster's 8 GPUs"
+    hints = views.pair_fit_hints([big], cluster)
+    assert len(hints) == 1 and "8 GPUs" in hints[0]
+    assert views.pair_fit_hints(["jobs.csv: row 2: priority must be > 0"], cluster) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ("h.csv: rows were sorted", "rows were sorted"),
+        ("h.csv: h.csv: rows were sorted", "rows were sorted"),
+        ("rows were sorted", "rows were sorted"),
+        ("other.csv: x", "other.csv: x"),
+    ],
+)
+def test_a_warning_names_its_file_once(message, shown):
+    assert views.without_name_prefix("h.csv", message) == shown
+
+
+def test_with_cluster_repeats_demand_over_a_longer_horizon_and_validates(example):
+    longer = views.with_cluster(
+        example, gpus=example.cluster.gpus, horizon_steps=48, step_minutes=60, start=None
+    )
+    for old, new in zip(example.realtime_jobs, longer.realtime_jobs, strict=True):
+        assert new.demand == old.demand + old.demand
+    shorter = views.with_cluster(
+        example, gpus=example.cluster.gpus, horizon_steps=6, step_minutes=60, start=None
+    )
+    assert all(len(j.demand) == 6 for j in shorter.realtime_jobs)
+    biggest = max(j.gpus_min for j in example.jobs)
+    with pytest.raises(ScenarioError):
+        views.with_cluster(example, gpus=biggest // 2 or 1, horizon_steps=24, step_minutes=60,
+                           start=None)  # fmt: skip
+
+
+# --- demand forecast ---------------------------------------------------------------------------
+
+
+def test_default_capacity_comes_from_the_current_demand_not_gpus_max():
+    hours = pd.date_range("2026-01-01", periods=2 * 168, freq="h")
+    history = pd.Series(np.r_[np.full(168, 50.0), np.full(168, 120.0)], index=hours)
+    # The last week averages 120 per hour; the job asks for 3 GPUs on average: 40 per GPU.
+    assert views.default_capacity(history, [2.0, 4.0, 3.0]) == 40.0
+    assert views.default_capacity(history, [0.0, 0.0]) == 1.0
+    assert views.default_capacity(history.iloc[:0], [3.0]) == 1.0
+    # Two significant digits: 120 / 7 = 17.14... -> 17.
+    assert views.default_capacity(history, [7.0]) == 17.0
+
+
+@given(st.floats(0.5, 1e6), st.floats(0.05, 512))
+def test_default_capacity_maps_the_recent_mean_to_the_current_mean_within_rounding(level, gpus):
+    hours = pd.date_range("2026-01-01", periods=168, freq="h")
+    capacity = views.default_capacity(pd.Series(level, index=hours), [gpus])
+    assert level / capacity == pytest.approx(gpus, rel=0.06)
+
+
+def _scenario_starting(example, start):
+    return example.replace(cluster=Cluster(gpus=example.cluster.gpus, start=start))
+
+
+def test_a_start_right_after_the_history_uses_the_forecast_by_clock(example):
+    end = pd.Timestamp("2026-08-16 23:00")
+    window = views.aligned_hours(end, _scenario_starting(example, datetime(2026, 8, 17, 5)))
+    assert window.hours[:3] == (5, 6, 7) and window.note == ""
+
+
+def test_a_start_far_after_the_history_is_aligned_by_weekday_and_hour(example):
+    end = pd.Timestamp("2020-01-05 23:00")  # a Sunday; the first forecast hour is Mon 00:00
+    start = datetime(2026, 8, 19, 14)  # a Wednesday, 14:00
+    window = views.aligned_hours(end, _scenario_starting(example, start))
+    first = end + pd.Timedelta(hours=1 + window.hours[0])
+    assert (first.day_of_week, first.hour) == (start.weekday(), start.hour)
+    assert window.hours[0] < 168
+    assert "shifted" in window.note and "same weekday and hour" in window.note
+
+
+def test_a_start_before_the_history_ends_is_aligned_too(example):
+    end = pd.Timestamp("2026-08-20 23:00")
+    start = datetime(2026, 8, 17, 9)  # a Monday, before the history ends
+    window = views.aligned_hours(end, _scenario_starting(example, start))
+    first = end + pd.Timedelta(hours=1 + window.hours[0])
+    assert (first.day_of_week, first.hour) == (0, 9)
+    assert "before" in window.note
+
+
+def test_the_unit_of_a_history_is_its_column_name():
+    assert views.traffic_unit("concurrent_sessions") == "concurrent_sessions"
+    assert views.traffic_unit("") == "traffic units" and views.traffic_unit(None) == "traffic units"
+
+
+# --- horizon & risk ----------------------------------------------------------------------------
+
+
+def test_realised_metrics_have_thousands_separators():
+    m = {
+        "utilization": 0.8123,
+        "allocated_fraction": 0.9,
+        "value": 114907.04,
+        "completed_jobs": 1203,
+        "batch_jobs": 1500,
+        "rt_coverage": 1.0,
+        "rt_shortfall_gpu_hours": 1234.5,
+        "changed_fraction_mean": 0.05,
+        "moved_jobs": 1402,
+        "planner_ms_mean": 20795.6,
+    }
+    row = views.realised_metrics_table({"Allocator (fast)": m}).iloc[0]
+    assert row["value"] == "114,907.0"
+    assert row["completed"] == "1,203/1,500"
+    assert row["utilization"] == "81.2%" and row["rt coverage"] == "100.0%"
+    assert row["shortfall"] == "1,234.50" and row["moved"] == "1,402"
+    assert row["per plan"] == "20.8 s"
+
+
+def _plan_with_idle(cells: list[tuple[int, int]], gpus: int = 8, steps: int = 6) -> Plan:
+    grid = np.zeros((gpus, steps), dtype=np.int32)
+    for g, t in cells:
+        grid[g, t] = -1
+    return Plan(grid)
+
+
+def test_the_union_of_overlapping_windows_counts_each_gpu_hour_once():
+    windows = pd.DataFrame(
+        {  # GPUs 0-3 for steps 0-3 and GPUs 0-7 for steps 2-3: overlap of 4 GPUs x 2 steps
+            "gpu_start": [0, 0],
+            "gpus": [4, 8],
+            "start_step": [0, 2],
+            "end_step": [4, 4],
+        }
+    )
+    assert views.idle_union_gpu_hours(windows, 60) == 4 * 4 + 8 * 2 - 4 * 2
+    assert views.idle_union_gpu_hours(windows, 30) == (4 * 4 + 8 * 2 - 4 * 2) / 2
+    assert views.windows_overlap(windows)
+    assert not views.windows_overlap(windows.iloc[:1])
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.sets(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=48))
+def test_the_union_of_1x1_windows_is_exactly_the_idle_cells(idle):
+    plan = _plan_with_idle(sorted(idle))
+    windows = idle_windows(plan, 1, 1, step_minutes=60)
+    union = views.idle_union_gpu_hours(windows, 60)
+    # 1x1 windows cover every idle cell and nothing else: the union is exactly the idle hours,
+    # and never more than the windows' plain sum (which may count an overlap twice).
+    assert union == len(idle)
+    assert union <= float(windows["gpu_hours"].sum()) + 1e-9
+
+
+# --- estimators --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "finish", "warning"),
+    [
+        # 48 GPU-h on 8 GPUs of 1 h: 6 steps from step 2 -> ends at step 8, fits in 24.
+        ({"gpus_min": 4, "gpus_max": 8, "gpu_hours": 48, "arrival_step": 2}, 8, None),
+        # 400 GPU-h on 8 GPUs: 50 steps > 24.
+        ({"gpus_min": 4, "gpus_max": 8, "gpu_hours": 400, "arrival_step": 0}, 50, "after the"),
+        # gpus_max above the cluster is capped to its 8 GPUs: 160 / 8 = 20 steps.
+        ({"gpus_min": 8, "gpus_max": 32, "gpu_hours": 160, "arrival_step": 0}, 20, None),
+        # needs 16 GPUs at least on an 8-GPU cluster.
+        ({"gpus_min": 16, "gpus_max": 16, "gpu_hours": 16, "arrival_step": 0}, 2, "never run"),
+    ],
+)
+def test_fit_check_gives_the_earliest_finish_and_warns(row, finish, warning):
+    check = views.fit_check(row, Cluster(gpus=8, horizon_steps=24))
+    assert check.earliest_finish_step == finish
+    if warning is None:
+        assert check.fits
+    else:
+        assert not check.fits and warning in check.warnings[0]
+
+
+def test_step_time_reads_as_a_clock_when_the_cluster_has_a_start():
+    assert views.step_time(Cluster(gpus=8), 3) == "step 3"
+    c = Cluster(gpus=8, start=datetime(2026, 8, 17))  # a Monday
+    assert views.step_time(c, 14) == "step 14 (Mon 14:00)"
+
+
+def test_a_published_utilization_equal_to_fifos_says_so():
+    from core.bench import PUBLISHED
+
+    scale = PUBLISHED["scale-64"]
+    assert views.published_utilization_text(scale, "fifo") == "44.9%"
+    assert views.published_utilization_text(scale, "allocator") == "44.9% (=FIFO)"
+    assert views.published_utilization_text(PUBLISHED["training-heavy"], "allocator") == "87.0%"
+    assert views.published_utilization_text(PUBLISHED["training-heavy"], "backfill") == ""
+
+
+def test_everything_published_for_a_row_fits_one_cell():
+    from core.bench import PUBLISHED
+
+    scale = PUBLISHED["scale-64"]
+    assert (
+        views.published_text(scale, "allocator", 0.159, "27/30")
+        == "util. 44.9% (=FIFO) · +15.9% · done 27/30"
+    )
+    assert views.published_text(PUBLISHED["mixed-control"], "fifo") == "util. 51.6%"
+    assert views.published_text(PUBLISHED["mixed-control"], "backfill", float("nan")) == ""
