@@ -318,6 +318,8 @@ class Metrics(TypedDict):
     batch_jobs: int
     rt_shortfall_gpu_hours: float
     rt_coverage: float
+    # rt_coverage >= policy.rt_coverage_target (within 1e-9); None when the policy sets none
+    slo_met: bool | None
     runtime_ms: float
 
 
@@ -355,6 +357,8 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
         if p.start_step + scenario.duration(by_id[p.job_id], p.gpus) <= T
     )
     cells = G * T
+    coverage = served_total / demanded if demanded > 0 else 1.0
+    target = policy.rt_coverage_target
     return {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
@@ -367,7 +371,8 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
         "started_jobs": len(placements),
         "batch_jobs": len(by_id),
         "rt_shortfall_gpu_hours": shortfall_total * c.step_hours,
-        "rt_coverage": served_total / demanded if demanded > 0 else 1.0,
+        "rt_coverage": coverage,
+        "slo_met": None if target is None else bool(coverage >= target - 1e-9),
         "runtime_ms": float(plan.stats.get("runtime_ms", 0.0)),
     }
 
