@@ -543,3 +543,20 @@ def test_full_with_a_coverage_target_matches_the_brute_force(seed, target):
     assert plan.stats["status"] == "optimal", plan.stats
     assert _close(m["objective"], optimum), (m["objective"], optimum)
     assert plan.stats["bound"] >= optimum - 1e-6 * max(1.0, abs(optimum))
+
+
+def test_bench_shows_bound_gap_and_time_to_proof_for_the_planner_that_reports_them():
+    from core.bench import SCENARIO_DIR, format_table, run_bench
+
+    rows = run_bench([SCENARIO_DIR / "example.json"], ["allocator", "full"], time_limit=20.0)
+    allocator, full = rows
+    assert (allocator["bound"], allocator["gap"], allocator["proof_s"]) == (None, None, None)
+    assert full["bound"] >= full["objective"] - 1e-9
+    assert full["gap"] >= 0.0
+    if full["status"] == "optimal":
+        assert 0.0 < full["proof_s"] <= full["runtime_ms"] / 1000.0 + 1e-9
+    else:
+        assert full["proof_s"] is None
+    header, *lines = format_table(rows).splitlines()
+    assert "bound" in header and "gap" in header and "proof s" in header
+    assert len(lines) == 2
