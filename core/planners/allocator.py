@@ -129,13 +129,18 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     # served; three layouts of the serving GPUs (buddy best fit, packed at the top, packed at
     # the bottom). Each is screened with the first orderings; the local search then spends what
     # is left of its budget on the best one.
+    # On problems so large that the budget affords a single packing (`lean`), only the priced
+    # targets (and every unit served when a coverage target asks for it) are screened.
+    lean = params.pack_budget // size < 2
     worth = tuple(batch_worth(scenario))
     pricings = [_Targets("priced", worth)]
     unpriced = _Targets("all", worth)
-    if any(pricings[0].of(scenario, j) != unpriced.of(scenario, j) for j in scenario.realtime_jobs):
+    if (not lean or scenario.policy.rt_coverage_target is not None) and any(
+        pricings[0].of(scenario, j) != unpriced.of(scenario, j) for j in scenario.realtime_jobs
+    ):
         pricings.append(unpriced)
     styles = [_Buddy(G)]
-    if scenario.realtime_jobs and candidates:
+    if scenario.realtime_jobs and candidates and 20 * params.pack_budget >= size:
         styles += [_Top(G), _Low(G)]
     configurations = [(p, style) for p in pricings for style in styles]
     screen = 0
@@ -143,7 +148,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         screen = min(params.screen, max(1, packs // (2 * len(configurations))))
         screen = max(1, screen) if len(pricings) > 1 else screen
     screened = _screen(scenario, running, candidates, discount, params, configurations, screen)
-    if len(scenario.realtime_jobs) > 1 and screened[0][0][3] < 0:
+    if len(scenario.realtime_jobs) > 1 and screened[0][0][3] < 0 and not lean:
         # Serving jobs contend and demand goes short: try holding peaks all horizon too, by
         # priority and (fifo's own reservation, in file order) as the baseline does.
         peak = [(_Targets("peak", worth), style) for style in styles]
@@ -159,7 +164,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         realtime, result = _relax_realtime(
             scenario, running, style, discount, realtime, result, moves, params, pricing
         )
-    if len(screened) > 1:
+    if len(screened) > 1 and not lean:
         realtime, result = _arrival_order_elsewhere(
             scenario, candidates, screened, realtime, result
         )
@@ -1067,15 +1072,29 @@ class _Packer:
         T, discount, table = self.steps, self.discount, self.table
         free = list(self.free)
         cache: dict[int, list[int | None]] = {g: [None] * T for g in self.align}
+        # first[g]: no aligned block of g is free at any step before it (free only shrinks
+        # while packing, so it only moves forward): scans start there, not at the arrival.
+        first = {g: 0 for g in self.align}
+        # seen[g]: recent answers (arrival, duration, earliest start or T when none) for blocks of
+        # g. A window of g for d steps from s holds one of any smaller size and duration, and
+        # free only shrinks: an answer is a lower bound for every query it dominates.
+        seen: dict[int, list[tuple[int, int, int]]] = {g: [] for g in self.align}
         placements = []
         reward = cells = 0.0
         for job in order:
             best = None  # (score, start, size, end, block mask)
             for g, d in zip(job.sizes, job.durations, strict=True):
-                if table is None:
-                    found = self._earliest(free, cache[g], g, d, job.arrival)
+                arrival = _known_bound(seen, g, d, job.arrival)
+                if arrival >= T:
+                    found = None
+                elif table is None:
+                    found = self._earliest(free, cache[g], g, d, arrival, first)
                 else:
-                    found = _earliest_in_table(free, table[g], d, job.arrival, T)
+                    found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
+                answers = seen[g]
+                answers.append((job.arrival, d, T if found is None else found[0]))
+                if len(answers) > 16:
+                    del answers[0]
                 if found is None:
                     continue
                 start, blocks = found
@@ -1105,50 +1124,34 @@ class _Packer:
         return placements, reward, cells
 
     def _earliest(
-        self, free: list[int], cache: list[int | None], g: int, d: int, arrival: int
+        self,
+        free: list[int],
+        cache: list[int | None],
+        g: int,
+        d: int,
+        arrival: int,
+        first: dict[int, int],
     ) -> tuple[int, int] | None:
         """Earliest start >= arrival with an aligned block of g free for d steps (cut at T).
 
         `cache[t]` holds, for step t, a bit at the first GPU of every aligned block of g that is
-        free (None: stale since the last placement on that step).
+        free (None: stale since the last placement on that step); `first` is the pack's skip
+        pointer per size, moved forward here.
         """
-        T = self.steps
         align = self.align[g]
-        s = arrival
-        while s < T:
-            blocks = cache[s]
-            if blocks is None:
-                blocks, k = free[s], 1
+
+        def blocks_at(t: int) -> int:
+            here = cache[t]
+            if here is None:
+                here, k = free[t], 1
                 while k < g:
-                    blocks &= blocks >> k
+                    here &= here >> k
                     k <<= 1
-                blocks &= align
-                cache[s] = blocks
-            if not blocks:
-                s += 1
-                continue
-            end = min(s + d, T)
-            t = s + 1
-            while t < end:
-                here = cache[t]
-                if here is None:
-                    here, k = free[t], 1
-                    while k < g:
-                        here &= here >> k
-                        k <<= 1
-                    here &= align
-                    cache[t] = here
-                if not here:
-                    break
-                blocks &= here
-                if not blocks:
-                    break
-                t += 1
-            else:
-                return s, blocks
-            # No block survives to step t; if nothing of size g is free at t, skip past it.
-            s = t + 1 if not cache[t] else s + 1
-        return None
+                here &= align
+                cache[t] = here
+            return here
+
+        return _earliest_window(blocks_at, self.steps, g, d, arrival, first)
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
         """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest."""
@@ -1196,30 +1199,74 @@ def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
     return out
 
 
+def _known_bound(seen: dict[int, list[tuple[int, int, int]]], g: int, d: int, arrival: int) -> int:
+    """The latest earliest-start answer that bounds a query for g GPUs, d steps, from arrival."""
+    bound = arrival
+    h = g
+    while h in seen:
+        for a, e, s in seen[h]:
+            if a <= arrival and e <= d and s > bound:
+                bound = s
+        h //= 2
+        if h < 1:
+            break
+    return bound
+
+
 def _earliest_in_table(
-    free: list[int], table: tuple[int, ...], d: int, arrival: int, steps: int
+    free: list[int],
+    table: tuple[int, ...],
+    d: int,
+    arrival: int,
+    steps: int,
+    first: dict[int, int],
+    g: int,
 ) -> tuple[int, int] | None:
     """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed."""
-    s = arrival
+    return _earliest_window(lambda t: table[free[t]], steps, g, d, arrival, first)
+
+
+def _earliest_window(
+    blocks_at: Callable[[int], int],
+    steps: int,
+    g: int,
+    d: int,
+    arrival: int,
+    first: dict[int, int],
+) -> tuple[int, int] | None:
+    """(start, blocks) of the earliest start >= arrival where some aligned block (a bit of
+    `blocks_at(t)`) stays free for d steps (cut at the horizon), or None.
+
+    When the blocks free at a start all end before its window does (at step t), the next start
+    worth trying is the next step in (start, t] where a block becomes free (a block free at the
+    step before was free since a start already tried, and ended before t); skipping the others
+    keeps long horizons linear instead of steps x duration.
+    """
+    s = max(arrival, first[g], first.get(g // 2, 0))
     while s < steps:
-        blocks = table[free[s]]
+        blocks = blocks_at(s)
         if not blocks:
+            if s == first[g]:
+                first[g] = s + 1
             s += 1
             continue
         end = min(s + d, steps)
         t = s + 1
         while t < end:
-            here = table[free[t]]
-            if not here:
-                break
-            blocks &= here
+            blocks &= blocks_at(t)
             if not blocks:
                 break
             t += 1
         else:
             return s, blocks
-        # No block survives to step t; if nothing of size g is free at t, skip past it.
-        s = t + 1 if not table[free[t]] else s + 1
+        s += 1
+        previous = blocks_at(s - 1)
+        while s <= t and s < steps:
+            here = blocks_at(s)
+            if here & ~previous:
+                break
+            previous = here
+            s += 1
     return None
 
 
