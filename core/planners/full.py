@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -135,6 +136,15 @@ def plan_full(scenario: Scenario, params: FullParams | None = None, **options: A
     if warm_note:
         base["warm_start_note"] = warm_note
 
+    if "pyomo.environ" not in sys.modules and clock.limit > 0 and clock.left() < clock.IMPORT_S:
+        return _fallback(
+            warm,
+            base,
+            SolveStatus.TIME_LIMIT_WARM_START,
+            f"not solved: loading Pyomo takes about {clock.IMPORT_S:g} s, more than the "
+            f"{clock.left():.2f} s left of the {clock.limit:g} s time limit; the allocator's "
+            f"plan is returned",
+        )
     try:
         import pyomo.environ  # noqa: F401
         from pyomo.contrib.appsi.solvers import Highs
@@ -163,6 +173,7 @@ class _Clock:
     # and the least time worth giving a solver phase.
     BUILD_S_PER_TERM = 40e-6
     MIN_PHASE_S = 0.05
+    IMPORT_S = 1.0  # importing Pyomo the first time in a process (0.4-3 s on a busy machine)
 
     def __init__(self, time_limit: float):
         self.started = time.perf_counter()
@@ -191,12 +202,18 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
             f"the allocator's plan is returned",
         )
     if clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
+        left = clock.left()
+        when = (
+            f"only {left:.2f} s of the {clock.limit:g} s time limit were left"
+            if left > 0
+            else f"the {clock.limit:g} s time limit was used up (warm start, loading Pyomo)"
+        )
         return _fallback(
             warm,
             base,
-            SolveStatus.TOO_LARGE,
-            f"building the model ({terms:,} terms) would take longer than the "
-            f"{clock.left():.1f} s left of the time limit; the allocator's plan is returned",
+            SolveStatus.TIME_LIMIT_WARM_START,
+            f"not solved: {when}, too little to build the model ({terms:,} terms); "
+            f"the allocator's plan is returned",
         )
     reporter = (
         _ProgressReporter(params.progress, params.progress_every_s)

@@ -466,11 +466,15 @@ def test_concurrent_solves_from_two_threads_both_finish():
         params = FullParams(time_limit=20.0, mip_gap=0.0, warm_start=warm)
         futures = [pool.submit(plan_full, scenario, params) for _ in range(2)]
         plans = [f.result(timeout=120) for f in futures]
+    # Solves are serialised; the time limit is each call's, waiting included, so the second
+    # may stop at its limit: both are legal, at least as good as the start, one is proved.
     values = [objective(scenario, p) for p in plans]
-    for plan in plans:
+    for plan, value in zip(plans, values, strict=True):
         assert check(scenario, plan) == []
-        assert plan.stats["status"] == "optimal"
-    assert _close(values[0], values[1])
+        assert plan.stats["status"] in ("optimal", "time_limit_improved", "time_limit_warm_start")
+        assert value >= objective(scenario, warm) - 1e-9
+    proved = [v for p, v in zip(plans, values, strict=True) if p.stats["status"] == "optimal"]
+    assert proved and all(v <= proved[0] + 1e-6 * max(1.0, abs(v)) for v in values)
 
 
 def test_an_illegal_warm_start_is_replaced_by_backfill():
@@ -560,3 +564,15 @@ def test_bench_shows_bound_gap_and_time_to_proof_for_the_planner_that_reports_th
     header, *lines = format_table(rows).splitlines()
     assert "bound" in header and "gap" in header and "proof s" in header
     assert len(lines) == 2
+
+
+def test_a_time_limit_too_short_to_build_the_model_returns_the_warm_start_and_says_so():
+    # The limit is the whole call's: with next to nothing left once the warm start exists, the
+    # model is not built (building alone would overrun it) and the warm start comes back.
+    scenario = _contended()
+    warm = plan_backfill(scenario)
+    plan = plan_full(scenario, time_limit=1e-6, warm_start=warm)
+    assert plan.same_grid(warm)
+    assert plan.stats["status"] == "time_limit_warm_start"
+    assert plan.stats["message"].startswith("not solved:")
+    assert plan.stats["objective_source"] == "allocator"
