@@ -1,15 +1,20 @@
 """The fast allocator of SPEC section 2: real-time demand as a curve, batch work by value.
 
-Three phases, each legal by construction (the five constraints are its rules, not a check after):
+Four phases, each legal by construction (the five constraints are its rules, not a check after):
 
 1. **Real-time, per step.** Each serving job follows a target curve: the GPUs that cover its
    demand where a shortfall (priced at `penalty_weight * priority` per unit) costs more than
-   any queued batch work could earn on that GPU, clipped to its range, and raised ahead of every
-   peak so that ramping `swap_cap` GPUs a step still reaches it in time. Which GPUs it gains and
-   releases follows a layout: buddy best fit (fill the aligned blocks that running work or
-   serving already broke), packed at the top, or packed at the bottom (beside running blocks).
-   Spare swap budget trades a GPU for a better one, so the free pool stays in whole aligned
-   blocks for batch work. Each layout is screened with a quick batch packing; the best is kept.
+   what the cheapest batch job that could use the GPU then (arrived, decayed) would earn on it,
+   clipped to its range, and raised ahead of every peak so that ramping `swap_cap` GPUs a step
+   still reaches it in time. GPUs go to jobs by what one more GPU covers (priority x a whole
+   unit of demand, then the fractional one). Which GPUs it gains and releases follows a layout:
+   buddy best fit (fill the aligned blocks that running work or serving already broke), packed
+   at the top, or packed at the bottom (beside running blocks). Spare swap budget trades a GPU
+   for a better one, so the free pool stays in whole aligned blocks for batch work. Where the
+   pricing gives up demand, every unit served is screened too; where several serving jobs
+   contend and demand still goes short, peaks held all horizon (by priority, and the baselines'
+   own reservation). Each configuration is screened with a quick batch packing; the best is
+   kept, a plan that meets `policy.rt_coverage_target` first.
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
    arrival) that earn it the most decayed value, on an aligned block chosen buddy-style: a block
@@ -18,15 +23,17 @@ Three phases, each legal by construction (the five constraints are its rules, no
 3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
    order (promote a job left out or cut short to the front, shrink a job to a narrower block,
    swap two neighbours), within a budget of re-packings that shrinks with the problem size; the
-   plan with the best objective is kept (ties: more GPU-steps delivered).
+   plan with the best objective is kept (ties: more GPU-steps delivered). Arrival order (the
+   baselines' order) is also packed on the other screened configurations.
 4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
    a few moves revisit them, each judged by the true objective (decayed batch reward minus
    priced shortfall) after re-packing the batch work with the job the move is for in front:
    keep serving off the aligned block where a job placed late (or not at all) could start
    earliest (serving trades to GPUs the batch work does not use, or gives a GPU up), or cap
    serving at `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges
-   and `previous_gpus` hold as in phase 1; a move never takes real-time coverage below 99% (the
-   floor the product promises) or below what the plan already had.
+   and `previous_gpus` hold as in phase 1; a move never takes real-time coverage below
+   `policy.rt_coverage_target` (none by default: then the allocator optimises the same
+   objective as `full`) or below what the plan already had.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by

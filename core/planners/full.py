@@ -32,12 +32,21 @@ Instead a batch job's decision is *where and when it runs*:
 Running jobs are pinned: their cells are removed from the model and their reward is a constant.
 The MIP's objective is J exactly, so HiGHS's dual bound is a bound on J.
 
-Two phases share the time limit. First a restricted model, the same rows with every real-time
-GPU fixed as in the warm start, re-packs the batch work around serving (a quarter of the time
-limit; it usually solves to optimality in well under a second on 8 GPUs, because per-GPU
-real-time columns are what make this model hard). Its solution is the MIP start of the full
-model, which gets the rest of the time and supplies the bound. Every solution is verified with
-`check`, and the best legal one that beats the warm start is returned.
+With `policy.rt_coverage_target`, one more row makes it a constraint: the total shortfall is at
+most (1 - target) x demanded (served >= target x demanded). A plan that meets the target beats
+one that does not; when no plan can (HiGHS proves the row infeasible), the plan with the most
+coverage found comes back with status `slo_infeasible` and `slo_met` false in its metrics.
+
+The time limit is the whole call's: one clock from the start of `plan_full` covers the warm
+start, loading Pyomo, building, the relaxation and both solver phases (each HiGHS run gets
+what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
+less time is left than that takes. Two phases share what is left, on one APPSI instance. First
+a restricted model, the real-time columns fixed in HiGHS at the warm start's values, re-packs
+the batch work around serving (a quarter of the time left; it usually solves to optimality in
+well under a second on 8 GPUs, because per-GPU real-time columns are what make this model
+hard). Its solution is the MIP start of the full model, which gets the rest of the time and
+supplies the bound. Every solution is verified with `check`, and the best legal one that beats
+the warm start is returned.
 
 Before either phase, an LP relaxation that keeps only real-time counts (`relaxation_bound`)
 gives a first bound within 30% of the time limit (milliseconds on 8 GPUs, about two seconds on
