@@ -137,7 +137,8 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     # the bottom). Each is screened with the first orderings; the local search then spends what
     # is left of its budget on the best one.
     # On problems so large that the budget affords a single packing (`lean`), only the priced
-    # targets (and every unit served when a coverage target asks for it) are screened.
+    # targets (and every unit served when a coverage target asks for it) are screened, and
+    # beyond 50 times the budget (e.g. 1,000 GPUs x 10,000 steps x 5,000 jobs) one layout.
     lean = params.pack_budget // size < 2
     worth = tuple(batch_worth(scenario))
     pricings = [_Targets("priced", worth)]
@@ -147,7 +148,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     ):
         pricings.append(unpriced)
     styles = [_Buddy(G)]
-    if scenario.realtime_jobs and candidates and 20 * params.pack_budget >= size:
+    if scenario.realtime_jobs and candidates and 50 * params.pack_budget >= size:
         styles += [_Top(G), _Low(G)]
     configurations = [(p, style) for p in pricings for style in styles]
     screen = 0
