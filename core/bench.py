@@ -114,6 +114,10 @@ def run_bench(
             row["runtime_ms"] = statistics.median(times)
             row["legal"] = not check(scenario, plan)
             row["value_gain"] = row["value"] / fifo_value - 1 if fifo_value > 0 else None
+            # A planner that proves a bound: its bound, gap and seconds to the proof (None
+            # while unproved); the others have none.
+            for key in ("bound", "gap", "proof_s"):
+                row[key] = plan.stats.get(key) if spec.reports else None
             published = PUBLISHED.get(scenario.name, {})
             row["published_utilization"] = published.get(f"{planner}_utilization")
             row["published_completed"] = published.get(f"{planner}_completed")
@@ -231,6 +235,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         ("rt cov", "{:.1%}", 6),
         ("short h", "{:.2f}", 7),
         ("objective", "{:.1f}", 10),
+        ("bound", "{:.1f}", 10),
+        ("gap", "{:.2%}", 7),
+        ("proof s", "{:.1f}", 7),
         ("ms", "{:.2f}", 8),
         ("legal", "{}", 5),
     ]
@@ -250,6 +257,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         "rt_coverage",
         "rt_shortfall_gpu_hours",
         "objective",
+        "bound",
+        "gap",
+        "proof_s",
         "runtime_ms",
         "legal",
     ]
@@ -261,7 +271,13 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         cells = []
         for (_, fmt, width), key in zip(columns, keys, strict=True):
             value = row.get(key)
-            cells.append(f"{'-' if value is None else fmt.format(value):>{width}}")
+            if value is None:
+                text = "-"
+            elif isinstance(value, float) and not math.isfinite(value):
+                text = "inf"  # a bound or gap not known
+            else:
+                text = fmt.format(value)
+            cells.append(f"{text:>{width}}")
         lines.append("  ".join(cells))
     lines.append(TABLE_NOTE)
     return "\n".join(lines)

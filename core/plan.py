@@ -318,6 +318,8 @@ class Metrics(TypedDict):
     batch_jobs: int
     rt_shortfall_gpu_hours: float
     rt_coverage: float
+    # rt_coverage >= policy.rt_coverage_target (within 1e-9); None when the policy sets none
+    slo_met: bool | None
     runtime_ms: float
     # SPEC section 7: waits, idle capacity, cost, fairness, deadlines.
     wait_hours_p50: float | None
@@ -547,6 +549,8 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
     cost = cells * hours * price if price is not None else None
     teams = team_outcomes(scenario, plan, counts, outcomes)
     deadlines = [o for o in outcomes if o.job.deadline_step is not None]
+    coverage = served_total / demanded if demanded > 0 else 1.0
+    target = policy.rt_coverage_target
     return {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
@@ -557,7 +561,8 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
         "started_jobs": started,
         "batch_jobs": len(outcomes),
         "rt_shortfall_gpu_hours": shortfall_total * c.step_hours,
-        "rt_coverage": served_total / demanded if demanded > 0 else 1.0,
+        "rt_coverage": coverage,
+        "slo_met": None if target is None else bool(coverage >= target - 1e-9),
         "runtime_ms": float(plan.stats.get("runtime_ms", 0.0)),
         "wait_hours_p50": float(np.percentile(waits, 50)) if waits else None,
         "wait_hours_p90": float(np.percentile(waits, 90)) if waits else None,

@@ -1,8 +1,13 @@
 """How far the fast allocator is from optimal: random small scenarios solved to optimality.
 
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
-                                              [--day]
+                                              [--day | --wide] [--slo TARGET] [--realtime N]
     .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
+
+`--wide` draws issue 13's shapes (4-16 GPUs, 8-24 steps, 4-12 jobs); `--slo` gives every
+scenario that coverage target (both planners then solve the same constrained problem);
+`--realtime 0` leaves real-time jobs out. Each row also says whether the allocator scored
+below fifo or backfill (it never should).
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
 allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics.
@@ -33,22 +38,40 @@ from core.model import (  # noqa: E402
     Running,
     Scenario,
 )
-from core.plan import check, objective  # noqa: E402
+from core.plan import check, metrics, objective  # noqa: E402
+from core.planners import solve  # noqa: E402
 from core.planners.allocator import plan_allocator  # noqa: E402
 from core.planners.full import plan_full  # noqa: E402
 
 
-def random_small_scenario(seed: int, day: bool = False) -> Scenario:
+def random_small_scenario(
+    seed: int,
+    day: bool = False,
+    wide: bool = False,
+    slo: float | None = None,
+    realtime: int | None = None,
+) -> Scenario:
     """4-8 GPUs, 8-16 steps, 4-8 batch jobs (some running), 0-2 real-time jobs, contended.
 
-    With `day`, the benchmarks' shape instead: 8 GPUs, 24 hourly steps, 5-10 batch jobs.
+    With `day`, the benchmarks' shape instead: 8 GPUs, 24 hourly steps, 5-10 batch jobs; with
+    `wide`, 4-16 GPUs, 8-24 steps, 4-12 jobs. `slo` sets policy.rt_coverage_target; `realtime`
+    fixes the number of real-time jobs.
     """
     rng = random.Random(seed)
-    G = 8 if day else rng.choice([4, 6, 8, 8])
-    T = 24 if day else rng.choice([8, 12, 16])
+    if wide:
+        G, T, n_jobs = (
+            rng.choice([4, 6, 8, 12, 16]),
+            rng.choice([8, 12, 16, 24]),
+            rng.randint(4, 12),
+        )
+    elif day:
+        G, T, n_jobs = 8, 24, rng.randint(5, 10)
+    else:
+        G, T, n_jobs = rng.choice([4, 6, 8, 8]), rng.choice([8, 12, 16]), rng.randint(4, 8)
     taken: set[int] = set()
     jobs: list = []
-    for k in range(rng.randint(5, 10) if day else rng.randint(4, 8)):
+    n_realtime = rng.choice([0, 1, 1, 2]) if realtime is None else realtime
+    for k in range(max(1, n_jobs - n_realtime) if wide else n_jobs):
         low = rng.choice([g for g in (1, 1, 2, 4) if g <= G])
         high = rng.choice([g for g in (1, 2, 4, 8) if low <= g <= G])
         running = None
@@ -70,7 +93,7 @@ def random_small_scenario(seed: int, day: bool = False) -> Scenario:
                 running=running,
             )
         )
-    for r in range(rng.choice([0, 1, 1, 2])):
+    for r in range(n_realtime):
         free = [g for g in range(G) if g not in taken]
         gpus_max = rng.randint(1, min(4, G))
         swap_cap = rng.randint(1, 3)
@@ -98,15 +121,20 @@ def random_small_scenario(seed: int, day: bool = False) -> Scenario:
             )
         )
     rng.shuffle(jobs)
-    policy = Policy(penalty_weight=rng.choice([5, 8, 10]), decay=rng.choice([0.97, 0.97, 0.9, 1.0]))
+    policy = Policy(
+        penalty_weight=rng.choice([5, 8, 10]),
+        decay=rng.choice([0.97, 0.97, 0.9, 1.0]),
+        rt_coverage_target=slo,
+    )
     return Scenario(f"small-{seed}", Cluster(G, 60, T), tuple(jobs), policy)
 
 
-def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict:
+def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape) -> dict:
     rows = []
     for k in range(seed, seed + count):
-        scenario = random_small_scenario(k, day)
+        scenario = random_small_scenario(k, day, **shape)
         allocator = plan_allocator(scenario)
+        baselines = max(objective(scenario, solve(scenario, b)) for b in ("fifo", "backfill"))
         started = time.perf_counter()
         full = plan_full(scenario, time_limit=time_limit, mip_gap=0.0, warm_start=allocator)
         seconds = time.perf_counter() - started
@@ -127,13 +155,16 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict
                 "status": full.stats["status"],
                 "gap": gap,
                 "seconds": seconds,
+                "below_baseline": j_alloc < baselines - 1e-9 * max(1.0, abs(baselines)),
+                "slo_met": metrics(scenario, allocator)["slo_met"],
             }
         )
         print(
             f"{scenario.name:>10} G={scenario.cluster.gpus} T={scenario.cluster.horizon_steps:2d}"
             f" jobs={len(scenario.jobs)} rt={len(scenario.realtime_jobs)}"
             f" allocator={j_alloc:10.3f} full={j_full:10.3f} {full.stats['status']:>22}"
-            f" gap={100 * gap:6.2f}% {seconds:6.1f}s",
+            f" gap={100 * gap:6.2f}% {seconds:6.1f}s"
+            f"{' BELOW BASELINE' if rows[-1]['below_baseline'] else ''}",
             file=sys.stderr,
             flush=True,
         )
@@ -153,6 +184,9 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False) -> dict
         "allocator_optimal": sum(1 for g in solved if g <= 1e-9),
         "within_2pct": sum(1 for g in solved if g <= 0.02),
         "within_5pct": sum(1 for g in solved if g <= 0.05),
+        "share_optimal": sum(1 for g in solved if g <= 1e-9) / len(solved) if solved else math.nan,
+        "below_baseline": sum(1 for r in rows if r["below_baseline"]),
+        "allocator_missed_slo": sum(1 for r in rows if r["slo_met"] is False),
     }
     return {"summary": summary, "rows": rows}
 
@@ -201,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--day", action="store_true", help="scenarios of the benchmarks' shape: 8 GPUs x 24 steps"
     )
+    parser.add_argument("--wide", action="store_true", help="4-16 GPUs, 8-24 steps, 4-12 jobs")
+    parser.add_argument("--slo", type=float, default=None, help="policy.rt_coverage_target")
+    parser.add_argument("--realtime", type=int, default=None, help="real-time jobs per scenario")
     parser.add_argument(
         "--benchmarks",
         action="store_true",
@@ -213,7 +250,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         return 0
-    result = measure(args.count, args.seed, args.time_limit, args.day)
+    result = measure(
+        args.count,
+        args.seed,
+        args.time_limit,
+        args.day,
+        wide=args.wide,
+        slo=args.slo,
+        realtime=args.realtime,
+    )
     s = result["summary"]
     if args.json:
         print(json.dumps(result, indent=2))
@@ -224,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             f"mean {100 * s['mean_gap']:.2f}%, median {100 * s['median_gap']:.2f}%, worst "
             f"{100 * s['worst_gap']:.2f}%; optimal on {s['allocator_optimal']}, within 2% on "
             f"{s['within_2pct']}, within 5% on {s['within_5pct']}; absolute gaps where J* <= 0:"
-            f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}"
+            f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}; below a baseline on "
+            f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}"
         )
     return 0
 

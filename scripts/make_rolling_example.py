@@ -148,7 +148,13 @@ def main() -> None:
             "horizon_steps": DAYS * 24,
             "start": "2026-08-17T00:00:00",
         },
-        "policy": {"penalty_weight": 8, "decay": 0.97, "reward_weight": 1},
+        # the surge is what a coverage target is for: 99% of demand served, where feasible
+        "policy": {
+            "penalty_weight": 8,
+            "decay": 0.97,
+            "reward_weight": 1,
+            "rt_coverage_target": 0.99,
+        },
         "jobs": jobs,
     }
     OUT.write_text(json.dumps(scenario, indent=1) + "\n", encoding="utf-8")

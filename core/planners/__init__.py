@@ -28,6 +28,7 @@ class SolveStatus(StrEnum):
     TIME_LIMIT_IMPROVED = "time_limit_improved"  # stopped by the limit, better than the start
     TIME_LIMIT_WARM_START = "time_limit_warm_start"  # stopped by the limit, start kept
     INFEASIBLE = "infeasible"  # the scenario admits no legal plan
+    SLO_INFEASIBLE = "slo_infeasible"  # no legal plan meets policy.rt_coverage_target
     SOLVER_FAILED = "solver_failed"  # the solver raised or stopped for another reason
     UNAVAILABLE = "unavailable"  # Pyomo or HiGHS missing
     CHECK_FAILED = "check_failed"  # the solver's grid broke a constraint; start kept
@@ -50,6 +51,7 @@ _STATUS_WORDS = {
     SolveStatus.TIME_LIMIT_IMPROVED: "time limit reached, improved on the allocator",
     SolveStatus.TIME_LIMIT_WARM_START: "time limit reached, allocator's plan kept",
     SolveStatus.INFEASIBLE: "no legal plan exists",
+    SolveStatus.SLO_INFEASIBLE: "coverage target cannot be met (proved), most coverage kept",
     SolveStatus.SOLVER_FAILED: "solver failed, allocator's plan kept",
     SolveStatus.UNAVAILABLE: "not solved: Pyomo/HiGHS unavailable, allocator's plan kept",
     SolveStatus.CHECK_FAILED: "solver's plan rejected by the checker, allocator's plan kept",

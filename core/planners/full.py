@@ -32,12 +32,21 @@ Instead a batch job's decision is *where and when it runs*:
 Running jobs are pinned: their cells are removed from the model and their reward is a constant.
 The MIP's objective is J exactly, so HiGHS's dual bound is a bound on J.
 
-Two phases share the time limit. First a restricted model, the same rows with every real-time
-GPU fixed as in the warm start, re-packs the batch work around serving (a quarter of the time
-limit; it usually solves to optimality in well under a second on 8 GPUs, because per-GPU
-real-time columns are what make this model hard). Its solution is the MIP start of the full
-model, which gets the rest of the time and supplies the bound. Every solution is verified with
-`check`, and the best legal one that beats the warm start is returned.
+With `policy.rt_coverage_target`, one more row makes it a constraint: the total shortfall is at
+most (1 - target) x demanded (served >= target x demanded). A plan that meets the target beats
+one that does not; when no plan can (HiGHS proves the row infeasible), the plan with the most
+coverage found comes back with status `slo_infeasible` and `slo_met` false in its metrics.
+
+The time limit is the whole call's: one clock from the start of `plan_full` covers the warm
+start, loading Pyomo, building, the relaxation and both solver phases (each HiGHS run gets
+what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
+less time is left than that takes. Two phases share what is left, on one APPSI instance. First
+a restricted model, the real-time columns fixed in HiGHS at the warm start's values, re-packs
+the batch work around serving (a quarter of the time left; it usually solves to optimality in
+well under a second on 8 GPUs, because per-GPU real-time columns are what make this model
+hard). Its solution is the MIP start of the full model, which gets the rest of the time and
+supplies the bound. Every solution is verified with `check`, and the best legal one that beats
+the warm start is returned.
 
 Before either phase, an LP relaxation that keeps only real-time counts (`relaxation_bound`)
 gives a first bound within 30% of the time limit (milliseconds on 8 GPUs, about two seconds on
@@ -58,7 +67,9 @@ any number of times.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
-from ..plan import IDLE, Plan, check, objective, pin_running
+from ..plan import IDLE, Plan, check, metrics, objective, pin_running
 from . import SolveStatus
 
 ProgressHook = Callable[[dict[str, float]], None]
@@ -117,12 +128,16 @@ class FullParams:
 def plan_full(scenario: Scenario, params: FullParams | None = None, **options: Any) -> Plan:
     """The better of the warm start (by default the allocator's plan) and HiGHS's MIP solution.
 
-    Options are `FullParams` fields (`plan_full(s, time_limit=2)` for one call). The plan's
-    stats carry status (a `SolveStatus`), bound, gap, build_ms, solve_ms, allocator_objective
-    and objective_source ("mip" or "allocator").
+    Options are `FullParams` fields (`plan_full(s, time_limit=2)` for one call). The time limit
+    is the whole call's: the warm start, importing Pyomo, building the model, the relaxation and
+    both solver phases share it; a phase that cannot start in the time left is skipped (the
+    stats say which). With `policy.rt_coverage_target` the coverage row makes the target a
+    constraint; a plan that meets it beats one that does not. The plan's stats carry status (a
+    `SolveStatus`), bound, gap, build_ms, solve_ms, allocator_objective, objective_source
+    ("mip" or "allocator") and, once proved, proof_s (seconds from the call's start).
     """
     params = FullParams(**options) if params is None else params
-    time_limit, mip_gap, progress = params.time_limit, params.mip_gap, params.progress
+    clock = _Clock(params.time_limit)
     warm, warm_note = _warm_start(scenario, params.warm_start)
     warm_legal = not check(scenario, warm)
     warm_objective = objective(scenario, warm) if warm_legal else -math.inf
@@ -130,6 +145,15 @@ def plan_full(scenario: Scenario, params: FullParams | None = None, **options: A
     if warm_note:
         base["warm_start_note"] = warm_note
 
+    if "pyomo.environ" not in sys.modules and clock.limit > 0 and clock.left() < clock.IMPORT_S:
+        return _fallback(
+            warm,
+            base,
+            SolveStatus.TIME_LIMIT_WARM_START,
+            f"not solved: loading Pyomo takes about {clock.IMPORT_S:g} s, more than the "
+            f"{clock.left():.2f} s left of the {clock.limit:g} s time limit; the allocator's "
+            f"plan is returned",
+        )
     try:
         import pyomo.environ  # noqa: F401
         from pyomo.contrib.appsi.solvers import Highs
@@ -140,49 +164,96 @@ def plan_full(scenario: Scenario, params: FullParams | None = None, **options: A
         return _fallback(warm, base, SolveStatus.UNAVAILABLE, f"Pyomo/HiGHS unavailable: {exc}")
 
     try:
-        started = time.perf_counter()
-        terms = _estimate_terms(scenario)
-        limit = params.max_model_terms
-        if terms <= limit:
-            model = _FullModel(scenario)
-            terms = model.terms
-        if terms > limit:
-            return _fallback(
-                warm,
-                base,
-                SolveStatus.TOO_LARGE,
-                f"the model would have {terms:,} terms (limit {limit:,}); "
-                f"the allocator's plan is returned",
-            )
-        reporter = (
-            _ProgressReporter(progress, params.progress_every_s) if progress is not None else None
-        )
-        relaxation = math.inf
-        if time_limit > 0:
-            relax_started = time.perf_counter()
-            with _SOLVE_LOCK:
-                relaxation = model.relaxation_bound(params.relaxation_share * time_limit)
-            relax_s = time.perf_counter() - relax_started
-            base["relaxation_bound"] = relaxation
-            base["relaxation_ms"] = relax_s * 1000.0
-            time_limit = max(0.0, time_limit - relax_s)
-            started += relax_s
-            if reporter is not None:
-                reporter.bound_cap = relaxation
-                reporter.final(warm_objective, relaxation)
-        model.build()
-        if warm_legal:
-            model.set_start(warm.grid)
-        base["build_ms"] = (time.perf_counter() - started) * 1000.0
-        base["variables"] = model.n_variables
-        base["constraints"] = model.n_constraints
-        with _SOLVE_LOCK:
-            outcome = model.solve(time_limit, mip_gap, reporter, warm_legal, base, params)
-        base["solve_ms"] += base.get("relaxation_ms", 0.0)
-        outcome["bound"] = min(outcome["bound"], relaxation)
+        outcome = _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, base)
     except Exception as exc:  # a solver or modelling failure never reaches the UI
         return _fallback(warm, base, SolveStatus.SOLVER_FAILED, f"{type(exc).__name__}: {exc}")
-    return _choose(scenario, warm, warm_objective, base, outcome)
+    if isinstance(outcome, Plan):
+        return outcome
+    plan = _choose(scenario, warm, warm_objective, base, outcome)
+    if plan.stats["status"] is SolveStatus.OPTIMAL:
+        plan.stats["proof_s"] = outcome.get("proof_s", clock.elapsed())
+    return plan
+
+
+class _Clock:
+    """The call's deadline: `time_limit` seconds from the start of `plan_full`."""
+
+    # Seconds Pyomo needs per model term to build (measured: about 25 us; kept on the safe side)
+    # and the least time worth giving a solver phase.
+    BUILD_S_PER_TERM = 40e-6
+    MIN_PHASE_S = 0.05
+    IMPORT_S = 1.0  # importing Pyomo the first time in a process (0.4-3 s on a busy machine)
+
+    def __init__(self, time_limit: float):
+        self.started = time.perf_counter()
+        self.limit = time_limit
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def left(self) -> float:
+        return max(0.0, self.limit - self.elapsed())
+
+
+def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, base):
+    """The model built and solved within the clock; a Plan when it was not built."""
+    terms = _estimate_terms(scenario)
+    limit = params.max_model_terms
+    if terms <= limit:
+        model = _FullModel(scenario)
+        terms = model.terms
+    if terms > limit:
+        return _fallback(
+            warm,
+            base,
+            SolveStatus.TOO_LARGE,
+            f"the model would have {terms:,} terms (limit {limit:,}); "
+            f"the allocator's plan is returned",
+        )
+    if clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
+        left = clock.left()
+        when = (
+            f"only {left:.2f} s of the {clock.limit:g} s time limit were left"
+            if left > 0
+            else f"the {clock.limit:g} s time limit was used up (warm start, loading Pyomo)"
+        )
+        return _fallback(
+            warm,
+            base,
+            SolveStatus.TIME_LIMIT_WARM_START,
+            f"not solved: {when}, too little to build the model ({terms:,} terms); "
+            f"the allocator's plan is returned",
+        )
+    reporter = (
+        _ProgressReporter(params.progress, params.progress_every_s)
+        if params.progress is not None
+        else None
+    )
+    relaxation = math.inf
+    if clock.left() > clock.MIN_PHASE_S:
+        relax_started = time.perf_counter()
+        with _SOLVE_LOCK:
+            relaxation = model.relaxation_bound(params.relaxation_share * clock.left())
+        relax_s = time.perf_counter() - relax_started
+        base["relaxation_bound"] = relaxation
+        base["relaxation_ms"] = relax_s * 1000.0
+        if reporter is not None:
+            reporter.bound_cap = relaxation
+            reporter.final(warm_objective, relaxation)
+    build_started = time.perf_counter()
+    model.build()
+    if warm_legal:
+        model.set_start(warm.grid)
+    base["build_ms"] = (time.perf_counter() - build_started) * 1000.0
+    base["variables"] = model.n_variables
+    base["constraints"] = model.n_constraints
+    with _SOLVE_LOCK:
+        outcome = model.solve(clock, params.mip_gap, reporter, warm_legal, base, params)
+    base["solve_ms"] += base.get("relaxation_ms", 0.0)
+    outcome["bound"] = min(outcome["bound"], relaxation)
+    if outcome["optimal"]:
+        outcome["proof_s"] = clock.elapsed()
+    return outcome
 
 
 def _warm_start(scenario: Scenario, given: Plan | None) -> tuple[Plan, str]:
@@ -241,6 +312,13 @@ def _relative_gap(value: float, bound: float) -> float:
     return diff / abs(value) if abs(value) > 1e-12 else math.inf
 
 
+def _slo_key(scenario: Scenario, plan: Plan) -> tuple[bool, float, float]:
+    """(coverage target met or none set, coverage where it is missed, J): higher is better."""
+    m = metrics(scenario, plan)
+    met = m["slo_met"] is not False
+    return (met, 0.0 if met else m["rt_coverage"], m["objective"])
+
+
 def _choose(
     scenario: Scenario,
     warm: Plan,
@@ -248,13 +326,14 @@ def _choose(
     base: dict[str, Any],
     outcome: dict[str, Any],
 ) -> Plan:
-    """Keep the MIP grid only if it is legal and strictly better than the warm start."""
+    """Keep a MIP grid only if it is legal and strictly better than the warm start (a grid
+    that meets the coverage target beats one that misses it; then J)."""
     stats = dict(base)
     stats["solver_status"] = outcome["solver_status"]
     stats["mip_nodes"] = outcome["mip_nodes"]
     bound = outcome["bound"]
     chosen, source, status = warm, "allocator", None
-    best = warm_objective
+    best = _slo_key(scenario, warm) if math.isfinite(warm_objective) else (False, -1.0, -math.inf)
     for grid in outcome["grids"]:
         candidate = Plan(grid, "full", {})
         violations = check(scenario, candidate)
@@ -262,36 +341,55 @@ def _choose(
             status = SolveStatus.CHECK_FAILED
             stats["message"] = f"MIP solution rejected by check: {violations[0]}"
             continue
-        mip_objective = objective(scenario, candidate)
-        if mip_objective > best + 1e-9 * max(1.0, abs(best)):
-            chosen, source, best = candidate, "mip", mip_objective
+        key = _slo_key(scenario, candidate)
+        if key[:2] > best[:2] or (
+            key[:2] == best[:2] and key[2] > best[2] + 1e-9 * max(1.0, abs(best[2]))
+        ):
+            chosen, source, best = candidate, "mip", key
     if source == "mip":
         status = None  # a legal improvement was found: report how the solver ended
     if not math.isfinite(warm_objective) and source != "mip":
         status = status or SolveStatus.NO_LEGAL_PLAN
         stats.setdefault("message", "neither the warm start nor the MIP gave a legal plan")
     value = objective(scenario, chosen)
-    if math.isfinite(bound):
+    met = best[0]
+    if math.isfinite(bound) and met:
         bound = max(bound, value)  # the solver's tolerance may leave it a hair below
     if status is None:
-        if outcome["optimal"]:
-            status = SolveStatus.OPTIMAL
-        elif outcome["time_limit"]:
-            status = (
-                SolveStatus.TIME_LIMIT_IMPROVED
-                if source == "mip"
-                else SolveStatus.TIME_LIMIT_WARM_START
-            )
-        elif outcome["infeasible"]:
-            status = SolveStatus.INFEASIBLE
-            stats["message"] = "the scenario admits no legal plan"
-        else:
-            status = SolveStatus.SOLVER_FAILED
+        status = _status(outcome, source)
+        if status is SolveStatus.SOLVER_FAILED:
             stats["message"] = f"HiGHS stopped with status {outcome['solver_status']}"
-    stats.update(
-        status=status, bound=float(bound), gap=_relative_gap(value, bound), objective_source=source
-    )
+        elif status is SolveStatus.INFEASIBLE:
+            stats["message"] = "the scenario admits no legal plan"
+            if scenario.policy.rt_coverage_target is not None and math.isfinite(warm_objective):
+                status = SolveStatus.SLO_INFEASIBLE
+                stats["message"] = (
+                    f"no plan reaches the coverage target "
+                    f"{scenario.policy.rt_coverage_target:g} (proved); the plan with the most "
+                    f"coverage found is returned"
+                )
+    if status is SolveStatus.OPTIMAL and not met:  # proved: nothing reaches the target
+        status = SolveStatus.SLO_INFEASIBLE
+    if not met:
+        stats.setdefault(
+            "message",
+            f"coverage target {scenario.policy.rt_coverage_target:g} not reached; the plan "
+            f"with the most coverage found is returned",
+        )
+    gap = _relative_gap(value, bound) if met else math.inf
+    stats.update(status=status, bound=float(bound), gap=gap, objective_source=source)
     return Plan(chosen.grid, "full", stats)
+
+
+def _status(outcome: dict[str, Any], source: str) -> SolveStatus:
+    if outcome["optimal"]:
+        return SolveStatus.OPTIMAL
+    if outcome["time_limit"]:
+        improved = source == "mip"
+        return SolveStatus.TIME_LIMIT_IMPROVED if improved else SolveStatus.TIME_LIMIT_WARM_START
+    if outcome["infeasible"]:
+        return SolveStatus.INFEASIBLE
+    return SolveStatus.SOLVER_FAILED
 
 
 class _FullModel:
@@ -387,6 +485,7 @@ class _FullModel:
         self._one_job_per_gpu_step()
         self._realtime_range_and_shortfall()
         self._swap_cap()
+        self._coverage_target()
         self._objective()
         self.n_variables = sum(len(v) for v in m.component_objects(pyo.Var))
         self.n_constraints = len(m.rows)
@@ -467,6 +566,23 @@ class _FullModel:
         for (k, _t), swaps in by_step.items():
             m.rows.add(pyo.quicksum(swaps) <= self.realtime[k][1].swap_cap)
 
+    @property
+    def allowed_shortfall(self) -> float:
+        """Units of shortfall `policy.rt_coverage_target` allows (inf without a target)."""
+        target = self.scenario.policy.rt_coverage_target
+        demanded = sum(sum(job.demand) for _i, job in self.realtime)
+        if target is None or demanded <= 0:
+            return math.inf
+        return (1.0 - target) * demanded + 1e-9 * demanded
+
+    def _coverage_target(self) -> None:
+        """The SLO row: served >= target x demanded, i.e. total shortfall <= (1 - target) x
+        demanded (short is at least the shortfall, and never more at an optimum)."""
+        allowed = self.allowed_shortfall
+        if math.isfinite(allowed):
+            m = self.model
+            self.model.rows.add(self.pyo.quicksum(m.short.values()) <= allowed)
+
     def _held(self, k: int, g: int, t: int) -> Any:
         """hold[k, g, t] as a variable, or a constant where the cell is pinned or before 0."""
         if t < 0:
@@ -508,6 +624,11 @@ class _FullModel:
             p = lookup.get((i, size, low // size, start))
             if p is not None:
                 m.place[p].set_value(1)
+        self._start_occupancy_and_realtime(grid)
+
+    def _start_occupancy_and_realtime(self, grid: np.ndarray) -> None:
+        """The start's block occupancy, real-time holds, counts, shortfalls and swaps."""
+        m = self.model
         occupancy = {key: 0 for key in m.busy}
         for p, (_i, size, block, start, end) in enumerate(self.placements):
             if m.place[p].value:
@@ -608,6 +729,9 @@ class _FullModel:
                 c = count0 + k * T
                 lower[c] = max(lower[c], held - job.swap_cap)
                 upper[c] = min(upper[c], held + job.swap_cap)
+        if math.isfinite(self.allowed_shortfall):
+            shorts = list(range(short0, short0 + R * T))
+            rows.append((-math.inf, self.allowed_shortfall, shorts, [1.0] * len(shorts)))
         starts = np.cumsum([0] + [len(r[2]) for r in rows])
         indices = np.array([c for r in rows for c in r[2]], dtype=np.int32)
         values = np.array([v for r in rows for v in r[3]], dtype=float)
@@ -639,7 +763,7 @@ class _FullModel:
 
     def solve(
         self,
-        time_limit: float,
+        clock: _Clock,
         mip_gap: float,
         reporter: _ProgressReporter | None,
         warm_legal: bool,
@@ -667,73 +791,38 @@ class _FullModel:
                 "solver_status": "infeasible" if self.infeasible else "nothing to decide",
                 "mip_nodes": 0,
             }
-        deadline = time.perf_counter() + max(0.0, float(time_limit))
+        solver = self._instance(params, base)
         grids = []
-        if warm_legal and self.realtime and time_limit > 0:
+        if warm_legal and self.realtime and clock.left() > 4 * clock.MIN_PHASE_S:
             # Restricted phase: real-time GPUs as in the warm start, batch placements free. It
             # solves in a fraction of the time and hands the full model a better start; its
-            # bound is not a bound of the full model and is not reported.
-            to_fix = [
-                v
-                for component in (self.model.hold, self.model.count)
-                for v in component.values()
-                if not v.fixed
-            ]
-            for v in to_fix:
-                v.fix()
-            try:
+            # bound is not a bound of the full model and is not reported. The real-time columns
+            # are fixed in HiGHS itself, so one instance serves both phases.
+            share = params.restricted_share * clock.left()
+            with self._fixed_realtime(solver):
                 restricted = self._run_highs(
-                    params.restricted_share * time_limit,
-                    mip_gap,
-                    reporter,
-                    True,
-                    base,
-                    reports_bound=False,
-                    large_columns=params.large_model_columns,
+                    solver, lambda: min(share, clock.left()), reporter, True, base, False
                 )
-            finally:
-                for v in to_fix:
-                    v.unfix()
             base["restricted_objective"] = restricted["incumbent"]
             if restricted["grid"] is not None:
                 grids.append(restricted["grid"])
-        full = self._run_highs(
-            max(0.0, deadline - time.perf_counter()),
-            mip_gap,
-            reporter,
-            warm_legal,
-            base,
-            reports_bound=True,
-            large_columns=params.large_model_columns,
-        )
+        full = self._run_highs(solver, clock.left, reporter, warm_legal, base, True)
         if full["grid"] is not None:
             grids.append(full["grid"])
         full["grids"] = grids
         return full
 
-    def _run_highs(
-        self,
-        time_limit: float,
-        mip_gap: float,
-        reporter: _ProgressReporter | None,
-        warm_start: bool,
-        base: dict[str, Any],
-        reports_bound: bool,
-        large_columns: int,
-    ) -> dict[str, Any]:
-        """One HiGHS solve of the model as it stands (fixed variables stay fixed)."""
-        from pyomo.contrib.appsi.base import TerminationCondition
+    def _instance(self, params: FullParams, base: dict[str, Any]) -> Any:
+        """The APPSI HiGHS solver holding the model (built once; later solves reuse it)."""
         from pyomo.contrib.appsi.solvers import Highs
 
         build_started = time.perf_counter()
         solver = Highs()
-        solver.config.time_limit = max(0.0, float(time_limit))
-        solver.config.mip_gap = max(0.0, float(mip_gap))
-        solver.config.warmstart = warm_start
+        solver.config.mip_gap = max(0.0, float(params.mip_gap))
         solver.config.load_solution = False
         solver.config.stream_solver = False
         solver.highs_options = {"mip_abs_gap": 1e-7}
-        if self.columns > large_columns:
+        if self.columns > params.large_model_columns:
             # HiGHS's MIP presolve and probing cannot be interrupted and on large models they
             # alone outlast the time limit; without them the limit holds (the bound then comes
             # from the relaxation).
@@ -752,7 +841,45 @@ class _FullModel:
         ):
             setattr(solver.update_config, name, False)
         base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
+        return solver
 
+    @contextlib.contextmanager
+    def _fixed_realtime(self, solver: Any):
+        """Within the block, every real-time hold and count column is fixed at its start value
+        in HiGHS (the Pyomo variables are untouched); the bounds come back afterwards."""
+        highs = solver._solver_model
+        columns = solver._pyomo_var_to_solver_var_map
+        variables = [
+            v
+            for component in (self.model.hold, self.model.count)
+            for v in component.values()
+            if not v.fixed and id(v) in columns
+        ]
+        index = np.array([columns[id(v)] for v in variables], dtype=np.int32)
+        lp = highs.getLp()
+        lower = np.asarray(lp.col_lower_)[index]
+        upper = np.asarray(lp.col_upper_)[index]
+        value = np.array([round(v.value or 0.0) for v in variables], dtype=float)
+        highs.changeColsBounds(len(index), index, value, value)
+        try:
+            yield
+        finally:
+            highs.changeColsBounds(len(index), index, lower, upper)
+
+    def _run_highs(
+        self,
+        solver: Any,
+        time_limit: Callable[[], float],
+        reporter: _ProgressReporter | None,
+        warm_start: bool,
+        base: dict[str, Any],
+        reports_bound: bool,
+    ) -> dict[str, Any]:
+        """One HiGHS solve of the model as it stands, given `time_limit()` seconds."""
+        from pyomo.contrib.appsi.base import TerminationCondition
+
+        solver.config.warmstart = warm_start
+        solver.config.time_limit = max(0.0, float(time_limit()))
         highs = solver._solver_model  # the underlying highspy.Highs: callbacks live there
         if reporter is not None:
             reporter.reports_bound = reports_bound
