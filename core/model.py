@@ -455,40 +455,45 @@ def _scenario_problems(s: Scenario):
     if len(s.jobs) > MAX_JOBS:
         yield f"scenario: {len(s.jobs):,} jobs exceeds the limit of {MAX_JOBS:,}"
         return
-    G, T = s.cluster.gpus, s.cluster.horizon_steps
     seen: set[str] = set()
     for job in s.jobs:
         if job.id in seen:
             yield f"job '{job.id}': id is used by more than one job"
         seen.add(job.id)
-        owner = f"job '{job.id}'"
-        if job.gpus_max > G:
-            yield f"{owner}: gpus_max {job.gpus_max} is larger than the cluster's {G} GPUs"
-        if isinstance(job, RealtimeJob):
-            if len(job.demand) != T:
-                yield (f"{owner}: demand has {len(job.demand)} values, expected one per step ({T})")
-            for g in job.previous_gpus or ():
-                if g >= G:
-                    yield f"{owner}: previous_gpus lists GPU {g}, the cluster has GPUs 0..{G - 1}"
-                    break
-        else:
-            capacity = G * MAX_STEPS * s.cluster.step_hours
-            for name in ("gpu_hours", "gpu_hours_actual"):
-                work = getattr(job, name)
-                if work is not None and work > capacity:
-                    yield (
-                        f"{owner}: {name} {work:g} is more than the whole cluster does in the "
-                        f"longest horizon ({G} GPUs x {MAX_STEPS:,} steps of "
-                        f"{s.cluster.step_minutes} min = {capacity:,.0f} GPU-hours)"
-                    )
-        if isinstance(job, BatchJob) and job.running is not None:
-            r = job.running
-            if r.gpu_start + r.gpus > G:
-                yield (
-                    f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
-                    f"outside the cluster's {G} GPUs"
-                )
+        yield from _job_in_cluster_problems(s, job)
     yield from _pinned_problems(s)
+
+
+def _job_in_cluster_problems(s: Scenario, job: Job):
+    """One job against the cluster: sizes, demand length, work the horizon can hold."""
+    G, T = s.cluster.gpus, s.cluster.horizon_steps
+    owner = f"job '{job.id}'"
+    if job.gpus_max > G:
+        yield f"{owner}: gpus_max {job.gpus_max} is larger than the cluster's {G} GPUs"
+    if isinstance(job, RealtimeJob):
+        if len(job.demand) != T:
+            yield (f"{owner}: demand has {len(job.demand)} values, expected one per step ({T})")
+        for g in job.previous_gpus or ():
+            if g >= G:
+                yield f"{owner}: previous_gpus lists GPU {g}, the cluster has GPUs 0..{G - 1}"
+                break
+        return
+    capacity = G * MAX_STEPS * s.cluster.step_hours
+    for name in ("gpu_hours", "gpu_hours_actual"):
+        work = getattr(job, name)
+        if work is not None and work > capacity:
+            yield (
+                f"{owner}: {name} {work:g} is more than the whole cluster does in the "
+                f"longest horizon ({G} GPUs x {MAX_STEPS:,} steps of "
+                f"{s.cluster.step_minutes} min = {capacity:,.0f} GPU-hours)"
+            )
+    if job.running is not None:
+        r = job.running
+        if r.gpu_start + r.gpus > G:
+            yield (
+                f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
+                f"outside the cluster's {G} GPUs"
+            )
 
 
 def _pinned_problems(s: Scenario):

@@ -524,23 +524,7 @@ def size(
     Returns `gpus` (None when no size up to max_gpus meets the targets, with `failed` naming
     each target missed at the largest size tried) and the metrics at every size tried.
     """
-    if coverage is None and completed is None:
-        raise ScenarioError("size: give at least one target (coverage or completed)")
-    for name, value in (("coverage", coverage), ("completed", completed)):
-        if value is not None:
-            _check_scale(name, value, allow_zero=True, owner="size")
-            if value > 1:
-                raise ScenarioError(f"size: {name} must be in [0, 1], got {value!r}")
-    _check_count("step", step, minimum=1, owner="size")
-    step = int(step)
-    limit_by_cells = MAX_CELLS // scenario.cluster.horizon_steps
-    if max_gpus is None:
-        max_gpus = max(step, 16 * scenario.cluster.gpus)
-    _check_count("max_gpus", max_gpus, minimum=1, owner="size")
-    max_gpus = min(int(max_gpus), MAX_GPUS, limit_by_cells)
-    top = max_gpus // step * step
-    if top < step:
-        raise ScenarioError(f"size: max_gpus {max_gpus} is smaller than step {step}")
+    step, top = _size_range(scenario, coverage, completed, step, max_gpus)
 
     tried: dict[int, dict[str, Any]] = {}
 
@@ -599,6 +583,34 @@ def size(
         {**tried[g], "meets": all(tried[g]["meets"].values())} for g in sorted(tried)
     ]
     return result
+
+
+def _size_range(
+    scenario: Scenario,
+    coverage: float | None,
+    completed: float | None,
+    step: int,
+    max_gpus: int | None,
+) -> tuple[int, int]:
+    """The checked targets' step and the largest multiple of it `size` may try."""
+    if coverage is None and completed is None:
+        raise ScenarioError("size: give at least one target (coverage or completed)")
+    for name, value in (("coverage", coverage), ("completed", completed)):
+        if value is not None:
+            _check_scale(name, value, allow_zero=True, owner="size")
+            if value > 1:
+                raise ScenarioError(f"size: {name} must be in [0, 1], got {value!r}")
+    _check_count("step", step, minimum=1, owner="size")
+    step = int(step)
+    limit_by_cells = MAX_CELLS // scenario.cluster.horizon_steps
+    if max_gpus is None:
+        max_gpus = max(step, 16 * scenario.cluster.gpus)
+    _check_count("max_gpus", max_gpus, minimum=1, owner="size")
+    max_gpus = min(int(max_gpus), MAX_GPUS, limit_by_cells)
+    top = max_gpus // step * step
+    if top < step:
+        raise ScenarioError(f"size: max_gpus {max_gpus} is smaller than step {step}")
+    return step, top
 
 
 def _miss_reason(

@@ -374,7 +374,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
     with st.container(border=True, key="plan_as_run"):
         st.markdown(f"**{AS_RUN_TITLE}**")
         _metric(
-            "Utilization",
+            "Utilization (of GPU-hours)",
             f"{as_run['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",
@@ -383,7 +383,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
         )
         gain = as_run["value"] / base["value"] - 1 if base is not None and base["value"] else None
         _metric(
-            "Value",
+            "Value (priority-weighted GPU-hours)",
             f"{as_run['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
@@ -391,14 +391,14 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
         )
         if as_run.get("objective") is None:
             st.metric(
-                "Objective",
+                "Objective (weighted GPU-hours)",
                 "—",
                 help="Computed for the policy of the import; load the window again to see it "
                 "under this decay",
             )
         else:
             _metric(
-                "Objective",
+                "Objective (weighted GPU-hours)",
                 f"{as_run['objective']:,.1f}",
                 d("objective"),
                 f"{d('objective') or 0:+,.1f}",

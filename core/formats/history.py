@@ -762,6 +762,40 @@ def _unique_ids(ids: pd.Series, taken: set[str] = frozenset()) -> pd.Series:
     return out
 
 
+def _realtime_series(
+    rt_live: np.ndarray,
+    groups: np.ndarray,
+    start: np.ndarray,
+    held_until: np.ndarray,
+    gpus: np.ndarray,
+    W0: float,
+    step: float,
+    T: int,
+    history_from: float,
+) -> tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per real-time group: GPUs held per step of the window (time-weighted) and per hour of
+    the history before it, from `history_from` (one vectorised pass per group)."""
+    W1 = W0 + T * step
+    edges = W0 + step * np.arange(T + 1)
+    history_hours = (
+        max(0, int(math.floor((W0 - history_from) / HOUR + 1e-9)))
+        if math.isfinite(history_from)
+        else 0
+    )
+    hist_edges = W0 - HOUR * np.arange(history_hours, -1, -1)
+    group_names = sorted({g for g in groups[rt_live]}) if rt_live.any() else []
+    rt_demand: dict[str, np.ndarray] = {}
+    rt_history: dict[str, np.ndarray] = {}
+    for g in group_names:
+        m = rt_live & (groups == g)
+        s, e, w = start[m] - W0, np.minimum(held_until[m], W1) - W0, gpus[m]
+        rt_demand[g] = binned_occupancy(s, e, w, edges - W0) / step
+        rt_history[g] = (
+            binned_occupancy(s, e, w, hist_edges - W0) / HOUR if history_hours else np.zeros(0)
+        )
+    return group_names, rt_demand, rt_history
+
+
 def import_table(
     table: pd.DataFrame,
     info: TraceInfo,
@@ -842,24 +876,12 @@ def import_table(
 
     # ---- real-time demand per group and the cluster size
     rt_live = is_rt & started
-    edges = W0 + step * np.arange(T + 1)
     history_from = max(W0 - rules.history_days * DAY, _first_time(submit, start))
-    history_hours = (
-        max(0, int(math.floor((W0 - history_from) / HOUR + 1e-9)))
-        if math.isfinite(history_from)
-        else 0
+    group_names, rt_demand, rt_history = _realtime_series(
+        rt_live, groups, start, held_until, gpus, W0, step, T, history_from
     )
-    hist_edges = W0 - HOUR * np.arange(history_hours, -1, -1)
-    group_names = sorted({g for g in groups[rt_live]}) if rt_live.any() else []
-    rt_demand: dict[str, np.ndarray] = {}
-    rt_history: dict[str, np.ndarray] = {}
-    for g in group_names:  # one pass per group (a handful), each one vectorised
-        m = rt_live & (groups == g)
-        s, e, w = start[m] - W0, np.minimum(held_until[m], W1) - W0, gpus[m]
-        rt_demand[g] = binned_occupancy(s, e, w, edges - W0) / step
-        rt_history[g] = (
-            binned_occupancy(s, e, w, hist_edges - W0) / HOUR if history_hours else np.zeros(0)
-        )
+    history_hours = len(next(iter(rt_history.values()), ()))
+    edges = W0 + step * np.arange(T + 1)
     rt_total = sum(rt_demand.values()) if rt_demand else np.zeros(T)
 
     occupancy_start = np.where(started, start, np.nan)

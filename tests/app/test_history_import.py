@@ -77,17 +77,17 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     s = expected.scenario
     assert at.session_state["scenario"] == s  # the page's editor round trip kept it intact
     as_run = expected.as_run
-    card = [m for m in at.metric if m.label == "Utilization"]
+    card = [m for m in at.metric if m.label == "Utilization (of GPU-hours)"]
     fifo = metrics(s, solve(s, "fifo"))
     allocator = metrics(s, solve(s, "allocator"))
     # planners' cards first (FIFO, backfill, allocator), the as-run card last
     assert card[0].value == f"{fifo['utilization']:.1%}"
     assert card[-1].value == f"{as_run['utilization']:.1%}"
-    values = [m.value for m in at.metric if m.label == "Value"]
+    values = [m.value for m in at.metric if m.label == "Value (priority-weighted GPU-hours)"]
     completed = [m.value for m in at.metric if m.label == "Completed jobs"]
     assert values[-1] == f"{as_run['value']:,.1f}"
     assert completed[-1] == f"{as_run['completed_jobs']}/{as_run['batch_jobs']}"
-    assert [m.value for m in at.metric if m.label == "Objective"][-1] == (
+    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-hours)"][-1] == (
         f"{as_run['objective']:,.1f}"
     )
     captions = "\n".join(c.value for c in at.caption)
@@ -101,10 +101,10 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     at.slider(key="ctl_scn_decay").set_value(0.9).run()
     assert not at.exception
     assert at.session_state["scenario"].policy.decay == 0.9
-    assert [m.value for m in at.metric if m.label == "Utilization"][-1] == (
+    assert [m.value for m in at.metric if m.label == "Utilization (of GPU-hours)"][-1] == (
         f"{as_run['utilization']:.1%}"
     )
-    assert [m.value for m in at.metric if m.label == "Objective"][-1] == "—"
+    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-hours)"][-1] == "—"
 
 
 def test_an_edit_drops_the_as_run():
@@ -161,4 +161,6 @@ def test_another_workload_drops_the_as_run():
     assert not at.exception
     assert "history_as_run" not in at.session_state
     assert "As run (your scheduler)" not in "\n".join(m.value for m in at.markdown)
-    assert len([m for m in at.metric if m.label == "Utilization"]) == 3  # the planners only
+    assert (
+        len([m for m in at.metric if m.label == "Utilization (of GPU-hours)"]) == 3
+    )  # the planners only
