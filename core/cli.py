@@ -6,12 +6,14 @@ Bad input exits 2 with one line `error: ...` on stderr and no traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .model import MAX_STEPS, ScenarioError
 from .planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, default_planners, planner_options
@@ -43,6 +45,126 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _input_arguments(command: argparse.ArgumentParser, window_days: bool = True) -> None:
+    """INPUT...: a scenario JSON, the CSV pair, or a scheduler history with its window."""
+    command.add_argument(
+        "scenario",
+        nargs="+",
+        metavar="INPUT",
+        help="a scenario .json; jobs.csv and demand.csv (the pair); or a scheduler history "
+        "(Slurm sacct, openb or kubectl pods, Helios or Acme log) with the window options",
+    )
+    window = command.add_argument_group("window of a history, cluster of a CSV pair")
+    window.add_argument(
+        "--input-format",
+        choices=("auto", "slurm", "openb", "kubectl", "helios", "acme"),
+        default="auto",
+        help="the history's format (default: detected)",
+    )
+    window.add_argument(
+        "--start",
+        metavar="T",
+        help="window start: ISO time, or hours from "
+        "the trace start for relative traces (the CSV pair: the cluster start)",
+    )
+    if window_days:
+        window.add_argument(
+            "--window-days",
+            type=_positive_float,
+            default=1.0,
+            metavar="D",
+            help="days the window covers (default 1)",
+        )
+    window.add_argument(
+        "--step-minutes",
+        type=_positive_int,
+        default=60,
+        metavar="M",
+        help="step length (default 60)",
+    )
+    window.add_argument(
+        "--gpus",
+        type=_positive_int,
+        metavar="G",
+        help="cluster size (history default: its peak in use, rounded up to "
+        "a power of two; needed for a CSV pair)",
+    )
+    window.add_argument("--rules", metavar="R.json", help="a history's type/priority rules")
+
+
+def _read_input(args: argparse.Namespace) -> Any:
+    """The command's INPUT as a Scenario: scenario JSON, the CSV pair or a history window."""
+    from .formats import HISTORY_FORMATS, detect, read
+
+    paths = [Path(p) for p in args.scenario]
+    if len(paths) == 2:
+        return read(paths, base=_pair_host(args, paths))
+    if len(paths) > 2:
+        raise ScenarioError(
+            f"{', '.join(p.name for p in paths)}: give one scenario or history file, or "
+            f"jobs.csv together with demand.csv"
+        )
+    if args.input_format != "auto":
+        fmt = args.input_format
+    else:
+        fmt = detect([(paths[0].name, _head(paths[0]))]).name
+    if fmt not in HISTORY_FORMATS:
+        return read(paths[0], fmt)
+    from .formats.history import ImportRules, ImportWindow
+
+    days = getattr(args, "window_days", None) or getattr(args, "days", 1.0)
+    start: Any = args.start
+    if start is not None:
+        with contextlib.suppress(ValueError):
+            start = float(start)  # hours from the trace start, for relative traces
+    window = ImportWindow(start=start, days=days, step_minutes=args.step_minutes, gpus=args.gpus)
+    rules = ImportRules.load(args.rules) if args.rules else ImportRules()
+    return read(paths[0], fmt, window=window, rules=rules)
+
+
+def _head(path: Path) -> str:
+    """The first 4 KB of a file as text, for format detection (errors name the file)."""
+    from .formats import read_bytes
+
+    return read_bytes(path, 4096)[:4096].decode("utf-8-sig", errors="replace")
+
+
+def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
+    """The cluster a CSV pair is planned on: --gpus, --step-minutes, --start, and the horizon
+    its demand.csv covers (the pair itself carries only jobs and demand)."""
+    import csv as csv_module
+    import io
+    from datetime import datetime
+
+    from .formats import read_text
+    from .model import Cluster, Scenario
+
+    names = " + ".join(p.name for p in paths)
+    if args.gpus is None:
+        raise ScenarioError(
+            f"{names}: the CSV pair carries no cluster: give --gpus G (and --step-minutes, "
+            f"--start when the steps are not 60 minutes from no particular time)"
+        )
+    steps = 0
+    for path in paths:
+        rows = csv_module.DictReader(io.StringIO(read_text(path)))
+        if rows.fieldnames and "step" in rows.fieldnames and "job_id" in rows.fieldnames:
+            for row in rows:
+                try:
+                    steps = max(steps, int(float(row["step"])) + 1)
+                except (TypeError, ValueError):
+                    continue  # the pair's own reader names the row
+    start = None
+    if args.start is not None:
+        try:
+            start = datetime.fromisoformat(args.start)
+        except ValueError:
+            raise ScenarioError(f"--start {args.start!r} is not an ISO time") from None
+    horizon = steps or 24
+    stem = paths[0].stem.removesuffix("jobs").removesuffix("demand").strip("_-. ") or "pair"
+    return Scenario(stem, Cluster(args.gpus, args.step_minutes, horizon, start), ())
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gpuplan",
@@ -51,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     plan = sub.add_parser("plan", help="plan a scenario and print its metrics (JSON or a table)")
-    plan.add_argument("scenario", help="scenario JSON file")
+    _input_arguments(plan)
     plan.add_argument(
         "--planner",
         type=_planner_list,
@@ -95,8 +217,8 @@ def _parser() -> argparse.ArgumentParser:
     plan.set_defaults(run=_run_plan)
 
     check = sub.add_parser("check", help="check a grid CSV against a scenario's constraints")
-    check.add_argument("scenario")
-    check.add_argument("grid_csv")
+    _input_arguments(check, window_days=True)
+    check.add_argument("grid_csv", help="the grid to check (grid.csv: step,gpu,job_id)")
     check.set_defaults(run=_run_check)
 
     bench = sub.add_parser("bench", help="run the benchmark scenarios through the planners")
@@ -145,7 +267,7 @@ def _parser() -> argparse.ArgumentParser:
     forecast.set_defaults(run=_run_forecast)
 
     simulate = sub.add_parser("simulate", help="rolling horizon: re-plan, commit, repeat")
-    simulate.add_argument("scenario")
+    _input_arguments(simulate, window_days=False)
     simulate.add_argument("--days", type=_days, default=1.0, metavar="D")
     simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     simulate.add_argument("--replan-minutes", type=_positive_int, default=60, metavar="M")
@@ -348,11 +470,11 @@ def _exact_names() -> str:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from .formats import load_scenario, metrics_to_json, write_exports
+    from .formats import metrics_to_json, write_exports
     from .plan import check, report
     from .planners import solve
 
-    scenario = load_scenario(args.scenario)
+    scenario = _read_input(args)
     reports: dict[str, dict] = {}
     for name in args.planner:
         options = planner_options(name, time_limit=args.time_limit, mip_gap=args.gap)
@@ -468,10 +590,10 @@ def format_plan_table(reports: dict[str, dict]) -> str:
 
 
 def _run_check(args: argparse.Namespace) -> int:
-    from .formats import load_scenario, plan_from_grid_csv, read_text
+    from .formats import plan_from_grid_csv, read_text
     from .plan import check
 
-    scenario = load_scenario(args.scenario)
+    scenario = _read_input(args)
     plan = plan_from_grid_csv(scenario, read_text(args.grid_csv), Path(args.grid_csv).name)
     violations = check(scenario, plan)
     if not violations:
@@ -524,10 +646,10 @@ def _run_forecast(args: argparse.Namespace) -> int:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from .formats import load_scenario, metrics_to_json
+    from .formats import metrics_to_json
     from .rolling import simulate, write_simulation
 
-    scenario = load_scenario(args.scenario)
+    scenario = _read_input(args)
     step = scenario.cluster.step_minutes
     if args.replan_minutes % step:  # rolling would round it to whole steps: say so instead
         raise ScenarioError(

@@ -190,7 +190,7 @@ def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
         (("forecast", "h.csv", "--horizon", "100000000"), ["--horizon", "at most 10,080"]),
         (("forecast", "h.csv", "--level", "1e-300"), ["--level", "0.001 and 0.999"]),
         (("bench", "--repeat", "0"), ["--repeat", "at least 1"]),
-        (("plan",), ["required", "scenario"]),
+        (("plan",), ["required", "INPUT"]),
         # --out onto a file, under a missing folder, or under a file
         (("plan", "{example}", "--out", "{a_file}"), ["--out", "is a file, not a folder"]),
         (("simulate", "{example}", "--out", "{a_file}/sub"), ["is a file", "cannot be made"]),
@@ -217,3 +217,35 @@ def test_out_in_a_folder_without_permission_is_one_line(example, tmp_path):
     result = gpuplan("plan", example, "--out", locked / "out", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "no permission" in result.stderr
+
+
+def test_plan_check_and_simulate_read_the_csv_pair_and_a_history(tmp_path, scenarios_dir):
+    from core.formats import scenario_to_tables
+
+    scenario = load_scenario(scenarios_dir / "mixed-control.json")
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    (tmp_path / "team_jobs.csv").write_text(jobs_csv)
+    (tmp_path / "team_demand.csv").write_text(demand_csv)
+    pair = [tmp_path / "team_demand.csv", tmp_path / "team_jobs.csv"]  # any order
+
+    refused = gpuplan("plan", *pair)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "CSV pair carries no cluster" in refused.stderr and "--gpus" in refused.stderr
+
+    start = scenario.cluster.start.isoformat()
+    planned = gpuplan("plan", *pair, "--gpus", "8", "--start", start, "--planner", "fifo")
+    assert planned.returncode == 0, planned.stderr
+    fifo = metrics(scenario, solve(scenario, "fifo"))
+    assert json.loads(planned.stdout)["value"] == fifo["value"]
+
+    out = tmp_path / "out"
+    assert gpuplan("plan", *pair, "--gpus", "8", "--out", out).returncode == 0
+    checked = gpuplan("check", *pair, out / "grid.csv", "--gpus", "8")
+    assert checked.returncode == 0 and checked.stdout.startswith("legal:")
+
+    sacct = ROOT / "tests" / "formats" / "fixtures" / "sacct_quirks.txt"
+    history = gpuplan("plan", sacct, "--planner", "fifo,allocator")
+    assert history.returncode == 0, history.stderr
+    assert set(json.loads(history.stdout)) == {"fifo", "allocator"}
+    simulated = gpuplan("simulate", sacct, "--days", "1", "--planner", "fifo")
+    assert simulated.returncode == 0, simulated.stderr

@@ -180,6 +180,9 @@ def _names(sources: list[tuple[str, str]]) -> str:
     return ", ".join(name for name, _ in sources)
 
 
+HISTORY_FORMATS: list[str] = []  # the registered scheduler-history importers, by name
+
+
 def register_history(fmt: str) -> Format:
     """Register a scheduler-history importer (issue 14: `core.formats.<fmt>` with `FORMAT`,
     `sniff` and `read_history`), imported on first use so plain scenario reads stay light.
@@ -197,6 +200,7 @@ def register_history(fmt: str) -> Format:
     def reader(text: str, name: str, *, window=None, rules=None) -> Scenario:
         return module().read_history(text, window, rules, name=name).scenario
 
+    HISTORY_FORMATS.append(fmt)
     return register(fmt, sniff, reader)
 
 
@@ -214,6 +218,7 @@ __all__ = [
     "DEMAND_COLUMNS",
     "FORMATS",
     "GRID_COLUMNS",
+    "HISTORY_FORMATS",
     "JOBS_COLUMNS",
     "JOBS_OPTIONAL_COLUMNS",
     "MAX_UPLOAD_BYTES",
