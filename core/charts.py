@@ -1018,3 +1018,70 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
         xaxis={"title": x_title, "gridcolor": "#eee"},
     )
     return fig
+
+
+# Plotly config for small explanatory charts: no mode bar.
+STATIC = {"displayModeBar": False}
+IDLE_PARTS = (  # (metric, label, colour): the three kinds of GPU-hours nobody uses
+    ("idle_gpu_hours", "idle (held by nobody)", "#ADB5BD"),
+    ("reserved_idle_gpu_hours", "reserved above demand", "#E8A0A0"),
+    ("fragmented_gpu_hours", "of the idle: fragmented", "#6C757D"),
+)
+
+
+def idle_breakdown_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> go.Figure:
+    """GPU-hours nobody uses, per planner: idle, reserved above demand, and the part of the idle
+    that lies outside any free block the smallest waiting job could take (fragmented)."""
+    planners = _planner_rows(metrics_by_planner)
+    fig = go.Figure()
+    for key, label, colour in IDLE_PARTS:
+        values = [float(metrics_by_planner[p].get(key) or 0.0) for p in planners]
+        fig.add_trace(
+            go.Bar(
+                name=label,
+                x=planners,
+                y=values,
+                marker_color=colour,
+                text=[f"{v:,.0f}" for v in values],
+                textposition="outside",
+                hovertemplate="%{x}: %{y:,.1f} GPU-hours " + label + "<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        height=320,
+        title="Unused GPU-hours by kind",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        yaxis={"title": "GPU-hours", "gridcolor": "#eee", "rangemode": "tozero"},
+    )
+    return fig
+
+
+def wait_figure(waits_by_planner: Mapping[str, Sequence[float]]) -> go.Figure:
+    """The distribution of batch waits (hours from arrival to start) per planner, one box each
+    with every job as a point."""
+    fig = go.Figure()
+    for name in _planner_rows(waits_by_planner):
+        waits = list(waits_by_planner[name])
+        fig.add_trace(
+            go.Box(
+                y=waits,
+                name=name,
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker_color=PLANNER_COLOURS.get(name, "#6C757D"),
+                hovertemplate=name + ": waited %{y:g} h<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        height=320,
+        title="Wait from arrival to start (started jobs)",
+        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        plot_bgcolor="white",
+        showlegend=False,
+        yaxis={"title": "hours", "gridcolor": "#eee", "rangemode": "tozero"},
+    )
+    return fig

@@ -169,10 +169,21 @@ def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=["row", "job", "issue"])
 
 
+KEEP = "keep"  # with_controls: leave the coverage target as the scenario has it
+
+
 def with_controls(
-    s: Scenario, *, decay: float, penalty_weight: float, swap_caps: dict[str, int]
+    s: Scenario,
+    *,
+    decay: float,
+    penalty_weight: float,
+    swap_caps: dict[str, int],
+    coverage_target: float | None | str = KEEP,
 ) -> Scenario:
-    """The scenario with the page's policy and per-job swap caps (validated again)."""
+    """The scenario with the page's policy and per-job swap caps (validated again).
+
+    `coverage_target` is a share in (0, 1], None for no target, or KEEP.
+    """
     from dataclasses import replace
 
     jobs = tuple(
@@ -182,6 +193,9 @@ def with_controls(
         for j in s.jobs
     )
     policy = replace(s.policy, decay=float(decay), penalty_weight=float(penalty_weight))
+    if coverage_target != KEEP:
+        target = None if coverage_target is None else float(coverage_target)
+        policy = replace(policy, rt_coverage_target=target)
     if policy == s.policy and jobs == s.jobs:
         return s
     return s.replace(policy=policy, jobs=jobs)

@@ -23,6 +23,7 @@ from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
 from core.workload import (  # noqa: F401  (re-exported for the pages)
     JOB_TABLE_COLUMNS,
+    KEEP,
     NO_GPUS,
     EditResult,
     ForecastWindow,

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from core import charts
+from core import charts, tables
 from core.compare import explain_divergence
-from core.formats import plan_exports
+from core.formats import export_name, plan_exports, summary_to_csv
 from core.model import ScenarioError
-from core.plan import check, metrics
+from core.plan import check, job_outcomes, metrics
 from core.planners import (
     BASELINE,
     PLANNER_NAMES,
@@ -37,12 +37,14 @@ def _apply_controls() -> None:
         for j in current.realtime_jobs
         if f"{P}swap_{j.id}" in st.session_state
     }
+    target = st.session_state.get(f"{P}target", common.KEEP)
     try:
         new = common.with_controls(
             current,
             decay=st.session_state[f"{P}decay"],
             penalty_weight=st.session_state[f"{P}penalty"],
             swap_caps=caps,
+            coverage_target=common.KEEP if target == common.KEEP else _share(target),
         )
     except ScenarioError as e:
         st.session_state["plan_control_error"] = str(e)
@@ -50,6 +52,11 @@ def _apply_controls() -> None:
     st.session_state.pop("plan_control_error", None)
     if new is not current:
         common.set_scenario(new, reset_controls=False)
+
+
+def _share(percent: float | None) -> float | None:
+    """The target control's percent as a share (empty: no target)."""
+    return None if percent is None else float(percent) / 100.0
 
 
 # --- controls --------------------------------------------------------------------------------
@@ -93,6 +100,22 @@ with st.container(border=True):
             help="One GPU-step of unmet real-time demand costs this many GPU-steps of "
             "equal-priority batch work (default 8).",
         )
+        if s.realtime_jobs:
+            target = policy.rt_coverage_target
+            common.init_widget(f"{P}target", None if target is None else round(target * 100, 2))
+            st.number_input(
+                "Real-time coverage target (%)",
+                min_value=1.0,
+                max_value=100.0,
+                step=0.5,
+                key=f"{P}target",
+                on_change=_apply_controls,
+                placeholder="none",
+                help="The penalty prices shortfall; the target forbids it: the allocator and "
+                "Full must serve at least this share of the demanded real-time GPU-hours "
+                "where any plan can (FIFO and backfill only report whether they do). Empty: "
+                "no target, the penalty alone decides.",
+            )
     with c3:
         st.number_input(
             "MIP time limit (s)",
@@ -276,6 +299,12 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             f"not) vs {m['utilization']:.1%} utilized · planned in "
             f"{common.format_ms(m['runtime_ms'])}"
         )
+        if m["slo_met"] is not None:
+            target = s.policy.rt_coverage_target
+            st.caption(
+                f"Coverage target {target:.1%}: "
+                + ("met" if m["slo_met"] else "**missed** (no plan of this planner reaches it)")
+            )
         if PLANNERS[name].reports:
             st.caption(common.solver_summary(plans[name].stats))
 
@@ -297,6 +326,43 @@ with why_col, st.container(border=True, key="plan_divergence"):
         why = explain_divergence(s, plans[BASELINE], plans[name], BASELINE.upper(), name)
         markdown_safe = "".join(f"\\{c}" if c in "\\`*_[]<>#|~$" else c for c in why)
         st.markdown(f"**{common.planner_label(name)}.** {markdown_safe}")
+
+# --- idle capacity, waits and every job (core.tables) ----------------------------------------
+st.subheader(
+    "Idle capacity, waits and jobs",
+    help="Idle: GPU-hours nobody holds. Reserved idle: real-time GPUs held above demand "
+    "(FIFO's peak reservation). Fragmented: idle GPUs outside any free aligned block the "
+    "smallest waiting job could use. Waits: start minus arrival of the jobs a plan started.",
+)
+idle_col, wait_col = st.columns([3, 2])
+with idle_col:
+    st.plotly_chart(
+        charts.idle_breakdown_figure(values), key="plan_chart_idle", config=charts.STATIC
+    )
+with wait_col:
+    st.plotly_chart(
+        charts.wait_figure({n: tables.wait_hours(s, p) for n, p in plans.items()}),
+        key="plan_chart_wait",
+        config=charts.STATIC,
+    )
+jobs_table = tables.job_table(s, plans)
+unfinished = {
+    name: [o.job.id for o in job_outcomes(s, plan) if not o.completed]
+    for name, plan in plans.items()
+}
+st.caption(
+    "Not completed in the horizon: "
+    + "; ".join(
+        f"{common.planner_label(n)}: {', '.join(ids) if ids else 'none'}"
+        for n, ids in unfinished.items()
+    )
+)
+with st.expander(f"Per job, planners side by side ({len(jobs_table)} batch jobs)"):
+    st.dataframe(jobs_table, hide_index=True, width="stretch", key="plan_jobs_table")
+teams_table = tables.team_table(s, plans)
+if not teams_table.empty:
+    with st.expander("Per team: GPU-hours, value, completed jobs, wait"):
+        st.dataframe(teams_table, hide_index=True, width="stretch", key="plan_teams_table")
 
 # --- grids ---------------------------------------------------------------------------------------
 st.subheader(
@@ -347,13 +413,22 @@ if s.realtime_jobs:
 st.subheader("Download a plan")
 export = st.selectbox("Plan to export", names, key="plan_export", format_func=common.planner_label)
 files = plan_exports(s, plans[export])
-cols = st.columns(len(files))
-for col, (file_name, text) in zip(cols, files.items(), strict=True):
+cols = st.columns(len(files) + 1)
+for col, (file_name, text) in zip(cols, files.items(), strict=False):
     col.download_button(
         file_name,
         text,
-        file_name=file_name,
+        file_name=export_name(s, export, file_name),
         key=f"plan_dl_{file_name}",
         mime="application/json" if file_name.endswith(".json") else "text/csv",
         width="stretch",
     )
+cols[-1].download_button(
+    "summary.csv (all planners)",
+    summary_to_csv(s, plans),
+    file_name=export_name(s, "summary", "").removesuffix("-") + ".csv",
+    key="plan_dl_summary",
+    mime="text/csv",
+    width="stretch",
+    help="KPIs, every batch job and every team, one column per planner: a file to hand on.",
+)

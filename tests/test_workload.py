@@ -168,3 +168,15 @@ def test_editor_cells_are_stripped_like_csv_cells(scenarios_dir):
     jobs.iloc[row, jobs.columns.get_loc("id")] = "  fresh-id "
     result = workload.scenario_from_editor(s, jobs, demand)
     assert result.ok and result.scenario.jobs[row].id == "fresh-id"
+
+
+def test_controls_set_or_clear_the_coverage_target(scenarios_dir):
+    from core.formats import load_scenario
+    from core.workload import KEEP, with_controls
+
+    s = load_scenario(scenarios_dir / "mixed-control.json")
+    common = {"decay": s.policy.decay, "penalty_weight": s.policy.penalty_weight, "swap_caps": {}}
+    with_target = with_controls(s, coverage_target=0.99, **common)
+    assert with_target.policy.rt_coverage_target == 0.99
+    assert with_controls(with_target, coverage_target=KEEP, **common) is with_target
+    assert with_controls(with_target, coverage_target=None, **common).policy == s.policy
