@@ -38,10 +38,13 @@ def _sample_history(path: str, mtime: float) -> tuple[pd.Series, list[str]]:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _forecast(history: pd.Series, horizon: int, level: float) -> tuple[pd.DataFrame, str]:
-    """Pure and keyed by its inputs (the series, horizon, level)."""
-    frame = forecast_series(history, horizon, level)
-    return frame, str(frame.attrs.get("model", ""))
+def _forecast(
+    history: pd.Series, horizon: int, level: float
+) -> tuple[pd.DataFrame, str, list[str]]:
+    """Pure and keyed by its inputs (the series, horizon, level): the forecast, the model, and
+    the report's lines (anomalies repaired, members combined, trend, interval)."""
+    frame, report = forecast_series(history, horizon, level, report=True)
+    return frame, str(frame.attrs.get("model", "")), report.lines()
 
 
 # --- the history -------------------------------------------------------------------------------
@@ -101,7 +104,7 @@ window = views.aligned_hours(history.index[-1], s)
 unit = views.traffic_unit(history.name)
 with st.spinner("Fitting the weekly profile ..."):
     try:
-        forecast, model = _forecast(history, window.horizon, float(level))
+        forecast, model, report_lines = _forecast(history, window.horizon, float(level))
     except ScenarioError as e:
         st.error(f"{history_name}: {views.without_name_prefix(history_name, str(e))}")
         st.stop()
@@ -114,9 +117,11 @@ st.plotly_chart(
 )
 st.caption(
     f"{history_name}: {len(history):,} hours up to {history.index[-1]:%Y-%m-%d %H:%M}; "
-    f"model chosen by backtest: **{model}**; band: the central {level:.0%} interval (its upper "
+    f"model: **{model}**; band: the central {level:.0%} interval (its upper "
     f"edge is the {quantile:.0%} quantile); shaded: the scenario's horizon. {window.note}"
 )
+with st.expander("How the forecast was made: repairs, anomalies, members, interval"):
+    st.markdown("\n".join(f"- {line}" for line in report_lines) or "Nothing to report.")
 
 # --- from traffic to GPUs ------------------------------------------------------------------------
 st.subheader("GPUs for a real-time job")

@@ -681,3 +681,15 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         assert at.session_state["capacity_result"]["rows"] == rows
     finally:
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
+
+
+def test_the_forecast_page_shows_what_the_forecaster_did():
+    from core.forecast.demand import forecast_series, load_history
+
+    at = open_page("pages/demand_forecast.py", timeout=120)
+    assert not at.exception
+    (expander,) = [e for e in at.expander if e.label.startswith("How the forecast was made")]
+    shown = "\n".join(m.value for m in expander.markdown)
+    history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
+    _, report = forecast_series(history, 48, 0.9, report=True)
+    assert report.members and all(member in shown for member in report.members)
