@@ -67,9 +67,8 @@ with st.container(border=True):
             "history, so its replay would forecast flat and lose coverage."
         )
     c = scenario.cluster
-    max_days = c.horizon_steps * c.step_minutes / 1440
-    if not scenario.realtime_jobs:
-        max_days = 14.0
+    covered_days = c.horizon_steps * c.step_minutes / 1440
+    max_days = max(14.0, covered_days)  # beyond its demand, simulate repeats it day by day
     day_options = sorted({d for d in (0.5, 1, 2, 3, 5, 7, 14) if d <= max_days} | {max_days})
     default_days = min(3.0, max_days) if min(3.0, max_days) in day_options else day_options[-1]
     days_key = f"hz_days_{scenario.name}"
@@ -84,8 +83,8 @@ with st.container(border=True):
             on_change=common.remember,
             args=(days_key,),
             format_func=lambda d: f"{d:g}",
-            help="Real-time demand must cover the period: at most "
-            f"{max_days:g} days for this scenario.",
+            help=f"The scenario's real-time demand covers {covered_days:g} days; longer "
+            "replays repeat it day by day (said under the results).",
         )
     with c3:
         common.init_widget("hz_replan", 60)
@@ -218,8 +217,10 @@ _, run_days, run_replan, _, run_quantile = store["params"]
 st.caption(
     f"{first.get('replans', '?')} re-plans (every {run_replan} min) over {run_days:g} "
     f"days, each planning a 24-hour window with real-time demand at its "
-    f"{run_quantile:.0%} forecast quantile."
+    f"{run_quantile:.0%} forecast quantile (raised after a miss, decaying back)."
 )
+for note in first.get("notes") or ():
+    st.info(note)
 st.plotly_chart(
     charts.utilization_value_figure({n: r.metrics for n, r in results.items()}),
     key="hz_chart_uv",
