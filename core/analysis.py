@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .model import Scenario, ScenarioError
-from .plan import IDLE, Plan, holdings
+from .plan import IDLE, Plan, free_blocks, holdings
 
 
 def coverage_risk_table(
@@ -128,7 +128,7 @@ def idle_windows(
         if size < min_gpus:
             break
         blocks = G // size
-        whole = free[: blocks * size].reshape(blocks, size, -1).all(axis=1)
+        whole = free_blocks(free, size)
         for b in range(blocks):
             for s, e in _runs(whole[b]):
                 if e - s < min_steps:

@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
-from ..plan import IDLE, Plan, check, metrics, objective, pin_running
+from ..plan import IDLE, Plan, check, free_blocks, metrics, objective, pin_running
 from . import SolveStatus
 
 ProgressHook = Callable[[dict[str, float]], None]
@@ -428,7 +428,7 @@ class _FullModel:
                 if size > self.G:
                     continue
                 end_offset = scenario.duration(job, size)
-                blocks = self.free[: (self.G // size) * size].reshape(-1, size, self.T).all(1)
+                blocks = free_blocks(self.free, size)
                 busy_before = np.concatenate(
                     [np.zeros((blocks.shape[0], 1), dtype=np.int64), np.cumsum(~blocks, axis=1)],
                     axis=1,
