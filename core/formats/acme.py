@@ -16,12 +16,9 @@ import pandas as pd
 
 from .helios import job_log_table
 from .history import (
-    ImportResult,
-    ImportRules,
-    ImportWindow,
     TraceInfo,
     header_of,
-    import_table,
+    history_reader,
 )
 
 FORMAT = "acme"
@@ -49,15 +46,7 @@ def read_table(
     return table, info
 
 
-def read_history(
-    source: str | bytes | Path,
-    window: ImportWindow | None = None,
-    rules: ImportRules | None = None,
-    *,
-    name: str | None = None,
-) -> ImportResult:
-    table, info = read_table(source, name)
-    return import_table(table, info, window, rules)
+read_history = history_reader(read_table)
 
 
 def _first_offset(times: pd.Series) -> tuple[float, str]:

@@ -13,14 +13,11 @@ import numpy as np
 import pandas as pd
 
 from .history import (
-    ImportResult,
-    ImportRules,
-    ImportWindow,
     TraceInfo,
     check_order,
     empty_table,
     header_of,
-    import_table,
+    history_reader,
     normalise_state,
     parse_numbers,
     parse_times,
@@ -81,12 +78,4 @@ def read_table(
     return table, info
 
 
-def read_history(
-    source: str | bytes | Path,
-    window: ImportWindow | None = None,
-    rules: ImportRules | None = None,
-    *,
-    name: str | None = None,
-) -> ImportResult:
-    table, info = read_table(source, name)
-    return import_table(table, info, window, rules)
+read_history = history_reader(read_table)

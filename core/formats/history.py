@@ -796,6 +796,26 @@ def _realtime_series(
     return group_names, rt_demand, rt_history
 
 
+def history_reader(read_table: Callable[..., tuple[pd.DataFrame, TraceInfo]]) -> Callable[..., Any]:
+    """A format module's `read_history`: its `read_table`, then `import_table` for the window.
+
+    Extra keyword options (openb's `nodes`) go to `read_table`.
+    """
+
+    def read_history(
+        source: str | bytes | Path,
+        window: ImportWindow | None = None,
+        rules: ImportRules | None = None,
+        *,
+        name: str | None = None,
+        **options: Any,
+    ) -> ImportResult:
+        table, info = read_table(source, name, **options)
+        return import_table(table, info, window, rules)
+
+    return read_history
+
+
 def import_table(
     table: pd.DataFrame,
     info: TraceInfo,

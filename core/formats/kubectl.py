@@ -20,14 +20,11 @@ import pandas as pd
 
 from ..model import ScenarioError
 from .history import (
-    ImportResult,
-    ImportRules,
-    ImportWindow,
     TraceInfo,
     as_text,
     check_order,
     empty_table,
-    import_table,
+    history_reader,
     parse_numbers,
     parse_times,
     read_source,
@@ -106,15 +103,7 @@ def read_table(
     return table, info
 
 
-def read_history(
-    source: str | bytes | Path,
-    window: ImportWindow | None = None,
-    rules: ImportRules | None = None,
-    *,
-    name: str | None = None,
-) -> ImportResult:
-    table, info = read_table(source, name)
-    return import_table(table, info, window, rules)
+read_history = history_reader(read_table)
 
 
 def _flatten(name: str, i: int, pod: Any) -> dict[str, str]:

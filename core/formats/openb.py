@@ -16,14 +16,11 @@ import pandas as pd
 
 from ..model import ScenarioError
 from .history import (
-    ImportResult,
-    ImportRules,
-    ImportWindow,
     TraceInfo,
     check_order,
     empty_table,
     header_of,
-    import_table,
+    history_reader,
     is_path,
     parse_numbers,
     read_delimited,
@@ -99,16 +96,7 @@ def read_table(
     return table, info
 
 
-def read_history(
-    source: str | bytes | Path,
-    window: ImportWindow | None = None,
-    rules: ImportRules | None = None,
-    *,
-    name: str | None = None,
-    nodes: str | Path | None = None,
-) -> ImportResult:
-    table, info = read_table(source, name, nodes)
-    return import_table(table, info, window, rules)
+read_history = history_reader(read_table)  # options: nodes (the node list)
 
 
 def _cluster_gpus(source: str | bytes | Path, nodes: str | Path | None) -> int | None:

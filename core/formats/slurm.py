@@ -19,15 +19,12 @@ import pandas as pd
 
 from ..model import ScenarioError
 from .history import (
-    ImportResult,
-    ImportRules,
-    ImportWindow,
     TraceInfo,
     by_unique,
     check_order,
     empty_table,
     header_of,
-    import_table,
+    history_reader,
     normalise_state,
     parse_numbers,
     parse_times,
@@ -129,15 +126,7 @@ def read_table(
     return table, info
 
 
-def read_history(
-    source: str | bytes | Path,
-    window: ImportWindow | None = None,
-    rules: ImportRules | None = None,
-    *,
-    name: str | None = None,
-) -> ImportResult:
-    table, info = read_table(source, name)
-    return import_table(table, info, window, rules)
+read_history = history_reader(read_table)
 
 
 _UNTYPED = re.compile(r"(?:^|,)gres/gpu=([^,]*)")
