@@ -272,6 +272,14 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     simulate.add_argument("--replan-minutes", type=_positive_int, default=60, metavar="M")
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
+    simulate.add_argument(
+        "--demand-quantile",
+        type=_share,
+        default=0.9,
+        metavar="Q",
+        help="forecast quantile each service is planned at, as on the Horizon page (default "
+        "0.9; raised after a miss, decaying back)",
+    )
     simulate.add_argument("--out", type=_out_folder, metavar="DIR")
     simulate.set_defaults(run=_run_simulate)
 
@@ -372,6 +380,14 @@ def _finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _share(text: str) -> float:
+    """A quantile strictly between 0 and 1."""
+    value = _finite_float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
     return value
 
 
@@ -662,6 +678,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
         planner=args.planner,
         replan_minutes=args.replan_minutes,
         planner_options=_planner_options(args),
+        demand_quantile=args.demand_quantile,
     )
     if args.out:
         write_simulation(result, args.out)

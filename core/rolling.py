@@ -277,8 +277,14 @@ def simulate(
 def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path]:
     """Write the realised grid.csv, realtime.csv and metrics.json, plus replans.csv and the
     realised scenario.json (actual work and demand), so `gpuplan check scenario.json grid.csv`
-    verifies what ran."""
+    verifies what ran; and, as the Horizon & risk page shows them, coverage_risk.csv (per step
+    and service: planned GPUs, forecast, probability demand exceeds them) and idle_windows.csv
+    (the disjoint aligned idle blocks left over)."""
+    from .analysis import coverage_risk_table, idle_windows
     from .formats import grid_to_csv, metrics_to_json, realtime_to_csv, scenario_to_json, write_csv
+
+    risk = coverage_risk_table(result.scenario, result.plan, result.forecasts)
+    idle = idle_windows(result.plan, step_minutes=result.scenario.cluster.step_minutes)
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -288,6 +294,8 @@ def write_simulation(result: SimulationResult, out_dir: str | Path) -> list[Path
         "metrics.json": metrics_to_json(result.metrics),
         "replans.csv": write_csv(result.replans.to_dict("records"), result.replans.columns),
         "scenario.json": scenario_to_json(result.scenario),
+        "coverage_risk.csv": write_csv(risk.to_dict("records"), risk.columns),
+        "idle_windows.csv": write_csv(idle.to_dict("records"), idle.columns),
     }
     written = []
     for name, text in files.items():

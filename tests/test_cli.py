@@ -249,3 +249,22 @@ def test_plan_check_and_simulate_read_the_csv_pair_and_a_history(tmp_path, scena
     assert set(json.loads(history.stdout)) == {"fifo", "allocator"}
     simulated = gpuplan("simulate", sacct, "--days", "1", "--planner", "fifo")
     assert simulated.returncode == 0, simulated.stderr
+
+
+def test_simulate_takes_the_demand_quantile_and_writes_risk_and_idle_windows(tmp_path, example):
+    out = tmp_path / "sim"
+    result = gpuplan("simulate", example, "--days", "1", "--demand-quantile", "0.95", "--out", out)
+    assert result.returncode == 0, result.stderr
+    realised = json.loads((out / "metrics.json").read_text())
+    with (out / "coverage_risk.csv").open() as f:
+        risk = list(csv.DictReader(f))
+    with (out / "idle_windows.csv").open() as f:
+        windows = list(csv.DictReader(f))
+    scenario = load_scenario(out / "scenario.json")
+    steps = scenario.cluster.horizon_steps
+    assert len(risk) == steps * len(scenario.realtime_jobs)
+    assert all(0.0 <= float(r["risk"]) <= 1.0 for r in risk)
+    # the windows are disjoint, so their GPU-hours never exceed the idle GPU-hours
+    assert sum(float(w["gpu_hours"]) for w in windows) <= realised["idle_gpu_hours"] + 1e-9
+    bad = gpuplan("simulate", example, "--demand-quantile", "1")
+    assert bad.returncode == 2 and "--demand-quantile" in bad.stderr
