@@ -168,6 +168,34 @@ def workspace() -> Any:
     return _workspace_at(str(default_path()))
 
 
+def saved_workloads() -> None:
+    """The workspace's saved workloads in an expander, each one a click from active (the Saved
+    & compare page saves, deletes and compares them)."""
+    from core.workspace import WorkspaceError
+
+    try:
+        saved = workspace().scenarios()
+    except WorkspaceError as e:
+        st.caption(f"Saved workloads are not available: {e}")
+        return
+    with st.expander(f"Saved workloads ({len(saved)})"):
+        if not saved:
+            st.caption("None yet: save the active workload on the Saved & compare page.")
+        for k, item in enumerate(saved):
+            left, right = st.columns([4, 1])
+            left.markdown(
+                f"**{item.name}** · {item.gpus} GPUs · {item.jobs} jobs · {item.runs} run(s) · "
+                f"saved {item.saved_at[:16].replace('T', ' ')} UTC"
+            )
+            if right.button("Open", key=f"wl_saved_open_{k}", width="stretch"):
+                try:
+                    set_scenario(workspace().load_scenario(item.name), f"saved: {item.name}")
+                except WorkspaceError as e:
+                    st.error(f"{e}. The active workload is unchanged.")
+                else:
+                    st.rerun()
+
+
 @st.cache_resource(show_spinner=False)
 def _workspace_at(path: str) -> Any:
     """One Workspace object per file and process (it opens a short connection per call)."""

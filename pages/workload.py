@@ -85,6 +85,7 @@ if error:
     )
 
 history_import.render()  # a scheduler history -> a window's scenario, with what really ran
+common.saved_workloads()  # the workspace's saved workloads, to reopen one
 
 s = common.scenario()
 c = s.cluster

@@ -17,6 +17,24 @@ from core.plan import Plan
 from core.planners import PLANNER_NAMES, planner_spec, solve
 from tests.paths import DATA_DIR, SCENARIOS_DIR, TRACES_DIR
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_workspace(tmp_path_factory):
+    """No test (nor an app server a test starts) reads or writes the user's saved workspace:
+    GPUPLAN_WORKSPACE points at a fresh file for the session (tests that need their own set it
+    again)."""
+    import os
+
+    path = tmp_path_factory.mktemp("workspace") / "workspace.sqlite"
+    old = os.environ.get("GPUPLAN_WORKSPACE")
+    os.environ["GPUPLAN_WORKSPACE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("GPUPLAN_WORKSPACE", None)
+    else:
+        os.environ["GPUPLAN_WORKSPACE"] = old
+
+
 QUICK_TIME_LIMIT = 2.0
 EXAMPLES = 100  # Hypothesis examples per property for planners without a time limit
 TIME_LIMITED_EXAMPLES = 10  # ... and for those with one: each example may use its whole limit

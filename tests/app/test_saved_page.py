@@ -68,3 +68,18 @@ def test_an_unusable_workspace_is_a_message_and_keeps_the_workload(tmp_path, mon
     at = saved_page()
     assert any("cannot be used" in e.value for e in at.error)
     assert at.session_state["scenario"].name == "mixed-control"
+
+
+def test_the_workload_page_lists_saved_workloads_and_opens_one(workspace_file):
+    Workspace(workspace_file).save_scenario(
+        "kept", load_scenario(ROOT / "data" / "scenarios" / "example.json")
+    )
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception
+    (expander,) = [e for e in at.expander if e.label.startswith("Saved workloads")]
+    assert expander.label == "Saved workloads (1)"
+    at.button(key="wl_saved_open_0").click().run()
+    assert not at.exception
+    assert at.session_state["scenario_source"] == "saved: kept"
+    assert at.session_state["scenario"].name == "example"
