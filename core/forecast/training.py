@@ -361,9 +361,6 @@ class TrainingEstimate:
     gpus_recommended: int  # finishes within TARGET_WALL_HOURS, where data parallelism allows
     level: float
 
-    def wall_hours(self, gpus: int | None = None) -> float:
-        return self.gpu_hours / (gpus or self.gpus_recommended)
-
     def job_row(
         self,
         id: str,
