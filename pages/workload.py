@@ -61,7 +61,7 @@ with pick:
         st.session_state["wl_last_builtin"] = selected
 with upload:
     files = st.file_uploader(
-        "Upload a scenario (.json) or the CSV pair (jobs.csv + demand.csv)",
+        f"Upload a scenario (.json) or jobs.csv + demand.csv, up to {MAX_UPLOAD_MB} MB each",
         type=["json", "csv"],
         accept_multiple_files=True,
         key=common.uploader_key(),
