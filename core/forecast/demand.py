@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,7 +152,28 @@ def _history_from_table(
             f"{name}: column '{value_column}', {_rows_text(list(negative))}: "
             f"demand cannot be negative ({values[negative[0]]:g})"
         )
-    return _regularise(pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column), name)
+    series, fixes = _regularise(
+        pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column), name
+    )
+    offset = common_utc_offset(table[time_column])
+    if offset is not None:
+        series.attrs["utc_offset"] = offset  # the hours are UTC; forecast_file writes them back
+    return series, fixes
+
+
+_OFFSET = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
+
+
+def common_utc_offset(cells: pd.Series) -> str | None:
+    """The one UTC offset every timestamp carries ('+02:00'), or None (none, or mixed)."""
+    found = cells.astype(str).str.strip().str.extract(_OFFSET, expand=False)
+    if found.isna().any():
+        return None
+    offsets = set(found.str.replace(":", "", regex=False))
+    if len(offsets) != 1:
+        return None
+    (offset,) = offsets
+    return "+00:00" if offset == "Z" else f"{offset[:3]}:{offset[3:]}"
 
 
 def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIndex:
@@ -619,6 +641,13 @@ def forecast_series(
         raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
+    if horizon < DAY:
+        # Calibrated on at least a day of leads: a few refit errors per lead range alone would
+        # give the interval of a handful of hours a band wider than the history.
+        frame, rep = forecast_series(history, DAY, level, report=True)
+        short = frame.iloc[:horizon].copy()
+        short.attrs = dict(frame.attrs)
+        return (short, rep) if report else short
     series = history.astype(float)
     if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
         series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
@@ -771,6 +800,11 @@ def forecast_file(
     history, warnings_ = load_history(Path(path), column)
     frame, rep = forecast_series(history, horizon, level, report=True)
     table = frame[["mean", "lower", "upper"]].reset_index()
+    offset = history.attrs.get("utc_offset")
+    if offset is not None:  # the history's own offset, kept in the output: 2026-08-22T00:00+02:00
+        first = table.columns[0]
+        local = pd.DatetimeIndex(table[first]).tz_localize("UTC").tz_convert(offset)
+        table[first] = [t.isoformat(timespec="seconds") for t in local]
     table.attrs["report"] = dataclasses.replace(rep, repairs=tuple(warnings_))
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 

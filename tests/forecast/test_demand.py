@@ -596,3 +596,29 @@ def test_cli_forecast_reports_members_and_anomalies_on_stderr(tmp_path, noisy_we
     assert any(line.startswith("warning: 12 hours") and "outage" in line for line in lines)
     assert any(line.startswith("forecast: interval: split-conformal") for line in lines)
     assert len(pd.read_csv(io.StringIO(result.stdout))) == 24
+
+
+def test_a_short_horizon_is_the_start_of_the_day_ahead_forecast():
+    # a few lead hours alone give too few refit errors to calibrate a band on
+    history, _ = load_history(SAMPLE)
+    short, day = forecast_series(history, 3, 0.9), forecast_series(history, 24, 0.9)
+    assert short.index.equals(day.index[:3])
+    assert np.allclose(short[["mean", "lower", "upper"]], day[["mean", "lower", "upper"]][:3])
+
+
+def test_a_history_with_an_offset_is_forecast_at_that_offset(tmp_path):
+    index = pd.date_range("2026-08-01", periods=24 * 21, freq="h", tz="+02:00")
+    values = 10 + 3 * np.sin(np.arange(len(index)) * 2 * np.pi / 24)
+    path = tmp_path / "local.csv"
+    stamps = [t.isoformat() for t in index]
+    pd.DataFrame({"timestamp": stamps, "requests": values}).to_csv(path, index=False)
+    table, _ = forecast_file(path, horizon=3)
+    assert list(table["timestamp"]) == [
+        "2026-08-22T00:00:00+02:00",
+        "2026-08-22T01:00:00+02:00",
+        "2026-08-22T02:00:00+02:00",
+    ]
+    mixed = tmp_path / "mixed.csv"
+    stamps[0] = index[0].tz_convert("UTC").isoformat()
+    pd.DataFrame({"timestamp": stamps, "requests": values}).to_csv(mixed, index=False)
+    assert not str(forecast_file(mixed, horizon=1)[0]["timestamp"].iloc[0]).endswith("+02:00")
