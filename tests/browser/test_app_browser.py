@@ -192,12 +192,12 @@ def sidebar_pages(page) -> list[str]:
     [("", "Workload"), ("plan_compare", "Plan & compare"), ("benchmarks", "Benchmarks")],
     ids=["root", "deep-link-plan", "deep-link-benchmarks"],
 )
-def test_first_open_of_a_fresh_server_lists_exactly_the_five_pages(
+def test_first_open_of_a_fresh_server_lists_exactly_the_app_pages(
     fresh_url, browser, first_path, title
 ):
     # The first request of a fresh server, when Streamlit still treats pages/ as its older folder
-    # navigation (every .py file a page): the sidebar still lists the five pages and nothing
-    # else, and a deep link opens its page without a "Page not found" dialog.
+    # navigation (every .py file a page): the sidebar still lists the router's pages and
+    # nothing else, and a deep link opens its page without a "Page not found" dialog.
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
         page = context.new_page()
@@ -218,7 +218,7 @@ def test_first_open_of_a_fresh_server_lists_exactly_the_five_pages(
             ".getBoundingClientRect().width"
         )
         assert width > 800
-        # And a second session on the same server sees the same five pages.
+        # And a second session on the same server sees the same pages.
         other = context.new_page()
         other.goto(fresh_url)
         other.get_by_role("heading", name="Workload", level=1).wait_for()
