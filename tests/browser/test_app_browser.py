@@ -202,7 +202,8 @@ def test_first_open_of_a_fresh_server_lists_exactly_the_app_pages(
     try:
         page = context.new_page()
         page.goto(f"{fresh_url}/{first_path}")
-        page.get_by_role("heading", name=title, level=1).wait_for()
+        # a fresh server's first run imports everything: give it longer than a later page
+        page.get_by_role("heading", name=title, level=1).wait_for(timeout=90_000)
         settle(page)
         assert sidebar_pages(page) == TITLES
         assert page.get_by_test_id("stSidebarNav").count() == 0  # no file list of pages/
