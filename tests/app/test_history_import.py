@@ -164,3 +164,23 @@ def test_another_workload_drops_the_as_run():
     assert (
         len([m for m in at.metric if m.label == "Utilization (of GPU-hours)"]) == 3
     )  # the planners only
+
+
+def test_fifo_the_allocator_and_full_plan_the_imported_window_beside_the_as_run(expected):
+    at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
+    at.button(key="hi_load").click().run()
+    at.switch_page("pages/plan_compare.py").run()
+    at.multiselect(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
+    at.number_input(key="plan_time_limit").set_value(5).run()
+    at.button(key="plan_run").click().run()
+    assert not at.exception and not at.error
+    plans = at.session_state["plans"]["plans"]
+    assert {"fifo", "allocator", "full"} <= set(plans)
+    s = expected.scenario
+    full = metrics(s, plans["full"])
+    assert full["objective"] >= metrics(s, solve(s, "allocator"))["objective"] - 1e-6
+    utilization = [m.value for m in at.metric if m.label == "Utilization (of GPU-hours)"]
+    # one card per planner, then the as-run card last
+    assert len(utilization) == 4
+    assert utilization[-1] == f"{expected.as_run['utilization']:.1%}"
+    assert utilization[2] == f"{full['utilization']:.1%}"
