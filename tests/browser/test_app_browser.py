@@ -184,6 +184,9 @@ def sidebar_pages(page) -> list[str]:
     """The page titles the sidebar lists, in order (the text of every link in it)."""
     sidebar = page.get_by_test_id("stSidebar")
     links = sidebar.get_by_role("link")
+    # the menu is drawn by the router's run, which may still be streaming in when the heading
+    # shows (seen on a loaded machine): wait for its last link before reading them all
+    links.nth(len(TITLES) - 1).wait_for(timeout=60_000)
     return [link.get_by_test_id("stMarkdownContainer").inner_text().strip() for link in links.all()]
 
 
