@@ -34,10 +34,14 @@ Four phases, each legal by construction (the five constraints are its rules, not
    and `previous_gpus` hold as in phase 1; a move never takes real-time coverage below
    `policy.rt_coverage_target` (none by default: then the allocator optimises the same
    objective as `full`) or below what the plan already had.
+5. **Top-up.** Serving still short of its demand takes GPUs the finished plan leaves idle
+   (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by
-the free mask, built once per cluster size); no per-cell Python objects on the hot path.
+the free mask, built once per cluster size); no per-cell Python objects on the hot path. The
+earliest window of a block is a sliding-window AND kept in two stacks, linear in the horizon
+whatever the duration; serving gains its GPUs of a step in one call per chunk.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class _Candidate:
     sizes: tuple[int, ...]
     durations: tuple[int, ...]
     work: float
+    worth: float  # priority x decay^arrival: what a GPU-step of it earns at its earliest start
 
 
 def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) -> Plan:
@@ -177,6 +182,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
             scenario, candidates, screened, realtime, result
         )
 
+    realtime = _top_up(scenario, running, realtime, result[0])
     plan = Plan.empty(scenario, "allocator")
     grid = plan.grid
     pin_running(scenario, grid)
@@ -185,6 +191,67 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     for index, gpu_start, gpus, start, end in result[0]:
         grid[gpu_start : gpu_start + gpus, start:end] = index
     return plan
+
+
+def _top_up(
+    scenario: Scenario,
+    running: list[int],
+    realtime: dict[int, list[int]],
+    placements: list[tuple[int, int, int, int, int]],
+) -> dict[int, list[int]]:
+    """Serving short of its demand also takes GPUs the finished plan leaves idle.
+
+    The targets priced a GPU against the batch work that could use it; where the packed batch
+    work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
+    priority), from each step where it is short: the idle GPU that stays idle longest, held
+    from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
+    has room for its release (or the horizon); its gain needs room at the first step too.
+    """
+    if not realtime:
+        return realtime
+    T = scenario.cluster.horizon_steps
+    idle = _free_masks(scenario.cluster.gpus, running, realtime)
+    for _, b, g, start, end in placements:
+        block = ((1 << g) - 1) << b
+        for t in range(start, end):
+            idle[t] &= ~block
+    jobs = sorted(realtime, key=lambda i: -scenario.jobs[i].priority)  # stable: file order
+    out = dict(realtime)
+    for i in jobs:
+        if scenario.policy.penalty_weight * scenario.jobs[i].priority <= 0:
+            continue  # its shortfall costs nothing: serving would only hold GPUs
+        job = scenario.jobs[i]
+        sets = list(out[i])
+        before = [_mask(job.previous_gpus)] if job.previous_gpus is not None else sets[:1]
+        swaps = [(a ^ b).bit_count() for a, b in zip(before + sets[:-1], sets, strict=True)]
+        free_first = job.previous_gpus is None  # step 0 is free
+        a = 0
+        while a < T:
+            want = math.ceil(job.demand[a] - 1e-9)
+            n = sets[a].bit_count()
+            room = free_first and a == 0 or swaps[a] < job.swap_cap
+            if n >= min(want, job.gpus_max) or not idle[a] or not room:
+                a += 1
+                continue
+            chain, end = idle[a], a + 1
+            while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
+                chain &= idle[end]
+                end += 1
+            while end < T and swaps[end] >= job.swap_cap:  # its release must fit
+                end -= 1
+            if end <= a:
+                a += 1
+                continue
+            bit = chain & -chain
+            for t in range(a, end):
+                sets[t] |= bit
+                idle[t] ^= bit
+            if not (free_first and a == 0):
+                swaps[a] += 1
+            if end < T:
+                swaps[end] += 1
+        out[i] = sets
+    return out
 
 
 def _arrival_order_elsewhere(scenario, candidates, screened, realtime, result):
@@ -540,13 +607,16 @@ class _Serving:
                 chunks.append((job.priority, rank, i, goal - covered))
         chunks.sort(key=lambda c: (-c[0], c[1]))
         for _value, _rank, i, amount in chunks:
-            need = min(amount, self.budget[i], pool.bit_count())
-            for _ in range(max(0, need)):
-                bit = self.layout.best_gain(pool & self.spare or pool)
-                self.current[i] |= bit
-                self.free ^= bit
-                pool ^= bit
-                self.budget[i] -= 1
+            need = min(amount, self.budget[i])
+            if need <= 0 or not pool:
+                continue
+            got = self.layout.gains(pool & self.spare, need)  # the incumbent's spare GPUs first
+            if got.bit_count() < need:
+                got |= self.layout.gains(pool ^ got, need - got.bit_count())
+            self.current[i] |= got
+            self.free ^= got
+            pool ^= got
+            self.budget[i] -= got.bit_count()
 
     def _trade(self, i: int) -> None:
         """Spare budget: trade a GPU for another while it leaves a larger free block than it
@@ -836,6 +906,32 @@ class _Buddy:
                 return 1 << (only.bit_length() - 1 + size - 1)
         return 0
 
+    def gains(self, free: int, count: int) -> int:
+        """`count` free GPUs to gain (fewer if fewer are free), as a mask: `best_gain` applied
+        `count` times, computed level by level. Taking GPUs of a block whose parent is not whole
+        changes no other block's parent, so the smallest such blocks go first (highest first,
+        each top-down: its own halves are then smaller still) without recomputing the levels."""
+        out = 0
+        levels = self.starts(free)
+        for k, here in enumerate(levels):
+            if count <= 0 or not here:
+                break
+            size = self.sizes[k]
+            parents = levels[k + 1] if k + 1 < len(levels) else 0
+            only = here & ~(parents | (parents << size))
+            if not only:
+                continue
+            whole = min(only.bit_count(), count // size)
+            taken = _top_bits(only, whole)
+            rest = only ^ taken
+            out |= _spread(taken, size)
+            count -= whole * size
+            if rest and count:  # the next block, top-down
+                top = rest.bit_length() - 1 + size
+                out |= ((1 << count) - 1) << (top - count)
+                count = 0
+        return out
+
     def best_release(self, held: int, free: int) -> int:
         """The held GPU in the largest aligned block made only of free GPUs and the job's own;
         ties: lowest."""
@@ -898,6 +994,9 @@ class _Top(_Buddy):
     def best_gain(self, free: int) -> int:
         return 1 << (free.bit_length() - 1) if free else 0
 
+    def gains(self, free: int, count: int) -> int:
+        return _top_bits(free, count)
+
     def best_release(self, held: int, free: int) -> int:
         return held & -held
 
@@ -920,6 +1019,9 @@ class _Low(_Buddy):
     def best_gain(self, free: int) -> int:
         return free & -free
 
+    def gains(self, free: int, count: int) -> int:
+        return _low_bits(free, count)
+
     def best_release(self, held: int, free: int) -> int:
         return 1 << (held.bit_length() - 1) if held else 0
 
@@ -933,6 +1035,47 @@ class _Low(_Buddy):
 
     def improves(self, out: int, into: int, free: int) -> bool:
         return into < out
+
+
+def _top_bits(mask: int, count: int) -> int:
+    """The `count` highest set bits of mask (all of them if it has fewer)."""
+    if count <= 0:
+        return 0
+    if mask.bit_count() <= count:
+        return mask
+    low, high = 0, mask.bit_length()  # the lowest cut keeping >= count bits above it
+    while low < high:
+        middle = (low + high + 1) // 2
+        if (mask >> middle).bit_count() >= count:
+            low = middle
+        else:
+            high = middle - 1
+    return mask >> low << low
+
+
+def _low_bits(mask: int, count: int) -> int:
+    """The `count` lowest set bits of mask (all of them if it has fewer)."""
+    if count <= 0:
+        return 0
+    if mask.bit_count() <= count:
+        return mask
+    low, high = 1, mask.bit_length()  # the shortest prefix holding >= count bits
+    while low < high:
+        middle = (low + high) // 2
+        if (mask & ((1 << middle) - 1)).bit_count() >= count:
+            high = middle
+        else:
+            low = middle + 1
+    return mask & ((1 << low) - 1)
+
+
+def _spread(starts: int, size: int) -> int:
+    """Every GPU of the aligned blocks of `size` whose first GPUs are the bits of starts."""
+    width = 1
+    while width < size:
+        starts |= starts << width
+        width *= 2
+    return starts
 
 
 def _mask(gpus: Sequence[int]) -> int:
@@ -954,7 +1097,7 @@ def _bitsets_to_bool(sets: Sequence[int], gpus: int) -> np.ndarray:
 
 
 def _candidates(scenario: Scenario) -> list[_Candidate]:
-    T = scenario.cluster.horizon_steps
+    T, decay = scenario.cluster.horizon_steps, scenario.policy.decay
     out = []
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
@@ -968,14 +1111,16 @@ def _candidates(scenario: Scenario) -> list[_Candidate]:
                 sizes,
                 tuple(scenario.duration(job, g) for g in sizes),
                 float(job.gpu_hours),
+                job.priority * decay**job.arrival_step,
             )
         )
     return out
 
 
-# Orderings (all by priority first: value per GPU-step) and size rules tried by the local search.
+# Orderings (by value per GPU-step first: the first one by what it earns at its arrival, which
+# puts work that can only start once decay has taken its value last) and size rules.
 _VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
-    (lambda c: (-c.priority, c.arrival, -c.work, c.index), "value"),
+    (lambda c: (-c.worth, c.arrival, -c.work, c.index), "value"),
     (lambda c: (-c.priority, -c.work, c.index), "value"),
     (lambda c: (-c.priority, -c.sizes[-1], -c.work, c.index), "early"),
     (lambda c: (-c.priority, c.work, c.index), "value"),
@@ -1237,29 +1382,33 @@ def _earliest_in_table(
     """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed
     (`_earliest_window` written out: this is the hot path of the 8-GPU benchmarks)."""
     s = max(arrival, first[g], first.get(g // 2, 0))
+    front: list[int] = []
+    end = s
+    back = -1
     while s < steps:
-        blocks = table[free[s]]
-        if not blocks:
-            if s == first[g]:
-                first[g] = s + 1
-            s += 1
-            continue
-        end = min(s + d, steps)
-        t = s + 1
-        while t < end:
-            blocks &= table[free[t]]
-            if not blocks:
+        stop = min(s + d, steps)
+        while end < stop:
+            here = table[free[end]]
+            if not here:
+                if end == first[g]:
+                    first[g] = end + 1
+                s = end = end + 1
+                front.clear()
+                back = -1
                 break
-            t += 1
+            back &= here
+            end += 1
         else:
-            return s, blocks
-        s += 1
-        previous = table[free[s - 1]]
-        while s <= t and s < steps:
-            here = table[free[s]]
-            if here & ~previous:
-                break
-            previous = here
+            window = front[-1] & back if front else back
+            if window:
+                return s, window
+            if not front:
+                acc = -1
+                for t in range(end - 1, s - 1, -1):
+                    acc &= table[free[t]]
+                    front.append(acc)
+                back = -1
+            front.pop()
             s += 1
     return None
 
@@ -1275,35 +1424,40 @@ def _earliest_window(
     """(start, blocks) of the earliest start >= arrival where some aligned block (a bit of
     `blocks_at(t)`) stays free for d steps (cut at the horizon), or None.
 
-    When the blocks free at a start all end before its window does (at step t), the next start
-    worth trying is the next step in (start, t] where a block becomes free (a block free at the
-    step before was free since a start already tried, and ended before t); skipping the others
-    keeps long horizons linear instead of steps x duration.
+    A sliding window over the steps, its AND kept in two stacks (the classic queue of two
+    stacks): `front` holds the ANDs of [t, middle) for the starts t still to try, `back` the AND
+    of [middle, end). Each step is pushed once and moved to the front once, so one query costs
+    O(steps) bitset ANDs whatever the duration; a step with no free block restarts the window
+    after it.
     """
     s = max(arrival, first[g], first.get(g // 2, 0))
+    front: list[int] = []
+    end = s
+    back = -1  # every bit: the AND of no steps
     while s < steps:
-        blocks = blocks_at(s)
-        if not blocks:
-            if s == first[g]:
-                first[g] = s + 1
-            s += 1
-            continue
-        end = min(s + d, steps)
-        t = s + 1
-        while t < end:
-            blocks &= blocks_at(t)
-            if not blocks:
+        stop = min(s + d, steps)
+        while end < stop:
+            here = blocks_at(end)
+            if not here:
+                if end == first[g]:
+                    first[g] = end + 1
+                s = end = end + 1
+                front.clear()
+                back = -1
                 break
-            t += 1
+            back &= here
+            end += 1
         else:
-            return s, blocks
-        s += 1
-        previous = blocks_at(s - 1)
-        while s <= t and s < steps:
-            here = blocks_at(s)
-            if here & ~previous:
-                break
-            previous = here
+            window = front[-1] & back if front else back
+            if window:
+                return s, window
+            if not front:
+                acc = -1
+                for t in range(end - 1, s - 1, -1):
+                    acc &= blocks_at(t)
+                    front.append(acc)
+                back = -1
+            front.pop()
             s += 1
     return None
 
