@@ -17,7 +17,9 @@ Four phases, each legal by construction (the five constraints are its rules, not
    kept, a plan that meets `policy.rt_coverage_target` first.
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
-   arrival) that earn it the most decayed value, on an aligned block chosen buddy-style: a block
+   arrival) that earn it the most decayed value (ties: the narrower block, which leaves room
+   beside it; without decay a job earns the same on any width), on an aligned block chosen
+   buddy-style: a block
    whose parent block is already partly used wins over one that would split a whole free parent,
    so a later job that needs 8 GPUs still finds 8. A job cut by the horizon still earns its cells.
 3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
@@ -143,7 +145,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     # is left of its budget on the best one.
     # On problems so large that the budget affords a single packing (`lean`), only the priced
     # targets (and every unit served when a coverage target asks for it) are screened, and
-    # beyond 50 times the budget (e.g. 1,000 GPUs x 10,000 steps x 5,000 jobs) one layout.
+    # beyond 5 times the budget (e.g. 16,384 GPUs x 24 steps x 5,000 jobs) one layout.
     lean = params.pack_budget // size < 2
     worth = tuple(batch_worth(scenario))
     pricings = [_Targets("priced", worth)]
@@ -153,7 +155,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     ):
         pricings.append(unpriced)
     styles = [_Buddy(G)]
-    if scenario.realtime_jobs and candidates and 50 * params.pack_budget >= size:
+    if scenario.realtime_jobs and candidates and 5 * params.pack_budget >= size:
         styles += [_Top(G), _Low(G)]
     configurations = [(p, style) for p in pricings for style in styles]
     screen = 0
@@ -1259,7 +1261,7 @@ class _Packer:
                 if size_rule == "early":
                     score = (-start, g)
                 else:
-                    score = (job.priority * g * (discount[end] - discount[start]), g)
+                    score = (job.priority * g * (discount[end] - discount[start]), -g)
                 if best is None or score > best[0]:
                     best = (score, start, g, end, blocks)
             if best is None:
@@ -1382,19 +1384,18 @@ def _earliest_in_table(
     """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed
     (`_earliest_window` written out: this is the hot path of the 8-GPU benchmarks)."""
     s = max(arrival, first[g], first.get(g // 2, 0))
-    front: list[int] = []
+    front: list[int] | None = None
     end = s
     back = -1
     while s < steps:
-        stop = min(s + d, steps)
+        stop = s + d if s + d < steps else steps
         while end < stop:
             here = table[free[end]]
             if not here:
                 if end == first[g]:
                     first[g] = end + 1
                 s = end = end + 1
-                front.clear()
-                back = -1
+                front, back = None, -1
                 break
             back &= here
             end += 1
@@ -1403,7 +1404,7 @@ def _earliest_in_table(
             if window:
                 return s, window
             if not front:
-                acc = -1
+                front, acc = [], -1
                 for t in range(end - 1, s - 1, -1):
                     acc &= table[free[t]]
                     front.append(acc)
