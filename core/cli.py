@@ -242,6 +242,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also time the generated 1,024-GPU, 500-job, 48-step case",
     )
+    bench.add_argument(
+        "--generated",
+        nargs=3,
+        type=_positive_int,
+        action="append",
+        metavar=("GPUS", "JOBS", "STEPS"),
+        help="also time a generated case of this shape (repeatable; horizons over 48 steps get "
+        "long jobs arriving across the horizon); e.g. --generated 1000 2000 10000 --repeat 3",
+    )
     bench.set_defaults(run=_run_bench)
 
     forecast = sub.add_parser("forecast", help="fit the weekly demand profile to a history")
@@ -632,6 +641,17 @@ def _run_bench(args: argparse.Namespace) -> int:
         from .bench import run_generated
 
         rows += run_generated(args.planners, repeat=args.repeat)
+    for gpus, jobs, steps in args.generated or ():
+        from .bench import run_generated
+
+        rows += run_generated(
+            args.planners,
+            repeat=args.repeat,
+            gpus=gpus,
+            jobs=jobs,
+            steps=steps,
+            progress=lambda text: print(text, file=sys.stderr, flush=True),
+        )
     if args.json:
         from .formats import json_safe
 

@@ -213,3 +213,22 @@ def test_generated_case_has_the_requested_shape_and_plans_legally():
     plan = solve(scenario, "allocator")
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["rt_coverage"] == 1.0
+
+
+def test_a_long_generated_horizon_spreads_long_work_and_the_allocator_keeps_ahead_of_fifo():
+    # Over two days the generated work arrives across the whole horizon and scales with it:
+    # the shape of issue 11's 10M-cell case (1,000 GPUs x 10,000 steps), here small enough to
+    # plan in a test. The allocator's plan is legal and worth at least fifo's on each seed.
+    from core.bench import generated_case
+
+    for seed in range(3):
+        scenario = generated_case(gpus=16, jobs=30, steps=300, seed=seed)
+        batch = scenario.batch_jobs
+        assert scenario.name == "generated-16x30x300"
+        assert max(j.arrival_step for j in batch) >= 100
+        # scaled by 300 / 48, up to a quarter of the cluster's GPU-hours
+        assert max(j.gpu_hours for j in batch) == 16 * 300 // 4
+        plans = {p: solve(scenario, p) for p in ("fifo", "allocator")}
+        assert all(check(scenario, plan) == [] for plan in plans.values())
+        fifo, allocator = (metrics(scenario, plans[p])["objective"] for p in ("fifo", "allocator"))
+        assert allocator >= fifo - 1e-9

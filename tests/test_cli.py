@@ -190,6 +190,8 @@ def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
         (("forecast", "h.csv", "--horizon", "100000000"), ["--horizon", "at most 10,080"]),
         (("forecast", "h.csv", "--level", "1e-300"), ["--level", "0.001 and 0.999"]),
         (("bench", "--repeat", "0"), ["--repeat", "at least 1"]),
+        (("bench", "--generated", "8", "0", "24"), ["--generated", "at least 1"]),
+        (("bench", "--generated", "100000", "10", "10"), ["gpus 100000", "65,536"]),
         (("plan",), ["required", "INPUT"]),
         # --out onto a file, under a missing folder, or under a file
         (("plan", "{example}", "--out", "{a_file}"), ["--out", "is a file, not a folder"]),
@@ -268,3 +270,16 @@ def test_simulate_takes_the_demand_quantile_and_writes_risk_and_idle_windows(tmp
     assert sum(float(w["gpu_hours"]) for w in windows) <= realised["idle_gpu_hours"] + 1e-9
     bad = gpuplan("simulate", example, "--demand-quantile", "1")
     assert bad.returncode == 2 and "--demand-quantile" in bad.stderr
+
+
+def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
+    result = gpuplan(
+        "bench", "--planners", "fifo", "allocator", "--scenarios", str(ROOT / "data" / "scenarios"
+        / "example.json"), "--generated", "16", "20", "120", "--repeat", "2", "--json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in json.loads(result.stdout) if r["scenario"] == "generated-16x20x120"]
+    assert [r["planner"] for r in rows] == ["fifo", "allocator"]
+    assert all(r["legal"] and r["gpus"] == 16 and r["jobs"] == 20 for r in rows)
+    assert "generated: 16 GPUs, 20 jobs, 120 steps, seed 0: allocator, run 2 of 2" in result.stderr
