@@ -16,7 +16,11 @@ for its *actual* work, real-time shortfall is measured against *actual* demand. 
 committed and never change. If a job overruns its estimate and the plan had already given its
 GPUs to someone else before the next scheduled re-plan, the simulation re-plans at that step
 (trigger `overrun`) instead of executing an illegal plan. A job that finishes early leaves its GPUs
-idle until the next re-plan.
+idle until the next re-plan. A service whose actual demand is above its planned GPUs takes GPUs
+the plan leaves idle at that step, as an autoscaler would (keeping ones it held first, then others
+within its `swap_cap` and `gpus_max`); giving them back counts against the cap too, and where the
+plan would make it give back more than the cap allows the simulation re-plans (trigger
+`swap_cap`). The GPU-hours served that way are `metrics["rt_idle_served_gpu_hours"]`.
 
 The realised grid is checked against `SimulationResult.scenario`: the input over the whole period,
 with every batch job's `gpu_hours` set to the work it actually needed (so the checker expects the
@@ -141,6 +145,7 @@ def simulate(
     refit_hours: float = 6,
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,
+    realtime_on_idle: bool = True,
 ) -> SimulationResult:
     """Run the rolling horizon over `days` and return the realised plan and its metrics.
 
@@ -155,6 +160,10 @@ def simulate(
     The forecaster is refitted every `refit_hours` (at most once per re-plan); in between
     its last forecast is carried forward with a level correction from the newest actual.
     `forecaster(history, horizon, level)` defaults to `core.forecast.demand.forecast_series`.
+    `realtime_on_idle`: in execution, a service whose actual demand exceeds its planned GPUs
+    also takes GPUs the plan leaves idle at that step, within its `gpus_max` and `swap_cap`
+    (as an autoscaler on a real cluster would); `metrics["rt_idle_served_gpu_hours"]` says how
+    much of the realised real-time allocation came from there (False: the plan's GPUs only).
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
     """
     options = dict(planner_options or {})
@@ -211,8 +220,17 @@ def simulate(
         if t0 >= next_scheduled:
             next_scheduled = t0 + commit_steps
         end = min(next_scheduled, period)
-        executed = _execute(
-            actual, scenario, grid, t0, end, planned, placements, started, held_before
+        executed, stop, lent = _execute(
+            actual,
+            scenario,
+            grid,
+            t0,
+            end,
+            planned,
+            placements,
+            started,
+            held_before,
+            realtime_on_idle,
         )
         _adapt(demand_model, actual, grid, t0, t0 + executed, target)
         for job in actual.realtime_jobs:
@@ -224,6 +242,7 @@ def simulate(
                 "trigger": trigger,
                 "window_steps": steps,
                 "committed_steps": executed,
+                "rt_idle_cells": lent,
                 **stability,
                 "changed_fraction": stability["changed_cells"] / stability["future_cells"]
                 if stability["future_cells"]
@@ -245,7 +264,7 @@ def simulate(
                     t0, executed, trigger, window, window_plan, grid[:, : t0 + executed].copy()
                 )
             )
-        trigger = "scheduled" if t0 + executed >= next_scheduled else "overrun"
+        trigger = "scheduled" if t0 + executed >= next_scheduled else stop
         t0 += executed
         if progress is not None:
             progress(t0 / period, f"step {t0} of {period} ({len(rows)} re-plans)")
@@ -257,6 +276,8 @@ def simulate(
     result_metrics["violations"] = len(check(actual, plan))  # 0 unless a planner has a bug
     result_metrics.update(_stability_metrics(replans, actual, period, replan_minutes))
     result_metrics.update(_shortfall_metrics(actual, grid, target))
+    step_hours = actual.cluster.step_minutes / 60.0
+    result_metrics["rt_idle_served_gpu_hours"] = float(replans["rt_idle_cells"].sum()) * step_hours
     result_metrics["demand_extended_steps"] = max(0, period - source_steps)
     result_metrics["notes"] = list(notes)
     forecasts = {
@@ -445,15 +466,21 @@ def _execute(
     placements: dict[int, tuple[int, int, int]],
     started: dict[int, _Started],
     held_before: dict[int, tuple[int, ...] | None],
-) -> int:
-    """Commit planned steps t0..end-1 against reality; return how many were committed.
+    realtime_on_idle: bool = True,
+) -> tuple[int, str, int]:
+    """Commit planned steps t0..end-1 against reality.
 
-    Stops early (for an `overrun` re-plan) at a step where a job still running past its estimate
-    sits on GPUs the plan gave to someone else. Step t0 never stops: the window pins every
-    running job for at least its first step.
+    Returns how many steps were committed, why it stopped before `end` ("overrun" or
+    "swap_cap"), and how many real-time cells came from GPUs the plan left idle (`_serve_on_idle`).
+    Stops early (for a re-plan) at a step where a job still running past its estimate sits on
+    GPUs the plan gave to someone else, or where a service would have to give back GPUs it took
+    on idle faster than its swap cap allows. Step t0 never stops: the window pins every running
+    job for at least its first step and starts from what each service actually held.
     """
     step_minutes = actual.cluster.step_minutes
     is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
+    realtime = sorted(held_before, key=lambda i: (-actual.jobs[i].priority, i))
+    lent = 0
     for t in range(t0, end):
         column = planned[:, t - t0].copy()
         running = {i: s for i, s in started.items() if s.actual_end > t}
@@ -466,11 +493,23 @@ def _execute(
         if blocked:
             if t == t0:
                 raise RuntimeError(f"step {t}: the window did not pin a running job")
-            return t - t0
+            return t - t0, "overrun", lent
         # Batch cells follow reality: finished jobs free their block, running ones hold it.
         column[is_batch[column]] = IDLE
         for i, s in running.items():
             column[s.gpu_start : s.gpu_start + s.gpus] = i
+        for i, (gpu_start, gpus, start) in placements.items():
+            if start == t and i not in started:
+                column[gpu_start : gpu_start + gpus] = i
+        added = 0
+        for i in realtime:
+            job = actual.jobs[i]
+            demand = float(job.demand[t]) if realtime_on_idle else None
+            extra, legal = _serve_on_idle(column, i, job, demand, held_before[i])
+            if not legal and t > t0:  # at t0 the window started from what it held: a planner bug
+                return t - t0, "swap_cap", lent
+            added += extra
+        lent += added
         for i, (gpu_start, gpus, start) in placements.items():
             if start == t and i not in started:
                 job = actual.jobs[i]
@@ -481,11 +520,55 @@ def _execute(
                     t + actual.duration(job, gpus),
                     t + duration_steps(source.jobs[i], gpus, step_minutes),
                 )
-                column[gpu_start : gpu_start + gpus] = i
         grid[:, t] = column
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
-    return end - t0
+    return end - t0, "scheduled", lent
+
+
+def _serve_on_idle(
+    column: np.ndarray,
+    i: int,
+    job: RealtimeJob,
+    demand: float | None,
+    before: tuple[int, ...] | None,
+) -> tuple[int, bool]:
+    """Give real-time job `i` idle GPUs of this step's `column` (in place) where it needs them.
+
+    When its actual `demand` needs more GPUs than the plan gives it, it first keeps idle GPUs it
+    held the step before (each lowers its swaps by one), then takes other idle ones while its
+    swaps stay within `swap_cap`, up to `gpus_max`. Without a need (or with `demand` None) it
+    still keeps idle GPUs it held where the plan would otherwise release more than `swap_cap`
+    (the plan could not know it had taken them). Returns the cells added and whether the step
+    is within the swap cap. `before` is what it held the step before (None: step 0 without
+    `previous_gpus`, which is free).
+    """
+    mine = column == i
+    held = int(mine.sum())
+    want = held if demand is None else math.ceil(round(float(demand), 9))
+    want = min(max(want, held), job.gpus_max)
+    if before is None:
+        free, swaps = len(column), 0
+    else:
+        prev = np.zeros(len(column), dtype=bool)
+        prev[list(before)] = True
+        swaps = int((prev != mine).sum())
+        for g in np.nonzero((column == IDLE) & prev)[0]:
+            if held >= job.gpus_max or (held >= want and swaps <= job.swap_cap):
+                break
+            column[g] = i
+            held += 1
+            swaps -= 1
+        free = job.swap_cap - swaps
+    added = held - int(mine.sum())
+    for g in np.nonzero(column == IDLE)[0]:
+        if held >= want or free <= 0:
+            break
+        column[g] = i
+        held += 1
+        added += 1
+        free -= 1
+    return added, swaps <= job.swap_cap
 
 
 def _served(actual: Scenario, grid: np.ndarray, start: int, end: int) -> tuple[np.ndarray, ...]:
@@ -583,6 +666,7 @@ def _stability_metrics(
         "replan_minutes": replan_minutes,
         "replans": len(replans),
         "overrun_replans": int((replans["trigger"] == "overrun").sum()),
+        "swap_replans": int((replans["trigger"] == "swap_cap").sum()),
         "changed_cells": int(replans["changed_cells"].sum()),
         "changed_batch_cells": int(replans["changed_batch_cells"].sum()),
         "changed_fraction_mean": float(scheduled["changed_fraction"].mean())

@@ -6,11 +6,14 @@ backtest learns them as pattern (an outage two weeks ago comes back as a "ghost 
 1. **Repair.** `detect_anomalies` finds outages (drops to about zero at hours that are busy in
    every other week) and spikes (short runs far off both their neighbourhood and the same hours
    elsewhere); they are replaced by the seasonal value before fitting, left out of the interval's
-   calibration, and reported. A change still going at the end is a level shift and is kept.
+   calibration, and reported. A change still going at the end is a level shift and is kept (nor
+   are the same hours of earlier weeks judged against it).
 2. **Combine.** The mean is the hour-by-hour median of three statsmodels-based members that
    fail differently: seasonal naive (the same hour last week), MSTL (periods 24 and 168,
    local-constant seasonal) plus simple exponential smoothing of the rest, and the Theta method
-   (period 168). A steady trend over the recent weeks is removed first and added back.
+   (period 168). A steady trend over the recent weeks is removed first and added back. After a
+   level shift by a factor (the last day's busy hours moved more than its quiet ones) the members
+   are fitted to the log of the series, so the whole pattern follows it within a day.
 3. **Calibrate.** Split-conformal: the whole procedure is refitted at earlier origins inside the
    history, and the `level` quantile of its absolute errors by lead range is the half-width,
    floored by what seasonal naive's own period-over-period moves say.
@@ -57,6 +60,11 @@ NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's ow
 SPIKE_SCALES = 8.0  # a spike is this many robust scales off its neighbourhood and pattern
 SPIKE_HOURS = 12  # longest run that can be a spike (longer: a real change of regime)
 SEASONAL_NAIVE = "seasonal_naive_week"
+MIN_LOG_SHIFT = 0.2  # a last day this far (in logs) off the earlier periods may be a factor shift
+LOG_FLOOR = 0.05  # ... judged only where the series stays above this share of its median
+MIN_SHAPE_CORRELATION = 0.8  # ... and a factor shift if its size follows the pattern this closely
+MIN_SHAPE = 0.1  # ... over a day whose hours vary at least this much (std over mean)
+LOG_OFFSET = 0.01  # the log is taken of the series plus this share of its median
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,18 +371,43 @@ def detect_anomalies(
     # Spikes are judged against the pattern without the outages, from the same hour and its two
     # neighbours in the other periods: with few weeks a spike pulls the median of the same hour
     # alone in the other weeks, and its copies there must not be flagged in its place.
-    candidates = _spikes(values, mask, period, typical)
+    candidates, deviation, scale = _spikes(values, mask, period, typical)
+    shift = _shift_start(candidates, deviation, scale)
+    if shift < n:  # judge the rest without the shifted hours, whose copies are not spikes either
+        shifted = np.arange(n) >= shift
+        candidates = _spikes(values, mask | shifted, period, typical)[0] & ~shifted
     for s, e in _flag_runs(candidates):
-        if e - s <= SPIKE_HOURS and e < n:
+        if e - s <= SPIKE_HOURS and e < shift:  # a run into the shift is its start
             mask[s:e] = True
             runs.append((s, e, "spike"))
     runs.sort()
     return mask, runs
 
 
-def _spikes(values: np.ndarray, outages: np.ndarray, period: int, typical: float) -> np.ndarray:
+def _shift_start(candidates: np.ndarray, deviation: np.ndarray, scale: float) -> int:
+    """Where a level shift still going at the end of the history starts (len: none).
+
+    A factor shift moves the busy hours most, so its busiest hours stand out as a spike-like run
+    that may end before the history does. A run is part of a shift when every hour from it to
+    the end is at least half the spike threshold off the pattern, on the same side; the shift
+    starts at the first such hour before it.
+    """
+    n = len(deviation)
+    off = 0.5 * SPIKE_SCALES * scale
+    for s, _ in _flag_runs(candidates):
+        side = math.copysign(1.0, float(deviation[s]))
+        if np.all(side * deviation[s:] >= off):
+            while s > 0 and side * deviation[s - 1] >= off:
+                s -= 1
+            return s
+    return n
+
+
+def _spikes(
+    values: np.ndarray, outages: np.ndarray, period: int, typical: float
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Hours far (SPIKE_SCALES robust scales) off both their neighbourhood and the same hours of
-    the other periods."""
+    the other periods; with each hour's difference from that pattern and the robust scale."""
     clean = np.where(outages, np.nan, values)
     others = _same_hour_others(clean, period)
     around = [others]
@@ -394,7 +427,10 @@ def _spikes(values: np.ndarray, outages: np.ndarray, period: int, typical: float
     off = deviation - local.to_numpy()
     scale = 1.4826 * float(np.median(np.abs(off[known]))) if known.any() else 0.0
     scale = max(scale, 0.01 * typical)
-    return known & (np.abs(off) > SPIKE_SCALES * scale) & (np.abs(deviation) > SPIKE_SCALES * scale)
+    flagged = (
+        known & (np.abs(off) > SPIKE_SCALES * scale) & (np.abs(deviation) > SPIKE_SCALES * scale)
+    )
+    return flagged, deviation, scale
 
 
 def _repair(values: np.ndarray, mask: np.ndarray, period: int) -> np.ndarray:
@@ -488,34 +524,85 @@ def _trend(y: np.ndarray) -> float:
     return slope / WEEK
 
 
+def _multiplicative_shift(y: np.ndarray, period: int) -> bool:
+    """Whether the last day departs from the same hours of the periods before by a factor.
+
+    The last DAY hours are compared with the median of the same hours one to three periods
+    earlier (the reference): a shift of at least MIN_LOG_SHIFT in logs (about 22%) whose
+    hour-by-hour difference grows with the reference (correlation at least MIN_SHAPE_CORRELATION
+    in the shift's direction: busy hours moved more than quiet ones) is multiplicative. A shift
+    by the same amount at every hour is not, nor one over a reference without a shape over the
+    day (std under MIN_SHAPE of its mean: a factor and an amount look alike). A series that
+    comes near zero in the last period (below LOG_FLOOR of its median) is not judged: the logs of
+    quiet hours would swing on noise.
+    """
+    n = len(y)
+    if n < period + DAY:
+        return False
+    typical = float(np.median(y))
+    if not typical > 0 or float(np.min(y[-period - DAY :])) < LOG_FLOOR * typical:
+        return False
+    earlier = [y[n - DAY - k * period : n - k * period] for k in (1, 2, 3) if n - DAY >= k * period]
+    reference = np.median(np.vstack(earlier), axis=0)
+    recent = y[-DAY:]
+    if float(np.min(reference)) < LOG_FLOOR * typical:
+        return False
+    if not float(np.std(reference)) >= MIN_SHAPE * float(np.mean(reference)):
+        return False  # hardly a shape over the day: a factor and an amount look the same
+    shift = float(np.median(np.log(recent / reference)))
+    if abs(shift) < MIN_LOG_SHIFT or not float(np.std(recent - reference)) > 0:
+        return False
+    correlation = float(np.corrcoef(reference, recent - reference)[0, 1])
+    return math.copysign(1.0, shift) * correlation >= MIN_SHAPE_CORRELATION
+
+
 def _combine(
     y: np.ndarray, horizon: int, period: int
-) -> tuple[np.ndarray, dict[str, np.ndarray], float]:
+) -> tuple[np.ndarray, dict[str, np.ndarray], float, bool]:
     """Hour-by-hour median of the members (fitted to the detrended series), trend added back.
 
-    A member that fails on this history (a constant series, a numerical error) is left out; the
-    median of the rest is used (of two: their mean). Returns the forecast, each member's forecast
-    and the trend per hour.
+    After a multiplicative level shift (`_multiplicative_shift`) the members are fitted to the
+    log of the detrended series and transformed back: a shift by a factor is then a shift by an
+    amount, which their exponential smoothing follows within hours, on every hour of the
+    pattern (fitted as it is, a weekend's shift would be carried to the weekdays as the same
+    amount). A member that fails on this history (a constant series, a numerical error) is left
+    out; the median of the rest is used (of two: their mean). Returns the forecast, each
+    member's forecast, the trend per hour and whether the log was used.
     """
     slope = _trend(y) if period == WEEK else 0.0
     time_index = np.arange(len(y) + horizon, dtype=float) - (len(y) - 1)
     detrended = y - slope * time_index[: len(y)]
     forecasts: dict[str, np.ndarray] = {}
     constant = float(np.ptp(detrended)) <= 1e-9 * max(1.0, float(np.max(np.abs(detrended))))
+    in_logs = not constant and _multiplicative_shift(detrended, period)
+    if in_logs:
+        offset = LOG_OFFSET * float(np.median(detrended))
+        fitted = np.log(np.maximum(detrended, 0.0) + offset)
+        ceiling = math.log(10.0 * float(np.max(detrended)) + offset)
+
+        def back(z: np.ndarray) -> np.ndarray:
+            return np.exp(np.minimum(z, ceiling)) - offset
+    else:
+        fitted = detrended
+
+        def back(z: np.ndarray) -> np.ndarray:
+            return z
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, member in MEMBERS.items():
             if constant and name != "seasonal_naive":
                 continue
             try:
-                predicted = np.asarray(member(detrended, horizon, period), dtype=float)
+                predicted = np.asarray(member(fitted, horizon, period), dtype=float)
             except (ValueError, np.linalg.LinAlgError, FloatingPointError, ZeroDivisionError):
                 continue
             if predicted.shape == (horizon,) and np.isfinite(predicted).all():
-                forecasts[_member_name(name, period)] = predicted
+                forecasts[_member_name(name, period)] = back(predicted)
     stack = np.vstack(list(forecasts.values()))
     drift = slope * time_index[len(y) :]
-    return np.median(stack, axis=0) + drift, {k: v + drift for k, v in forecasts.items()}, slope
+    combined = np.median(stack, axis=0) + drift
+    return combined, {k: v + drift for k, v in forecasts.items()}, slope, in_logs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,6 +619,7 @@ class ForecastReport:
     anomalies: tuple[Anomaly, ...] = ()
     repairs: tuple[str, ...] = ()  # what reading the file fixed (set by `forecast_file`)
     trend_per_week: float = 0.0
+    log_scale: bool = False  # the members were fitted to the log (a multiplicative level shift)
     calibration_origins: int = 0
     interval: str = ""
     backtest_mae: dict[str, float] = field(default_factory=dict)
@@ -542,6 +630,11 @@ class ForecastReport:
         out = [f"model: {self.model}"]
         if self.trend_per_week:
             out.append(f"trend: {self.trend_per_week:+.3g} per week, kept in the forecast")
+        if self.log_scale:
+            out.append(
+                "level shift: the last day runs a steady factor off the weeks before; the members "
+                "were fitted to the log of the series so the whole pattern follows it"
+            )
         out.extend(f"repair: {text}" for text in self.repairs)
         out.extend(f"anomaly: {a.describe()}" for a in self.anomalies)
         out.append(f"interval: {self.interval}")
@@ -672,7 +765,7 @@ def forecast_series(
     mask, runs = detect_anomalies(filled, period)
     anomalies = tuple(Anomaly(stamps[s], stamps[e - 1], e - s, kind) for s, e, kind in runs)
     repaired = _repair(filled, mask, period)
-    mean, members, slope = _combine(repaired, horizon, period)
+    mean, members, slope, in_logs = _combine(repaired, horizon, period)
     scored = np.where(mask | ~np.isfinite(values), np.nan, values)
     origins = _calibration_origins(n, period)
     lead_cap = min(horizon, WEEK)
@@ -681,7 +774,7 @@ def forecast_series(
     for row, origin in enumerate(origins):
         leads = min(lead_cap, n - origin)
         past_period = WEEK if origin > WEEKLY_MODEL_HOURS else DAY
-        combined, parts, _ = _combine(repaired[:origin], leads, past_period)
+        combined, parts, _, _ = _combine(repaired[:origin], leads, past_period)
         actual = scored[origin : origin + leads]
         errors[row, :leads] = actual - combined
         for name, predicted in parts.items():
@@ -718,6 +811,7 @@ def forecast_series(
         period=period,
         anomalies=anomalies,
         trend_per_week=slope * WEEK,
+        log_scale=in_logs,
         calibration_origins=len(origins),
         interval=interval,
         backtest_mae=scores,

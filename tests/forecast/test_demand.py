@@ -510,6 +510,30 @@ def test_a_level_shift_is_followed_within_a_day(noisy_weeks):
     assert np.abs(next_day - truth).mean() < 0.5 * np.abs(naive - truth).mean()
 
 
+@pytest.mark.parametrize("factor, tolerance", [(1.5, 0.1), (2.0, 0.1), (0.6, 0.15)])
+def test_a_level_shift_by_a_factor_is_followed_within_a_day(noisy_weeks, factor, tolerance):
+    """The last day (a Sunday) runs at `factor` times the pattern: the next day (a weekday, whose
+    busy hours are higher) must follow it at every hour, not add the Sunday's amount."""
+    shifted = noisy_weeks.copy()
+    shifted[-24:] *= factor
+    forecast, report = forecast_series(_weeks(shifted), WEEK, report=True)
+    next_day = forecast["mean"].to_numpy()[:24]
+    truth = _pattern(24, 3 * WEEK) * factor
+    assert abs(next_day.mean() / truth.mean() - 1) <= tolerance
+    if factor > 1:
+        assert next_day.mean() >= 0.9 * truth.mean()
+    naive = noisy_weeks[-WEEK : -WEEK + 24]  # the same hours last week, before the shift
+    assert np.abs(next_day - truth).mean() < 0.5 * np.abs(naive - truth).mean()
+    assert report.log_scale and any("steady factor" in line for line in report.lines())
+
+
+def test_a_shift_by_an_amount_is_not_taken_for_a_factor(noisy_weeks):
+    shifted = noisy_weeks.copy()
+    shifted[-24:] += 40.0
+    assert not forecast_series(_weeks(shifted), WEEK, report=True)[1].log_scale
+    assert not forecast_series(_weeks(noisy_weeks), WEEK, report=True)[1].log_scale
+
+
 def test_a_steady_trend_is_kept():
     growth = 1.04 ** (np.arange(4 * WEEK) / WEEK)  # 4% a week
     noise = np.random.default_rng(5).normal(0, 3, 3 * WEEK)
