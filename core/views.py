@@ -239,6 +239,10 @@ def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
                 "completed": f"{m['completed_jobs']:,}/{m['batch_jobs']:,}",
                 "rt coverage": pct(m["rt_coverage"]),
                 "shortfall": number(m["rt_shortfall_gpu_hours"], 2),
+                "episodes": ""
+                if m.get("rt_shortfall_episodes") is None
+                else f"{m['rt_shortfall_episodes']:,}",
+                "on idle": number(m.get("rt_idle_served_gpu_hours"), 2),
                 "changed": pct(m.get("changed_fraction_mean") or 0.0),
                 "moved": "" if m.get("moved_jobs") is None else f"{m['moved_jobs']:,}",
                 "per plan": _runtime(m.get("planner_ms_mean")),

@@ -201,6 +201,15 @@ st.dataframe(
         "shortfall": st.column_config.TextColumn(
             "short GPU-h", width="small", help="Real-time demand not served, in GPU-hours"
         ),
+        "episodes": st.column_config.TextColumn(
+            "short runs", width="small", help="Runs of consecutive steps with real-time shortfall"
+        ),
+        "on idle": st.column_config.TextColumn(
+            "on idle",
+            width="small",
+            help="Real-time GPU-hours above the plan served on GPUs the plan left idle at that "
+            "step (as an autoscaler would), within gpus_max and swap_cap",
+        ),
         "changed": st.column_config.TextColumn(
             "changed", width="small", help="Mean share of the still-future cells a re-plan changed"
         ),

@@ -204,8 +204,11 @@ def test_realised_metrics_have_thousands_separators():
         "changed_fraction_mean": 0.05,
         "moved_jobs": 1402,
         "planner_ms_mean": 20795.6,
+        "rt_shortfall_episodes": 1234,
+        "rt_idle_served_gpu_hours": 2048.25,
     }
     row = views.realised_metrics_table({"Allocator (fast)": m}).iloc[0]
+    assert row["episodes"] == "1,234" and row["on idle"] == "2,048.25"
     assert row["value"] == "114,907.0"
     assert row["completed"] == "1,203/1,500"
     assert row["utilization"] == "81.2%" and row["rt coverage"] == "100.0%"
