@@ -51,7 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -451,8 +451,19 @@ class _Targets:
 
     mode: str
     worth: tuple[float, ...]
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def of(self, scenario: Scenario, job: RealtimeJob, ceiling: Sequence[int] | None = None):
+    def of(
+        self, scenario: Scenario, job: RealtimeJob, ceiling: Sequence[int] | None = None
+    ) -> tuple[int, ...]:
+        """The job's targets (read-only: asked for again and again by the local search)."""
+        key = (job.id, None if ceiling is None else tuple(ceiling))
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = tuple(self._compute(scenario, job, ceiling))
+        return out
+
+    def _compute(self, scenario, job, ceiling):
         if self.mode == "peak":
             peak = math.ceil(max(job.demand, default=0.0) - 1e-9)
             wanted = [min(max(peak, job.gpus_min), job.gpus_max)] * len(job.demand)
@@ -1230,7 +1241,7 @@ class _Packer:
         the decayed reward and the GPU-steps delivered."""
         T, discount, table = self.steps, self.discount, self.table
         free = list(self.free)
-        cache: dict[int, list[int | None]] = {g: [None] * T for g in self.align}
+        cache: dict[int, list[int | None]] = {} if table else {g: [None] * T for g in self.align}
         # first[g]: no aligned block of g is free at any step before it (free only shrinks
         # while packing, so it only moves forward): scans start there, not at the arrival.
         first = {g: 0 for g in self.align}
@@ -1243,17 +1254,19 @@ class _Packer:
         for job in order:
             best = None  # (score, start, size, end, block mask)
             for g, d in zip(job.sizes, job.durations, strict=True):
-                arrival = _known_bound(seen, g, d, job.arrival)
+                # (on small clusters a scan is as cheap as the bound: no bookkeeping)
+                arrival = job.arrival if table else _known_bound(seen, g, d, job.arrival)
                 if arrival >= T:
                     found = None
                 elif table is None:
                     found = self._earliest(free, cache[g], g, d, arrival, first)
                 else:
                     found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
-                answers = seen[g]
-                answers.append((job.arrival, d, T if found is None else found[0]))
-                if len(answers) > 16:
-                    del answers[0]
+                if table is None:
+                    answers = seen[g]
+                    answers.append((job.arrival, d, T if found is None else found[0]))
+                    if len(answers) > 16:
+                        del answers[0]
                 if found is None:
                     continue
                 start, blocks = found
