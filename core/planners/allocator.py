@@ -1259,7 +1259,7 @@ class _Packer:
                 if arrival >= T:
                     found = None
                 elif table is None:
-                    found = self._earliest(free, cache[g], g, d, arrival, first)
+                    found = self._earliest(free, cache, g, d, arrival, first)
                 else:
                     found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
                 if table is None:
@@ -1298,7 +1298,7 @@ class _Packer:
     def _earliest(
         self,
         free: list[int],
-        cache: list[int | None],
+        caches: dict[int, list[int | None]],
         g: int,
         d: int,
         arrival: int,
@@ -1306,20 +1306,28 @@ class _Packer:
     ) -> tuple[int, int] | None:
         """Earliest start >= arrival with an aligned block of g free for d steps (cut at T).
 
-        `cache[t]` holds, for step t, a bit at the first GPU of every aligned block of g that is
-        free (None: stale since the last placement on that step); `first` is the pack's skip
-        pointer per size, moved forward here.
+        `caches[g][t]` holds, for step t, a bit at the first GPU of every aligned block of g
+        that is free (None: stale since the last placement on that step); a block of g is two
+        free halves, so it comes from the half size's entry when that one is fresh (a job's
+        sizes are searched smallest first). `first` is the pack's skip pointer per size, moved
+        forward here.
         """
-        align = self.align[g]
+        align, cache = self.align[g], caches[g]
+        half = g // 2
+        halves = caches.get(half)
 
         def blocks_at(t: int) -> int:
             here = cache[t]
             if here is None:
-                here, k = free[t], 1
-                while k < g:
-                    here &= here >> k
-                    k <<= 1
-                here &= align
+                lower = halves[t] if halves is not None else None
+                if lower is not None:
+                    here = lower & (lower >> half) & align
+                else:
+                    here, k = free[t], 1
+                    while k < g:
+                        here &= here >> k
+                        k <<= 1
+                    here &= align
                 cache[t] = here
             return here
 
