@@ -57,6 +57,7 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
+from .blocks import FreeBlocks, aligned_starts
 
 
 @dataclass(frozen=True)
@@ -885,13 +886,8 @@ class _Buddy:
     """
 
     def __init__(self, gpus: int):
-        self.sizes = []
-        self.align = []
-        h = 1
-        while h <= gpus:
-            self.sizes.append(h)
-            self.align.append(sum(1 << b for b in range(0, gpus - h + 1, h)))
-            h *= 2
+        starts = aligned_starts(gpus)
+        self.sizes, self.align = list(starts), list(starts.values())
 
     def starts(self, mask: int) -> list[int]:
         """For each block size (1, 2, 4, ...): a bit at the first GPU of every aligned block
@@ -1227,11 +1223,7 @@ class _Packer:
         self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
     ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
-        self.align: dict[int, int] = {}
-        g = 1
-        while g <= gpus:
-            self.align[g] = sum(1 << b for b in range(0, gpus - g + 1, g))
-            g *= 2
+        self.align = aligned_starts(gpus)
         self.table = _block_table(gpus) if use_table else None
 
     def pack(
@@ -1240,33 +1232,20 @@ class _Packer:
         """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
         the decayed reward and the GPU-steps delivered."""
         T, discount, table = self.steps, self.discount, self.table
-        free = list(self.free)
-        cache: dict[int, list[int | None]] = {} if table else {g: [None] * T for g in self.align}
-        # first[g]: no aligned block of g is free at any step before it (free only shrinks
-        # while packing, so it only moves forward): scans start there, not at the arrival.
+        # Small clusters look blocks up in the table (a scan is then as cheap as any bound);
+        # larger ones search `FreeBlocks`, which caches blocks per step and bounds starts.
+        blocks_free = None if table else FreeBlocks(self.free, self.gpus, T)
+        free = blocks_free.free if blocks_free else list(self.free)
         first = {g: 0 for g in self.align}
-        # seen[g]: recent answers (arrival, duration, earliest start or T when none) for blocks of
-        # g. A window of g for d steps from s holds one of any smaller size and duration, and
-        # free only shrinks: an answer is a lower bound for every query it dominates.
-        seen: dict[int, list[tuple[int, int, int]]] = {g: [] for g in self.align}
         placements = []
         reward = cells = 0.0
         for job in order:
             best = None  # (score, start, size, end, block mask)
             for g, d in zip(job.sizes, job.durations, strict=True):
-                # (on small clusters a scan is as cheap as the bound: no bookkeeping)
-                arrival = job.arrival if table else _known_bound(seen, g, d, job.arrival)
-                if arrival >= T:
-                    found = None
-                elif table is None:
-                    found = self._earliest(free, cache, g, d, arrival, first)
+                if blocks_free is not None:
+                    found = blocks_free.earliest(g, d, job.arrival)
                 else:
-                    found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
-                if table is None:
-                    answers = seen[g]
-                    answers.append((job.arrival, d, T if found is None else found[0]))
-                    if len(answers) > 16:
-                        del answers[0]
+                    found = _earliest_in_table(free, table[g], d, job.arrival, T, first, g)
                 if found is None:
                     continue
                 start, blocks = found
@@ -1284,54 +1263,16 @@ class _Packer:
             for t in range(start + 1, end):
                 window &= free[t]
             b = self._pick_block(blocks, window, g)
-            block = ((1 << g) - 1) << b
-            for t in range(start, end):
-                free[t] &= ~block
-            if table is None:
-                for masks in cache.values():
-                    masks[start:end] = [None] * (end - start)
+            if blocks_free is not None:
+                blocks_free.take(b, g, start, end)
+            else:
+                block = ~(((1 << g) - 1) << b)
+                for t in range(start, end):
+                    free[t] &= block
             placements.append((job.index, b, g, start, end))
             reward += job.priority * g * (discount[end] - discount[start])
             cells += g * (end - start)
         return placements, reward, cells
-
-    def _earliest(
-        self,
-        free: list[int],
-        caches: dict[int, list[int | None]],
-        g: int,
-        d: int,
-        arrival: int,
-        first: dict[int, int],
-    ) -> tuple[int, int] | None:
-        """Earliest start >= arrival with an aligned block of g free for d steps (cut at T).
-
-        `caches[g][t]` holds, for step t, a bit at the first GPU of every aligned block of g
-        that is free (None: stale since the last placement on that step); a block of g is two
-        free halves, so it comes from the half size's entry when that one is fresh (a job's
-        sizes are searched smallest first). `first` is the pack's skip pointer per size, moved
-        forward here.
-        """
-        align, cache = self.align[g], caches[g]
-        half = g // 2
-        halves = caches.get(half)
-
-        def blocks_at(t: int) -> int:
-            here = cache[t]
-            if here is None:
-                lower = halves[t] if halves is not None else None
-                if lower is not None:
-                    here = lower & (lower >> half) & align
-                else:
-                    here, k = free[t], 1
-                    while k < g:
-                        here &= here >> k
-                        k <<= 1
-                    here &= align
-                cache[t] = here
-            return here
-
-        return _earliest_window(blocks_at, self.steps, g, d, arrival, first)
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
         """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest."""
@@ -1379,20 +1320,6 @@ def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _known_bound(seen: dict[int, list[tuple[int, int, int]]], g: int, d: int, arrival: int) -> int:
-    """The latest earliest-start answer that bounds a query for g GPUs, d steps, from arrival."""
-    bound = arrival
-    h = g
-    while h in seen:
-        for a, e, s in seen[h]:
-            if a <= arrival and e <= d and s > bound:
-                bound = s
-        h //= 2
-        if h < 1:
-            break
-    return bound
-
-
 def _earliest_in_table(
     free: list[int],
     table: tuple[int, ...],
@@ -1403,7 +1330,7 @@ def _earliest_in_table(
     g: int,
 ) -> tuple[int, int] | None:
     """`_Packer._earliest` for small clusters: aligned free blocks looked up, not computed
-    (`_earliest_window` written out: this is the hot path of the 8-GPU benchmarks)."""
+    (`blocks.earliest_window` written out: this is the hot path of the 8-GPU benchmarks)."""
     s = max(arrival, first[g], first.get(g // 2, 0))
     front: list[int] | None = None
     end = s
@@ -1428,55 +1355,6 @@ def _earliest_in_table(
                 front, acc = [], -1
                 for t in range(end - 1, s - 1, -1):
                     acc &= table[free[t]]
-                    front.append(acc)
-                back = -1
-            front.pop()
-            s += 1
-    return None
-
-
-def _earliest_window(
-    blocks_at: Callable[[int], int],
-    steps: int,
-    g: int,
-    d: int,
-    arrival: int,
-    first: dict[int, int],
-) -> tuple[int, int] | None:
-    """(start, blocks) of the earliest start >= arrival where some aligned block (a bit of
-    `blocks_at(t)`) stays free for d steps (cut at the horizon), or None.
-
-    A sliding window over the steps, its AND kept in two stacks (the classic queue of two
-    stacks): `front` holds the ANDs of [t, middle) for the starts t still to try, `back` the AND
-    of [middle, end). Each step is pushed once and moved to the front once, so one query costs
-    O(steps) bitset ANDs whatever the duration; a step with no free block restarts the window
-    after it.
-    """
-    s = max(arrival, first[g], first.get(g // 2, 0))
-    front: list[int] = []
-    end = s
-    back = -1  # every bit: the AND of no steps
-    while s < steps:
-        stop = min(s + d, steps)
-        while end < stop:
-            here = blocks_at(end)
-            if not here:
-                if end == first[g]:
-                    first[g] = end + 1
-                s = end = end + 1
-                front.clear()
-                back = -1
-                break
-            back &= here
-            end += 1
-        else:
-            window = front[-1] & back if front else back
-            if window:
-                return s, window
-            if not front:
-                acc = -1
-                for t in range(end - 1, s - 1, -1):
-                    acc &= blocks_at(t)
                     front.append(acc)
                 back = -1
             front.pop()

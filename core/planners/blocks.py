@@ -1,56 +1,158 @@
-"""Aligned power-of-two blocks on a free mask: the earliest-start search both queue baselines
-share (which aligned blocks are free is `core.plan.free_blocks`)."""
+"""Aligned power-of-two blocks on free GPUs: the earliest-window search the planners share.
+
+Free GPUs are one Python integer per step used as a bitset (bit g set: GPU g free); the aligned
+free blocks of a size at a step are a bitset too, with a bit at each block's first GPU (which
+aligned blocks are free on a boolean grid is `core.plan.free_blocks`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable
 
 import numpy as np
 
 
-def window_free(block_free: np.ndarray, duration: int) -> np.ndarray:
-    """(blocks x steps): True where a block is free from step s for `duration` steps (cut at T)."""
-    steps = block_free.shape[1]
-    busy = np.zeros((block_free.shape[0], steps + 1), dtype=np.int32)
-    np.cumsum(~block_free, axis=1, out=busy[:, 1:])
-    d = max(1, min(duration, steps))
-    ok = np.empty(block_free.shape, dtype=bool)
-    full = steps - d + 1  # starts whose whole window fits in the horizon
-    np.equal(busy[:, d:], busy[:, :full], out=ok[:, :full])
-    np.equal(busy[:, steps:], busy[:, full:steps], out=ok[:, full:])  # cut at the horizon
-    return ok
+def bool_to_bitsets(free: np.ndarray) -> list[int]:
+    """One bitset per step from a (gpus x steps) boolean grid (bit g: row g is True)."""
+    packed = np.packbits(free, axis=0, bitorder="little")  # (ceil(gpus / 8) x steps)
+    return [int.from_bytes(column.tobytes(), "little") for column in packed.T]
 
 
-def earliest_block(
-    free: np.ndarray,
-    sizes: Sequence[int],
-    duration: Callable[[int], int],
-    earliest: int,
-) -> tuple[int, int, int] | None:
-    """(start, gpu_start, gpus) of the earliest feasible start at or after `earliest`.
+def earliest_window(
+    blocks_at: Callable[[int], int],
+    steps: int,
+    g: int,
+    d: int,
+    arrival: int,
+    first: dict[int, int],
+) -> tuple[int, int] | None:
+    """(start, blocks) of the earliest start >= arrival where some aligned block (a bit of
+    `blocks_at(t)`) stays free for d steps (cut at the horizon), or None.
 
-    The lowest-indexed free aligned block wins at that start; among sizes, the one that starts
-    earliest, ties to the larger. None when nothing fits within the horizon.
+    A sliding window over the steps, its AND kept in two stacks (the classic queue of two
+    stacks): `front` holds the ANDs of [t, middle) for the starts t still to try, `back` the AND
+    of [middle, end). Each step is pushed once and moved to the front once, so one query costs
+    O(steps) bitset ANDs whatever the duration; a step with no free block restarts the window
+    after it. `first[g]` (no block of g is free before it) is moved forward here.
     """
-    steps = free.shape[1]
-    if earliest >= steps:
-        return None
-    later = free[:, earliest:]  # nothing before `earliest` matters: skip it
-    wanted = {size for size in sizes if size <= free.shape[0]}
-    best: tuple[int, int, int] | None = None
-    size, block_free = 1, later
-    while wanted and size <= max(wanted):
-        if size > 1:  # a block of 2g is free where both of its halves are: pair the g-blocks
-            pairs = block_free.shape[0] // 2
-            block_free = block_free[0 : 2 * pairs : 2] & block_free[1 : 2 * pairs : 2]
-        if size in wanted:
-            ok = window_free(block_free, duration(size))
-            any_block = ok.any(axis=0)
-            if any_block.any():
-                offset = int(np.argmax(any_block))
-                start = earliest + offset
-                # ascending sizes: a later (larger) size wins ties on the start
-                if best is None or start <= best[0]:
-                    best = (start, int(np.argmax(ok[:, offset])) * size, size)
-        size *= 2
-    return best
+    s = max(arrival, first[g], first.get(g // 2, 0))
+    front: list[int] = []
+    end = s
+    back = -1  # every bit: the AND of no steps
+    while s < steps:
+        stop = min(s + d, steps)
+        while end < stop:
+            here = blocks_at(end)
+            if not here:
+                if end == first[g]:
+                    first[g] = end + 1
+                s = end = end + 1
+                front.clear()
+                back = -1
+                break
+            back &= here
+            end += 1
+        else:
+            window = front[-1] & back if front else back
+            if window:
+                return s, window
+            if not front:
+                acc = -1
+                for t in range(end - 1, s - 1, -1):
+                    acc &= blocks_at(t)
+                    front.append(acc)
+                back = -1
+            front.pop()
+            s += 1
+    return None
+
+
+@functools.cache
+def aligned_starts(gpus: int) -> dict[int, int]:
+    """Per block size (1, 2, 4, ... up to gpus): the bitset of the first GPUs of its aligned
+    blocks."""
+    out = {}
+    g = 1
+    while g <= gpus:
+        out[g] = sum(1 << b for b in range(0, gpus - g + 1, g))
+        g *= 2
+    return out
+
+
+class FreeBlocks:
+    """Free GPUs per step and, per block size, the aligned free blocks of each step (cached;
+    a placement makes the cache of its steps stale). Free only shrinks."""
+
+    def __init__(self, free: np.ndarray | list[int], gpus: int, steps: int):
+        self.gpus, self.steps = gpus, steps
+        self.free = bool_to_bitsets(free) if isinstance(free, np.ndarray) else list(free)
+        self.align = aligned_starts(gpus)
+        self.cache: dict[int, list[int | None]] = {g: [None] * steps for g in self.align}
+        # first[g]: no aligned block of g is free at any step before it (free only shrinks, so
+        # it only moves forward): searches start there, not at the arrival.
+        self.first = {g: 0 for g in self.align}
+        # seen[g]: recent answers (arrival, duration, earliest start or `steps` when none) for
+        # blocks of g. A window of g for d steps from s holds one of any smaller size and
+        # duration, and free only shrinks: an answer bounds every query it dominates.
+        self.seen: dict[int, list[tuple[int, int, int]]] = {g: [] for g in self.align}
+
+    def blocks_at(self, g: int) -> Callable[[int], int]:
+        """t -> the bitset of first GPUs of the aligned blocks of g wholly free at step t. A
+        block of g is two free halves, so it comes from the half size's entry when that one is
+        fresh (sizes are usually searched smallest first)."""
+        free, align, cache = self.free, self.align[g], self.cache[g]
+        half = g // 2
+        halves = self.cache.get(half)
+
+        def blocks(t: int) -> int:
+            here = cache[t]
+            if here is None:
+                lower = halves[t] if halves is not None else None
+                if lower is not None:
+                    here = lower & (lower >> half) & align
+                else:
+                    here, k = free[t], 1
+                    while k < g:
+                        here &= here >> k
+                        k <<= 1
+                    here &= align
+                cache[t] = here
+            return here
+
+        return blocks
+
+    def earliest(self, g: int, d: int, arrival: int) -> tuple[int, int] | None:
+        """`earliest_window` for g GPUs, d steps, from arrival: (start, blocks) or None."""
+        if g not in self.align:
+            return None
+        start = self.known_bound(g, d, arrival)
+        found = None
+        if start < self.steps:
+            found = earliest_window(self.blocks_at(g), self.steps, g, d, start, self.first)
+        answers = self.seen[g]
+        answers.append((arrival, d, self.steps if found is None else found[0]))
+        if len(answers) > 16:
+            del answers[0]
+        return found
+
+    def known_bound(self, g: int, d: int, arrival: int) -> int:
+        """The latest earliest-start answer that bounds a query for g GPUs, d steps, from
+        arrival (at least arrival)."""
+        bound = arrival
+        h = g
+        while h >= 1:
+            for a, e, s in self.seen[h]:
+                if a <= arrival and e <= d and s > bound:
+                    bound = s
+            h //= 2
+        return bound
+
+    def take(self, gpu_start: int, g: int, start: int, end: int) -> None:
+        """GPUs [gpu_start, gpu_start + g) are no longer free over steps [start, end)."""
+        block = ~(((1 << g) - 1) << gpu_start)
+        free = self.free
+        for t in range(start, end):
+            free[t] &= block
+        for masks in self.cache.values():
+            masks[start:end] = [None] * (end - start)

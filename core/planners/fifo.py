@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import IDLE, Plan, pin_running
-from .blocks import earliest_block
+from .blocks import FreeBlocks
 
 
 def plan_fifo(scenario: Scenario, params: object = None) -> Plan:
@@ -40,16 +40,24 @@ def _plan_queue(scenario: Scenario, *, in_order: bool, name: str) -> Plan:
         ),
         key=lambda item: item[:2],
     )
+    steps = scenario.cluster.horizon_steps
+    free = FreeBlocks(grid == IDLE, scenario.cluster.gpus, steps)
     previous_start = 0
     for arrival, i, job in queue:
         earliest = max(arrival, previous_start) if in_order else arrival
-        found = earliest_block(
-            grid == IDLE, job.sizes(), lambda g, job=job: scenario.duration(job, g), earliest
-        )
-        if found is None:
+        # The earliest start over the sizes (ties to the larger: sizes ascend), on the
+        # lowest-indexed aligned block free for the whole window (cut at the horizon).
+        best = None
+        for g in job.sizes():
+            found = free.earliest(g, scenario.duration(job, g), earliest)
+            if found is not None and (best is None or found[0] <= best[0]):
+                best = (found[0], (found[1] & -found[1]).bit_length() - 1, g)
+        if best is None:
             continue
-        start, gpu_start, gpus = found
-        grid[gpu_start : gpu_start + gpus, start : start + scenario.duration(job, gpus)] = i
+        start, gpu_start, gpus = best
+        end = min(start + scenario.duration(job, gpus), steps)
+        grid[gpu_start : gpu_start + gpus, start:end] = i
+        free.take(gpu_start, gpus, start, end)
         previous_start = start
     return plan
 

@@ -260,7 +260,8 @@ def _earliest_brute(blocks, g, d, arrival, steps):
 def test_the_window_search_finds_the_earliest_start_of_the_definition(case):
     # Random per-step block masks (bit b: aligned block b free), any duration and arrival: the
     # two-stack sliding window returns what the definition does, through both entry points.
-    from core.planners.allocator import _earliest_in_table, _earliest_window
+    from core.planners.allocator import _earliest_in_table
+    from core.planners.blocks import earliest_window as _earliest_window
 
     g, blocks, d, arrival = case
     steps = len(blocks)

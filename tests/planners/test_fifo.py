@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.formats import grid_to_csv, plan_from_grid_csv
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
@@ -141,3 +142,55 @@ def test_the_head_of_the_queue_goes_to_the_same_place_in_both(scenario):
         return
     head = queue[0].id
     assert where(scenario, "fifo").get(head) == where(scenario, "backfill").get(head)
+
+
+def _earliest_by_definition(free: np.ndarray, g: int, d: int, arrival: int):
+    """The first start >= arrival with an aligned block of g free for d steps (cut at the
+    horizon), and the lowest such block, by looking at every cell."""
+    gpus, steps = free.shape
+    for s in range(arrival, steps):
+        for b in range(0, gpus - g + 1, g):
+            if free[b : b + g, s : min(s + d, steps)].all():
+                return s, b
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 40).flatmap(
+        lambda gpus: st.tuples(
+            st.just(gpus),
+            st.integers(1, 30).flatmap(
+                lambda steps: st.tuples(
+                    st.lists(st.booleans(), min_size=gpus * steps, max_size=gpus * steps),
+                    st.lists(
+                        st.tuples(st.integers(0, 5), st.integers(1, 40), st.integers(0, steps)),
+                        min_size=1,
+                        max_size=12,
+                    ),
+                    st.just(steps),
+                )
+            ),
+        )
+    )
+)
+def test_the_shared_window_search_places_where_the_definition_says(case):
+    # Queries (size, duration, arrival) on a random free grid, each answer taken before the
+    # next (free only shrinks, so the cached blocks, skip pointers and start bounds are all
+    # exercised): every answer is the definition's, on the lowest-indexed block.
+    from core.planners.blocks import FreeBlocks
+
+    gpus, (cells, queries, steps) = case
+    free = np.array(cells, dtype=bool).reshape(gpus, steps)
+    blocks = FreeBlocks(free, gpus, steps)
+    for log_g, d, arrival in queries:
+        g = 2**log_g
+        expected = _earliest_by_definition(free, g, d, arrival) if g <= gpus else None
+        found = blocks.earliest(g, d, arrival)
+        got = None if found is None else (found[0], (found[1] & -found[1]).bit_length() - 1)
+        assert got == expected
+        if found is not None:
+            s, b = got
+            end = min(s + d, steps)
+            blocks.take(b, g, s, end)
+            free[b : b + g, s:end] = False
