@@ -42,10 +42,12 @@ LP bound weak and its search slow (minutes on realtime-peak and scale-64). So a 
 comes first. The shape model (`_shape_program`) forgets where things are: a batch job chooses a
 shape (size and start step) or none, a real-time job a count per step; per step and per size g,
 the jobs of size >= g fit in the wholly free aligned g-blocks, and batch cells plus counts fit
-in the free GPUs; counts move by at most swap_cap a step. It is a relaxation (every legal plan is
+in the free GPUs; counts move by at most swap_cap a step, and a block a real-time job starts in
+(previous_gpus) is not free for batch work until it has paid the swaps to leave. It is a
+relaxation (every legal plan is
 one of its solutions, with the same J), so its bound holds for J; it has a column per shape
 instead of per block and per GPU, and HiGHS solves it in about a second on every benchmark,
-where on six of the eight its optimum is the true one. Its solution is then realized by the
+where on seven of the eight its optimum is the true one. Its solution is then realized by the
 full model itself in the shape phase: every batch job fixed to its shape (any aligned block),
 the real-time GPUs free. That is a restriction, so its plans are legal plans; one that reaches
 the shape bound is optimal, proved, and the solve ends there.
@@ -745,9 +747,11 @@ class _FullModel:
         aligned g-blocks, so at most as many as are free at that step; and the batch cells plus
         the counts fit in the free GPUs. A count moves by at most swap_cap a step (gains plus
         releases are at least the change in count; from previous_gpus at step 0); shortfall
-        rows, their rounding cuts and the coverage row are the full model's. So every legal
-        plan is a solution of this model with the same J, and its optimum (or any dual bound
-        HiGHS proves on it) bounds J. It has a column per shape rather than per block and no
+        rows, their rounding cuts and the coverage row are the full model's. Where a job
+        starts is known (previous_gpus): a block it starts in stays out of the whole-block
+        count until it pays the swaps to leave (`_previous_rows`). So every legal plan is a
+        solution of this model with the same J, and its optimum (or any dual bound HiGHS
+        proves on it) bounds J. It has a column per shape rather than per block and no
         per-GPU columns: HiGHS solves it in about a second where the full model takes minutes.
         """
         import highspy
@@ -772,7 +776,14 @@ class _FullModel:
                 active[t].append(n)
         largest = max((size for _i, size, *_rest in shapes), default=1)
         levels = [1 << k for k in range(1, largest.bit_length())]
-        whole = {g: free_blocks(self.free, g).sum(axis=0) for g in levels}
+        whole_blocks = {g: free_blocks(self.free, g) for g in levels}
+        whole = {g: blocks.sum(axis=0) for g, blocks in whole_blocks.items()}
+        tracks, stays, occupied, shared, n_extra = self._previous_columns(levels, n_cols)
+        cost = np.concatenate([cost, np.zeros(n_extra)])
+        lower = np.concatenate([lower, np.zeros(n_extra)])
+        upper = np.concatenate([upper, np.ones(n_extra)])
+        self._previous_rows(rows, tracks, stays, occupied, shared, count0)
+        n_cols += n_extra
         for t in range(T):
             cols = active[t] + [count0 + k * T + t for k in range(R)]
             values = [float(shapes[n][1]) for n in active[t]] + [1.0] * R
@@ -781,7 +792,14 @@ class _FullModel:
                 big = [n for n in active[t] if shapes[n][1] >= g]
                 if big:
                     values = [shapes[n][1] / g for n in big]
-                    rows.append((-math.inf, float(whole[g][t]), big, values))
+                    held = [
+                        shared.get((g, block), firsts[0]) + t
+                        for (level, block), firsts in occupied.items()
+                        if level == g and whole_blocks[g][block, t]
+                    ]
+                    rows.append(
+                        (-math.inf, float(whole[g][t]), big + held, values + [1.0] * len(held))
+                    )
         for k, (_i, job) in enumerate(self.realtime):
             for t in range(T):
                 c, sh = count0 + k * T + t, short0 + k * T + t
@@ -824,12 +842,89 @@ class _FullModel:
             )
         if integer:
             integral = np.arange(short0, dtype=np.int32)  # shapes and counts
+            integral = np.concatenate(
+                [integral, *(np.arange(first, first + 2 * T) for first in stays.values())]
+            ).astype(np.int32)
             h.changeColsIntegrality(
                 len(integral), integral, np.full(len(integral), highspy.HighsVarType.kInteger)
             )
         h.changeObjectiveSense(highspy.ObjSense.kMaximize)
         h.changeObjectiveOffset(self.constant)
-        return h, {"count": count0, "short": short0, "columns": n_cols}
+        return h, {
+            "count": count0,
+            "short": short0,
+            "columns": n_cols,
+            "tracks": tracks,
+            "stays": stays,
+            "shared": shared,
+        }
+
+    def _previous_columns(self, levels: list[int], first: int) -> tuple[Any, ...]:
+        """The columns of `_previous_rows`, numbered from `first`: (tracks, stays (first
+        column per track: stays[t], then leaves[t]), occupied (per block, its tracks' stays),
+        shared (per block more than one job starts in, a column per step), how many)."""
+        tracks = self._previous_tracks(levels)
+        stays: dict[tuple[int, int, int], int] = {}
+        n_extra = 0
+        for k, g, block, _held in tracks:
+            stays[k, g, block] = first + n_extra
+            n_extra += 2 * self.T
+        occupied: dict[tuple[int, int], list[int]] = {}
+        for k, g, block, _held in tracks:
+            occupied.setdefault((g, block), []).append(stays[k, g, block])
+        shared: dict[tuple[int, int], int] = {}
+        for key, firsts in occupied.items():
+            if len(firsts) > 1:
+                shared[key] = first + n_extra
+                n_extra += self.T
+        return tracks, stays, occupied, shared, n_extra
+
+    def _previous_tracks(self, levels: list[int]) -> list[tuple[int, int, int, int]]:
+        """(job k, size g, block, GPUs of previous_gpus in it) for every aligned g-block a
+        swap-capped real-time job starts in."""
+        tracks = []
+        for k, (_i, job) in enumerate(self.realtime):
+            if not job.previous_gpus or job.swap_cap >= min(self.G, 2 * job.gpus_max):
+                continue
+            for g in levels:
+                held: dict[int, int] = {}
+                for gpu in job.previous_gpus:
+                    if gpu // g < self.G // g:
+                        held[gpu // g] = held.get(gpu // g, 0) + 1
+                tracks += [(k, g, block, n) for block, n in sorted(held.items())]
+        return tracks
+
+    def _previous_rows(self, rows, tracks, stays, occupied, shared, count0) -> None:
+        """Where a real-time job starts (previous_gpus) costs swaps to leave: a block it has
+        held since before step 0 is not wholly free for batch work until it leaves, and
+        leaving releases every GPU it holds there (all of previous_gpus in it at step 0, at
+        least one later). Gains plus releases are 2 x releases + the change in count, so per
+        size, 2 x the blocks left (weighted so at step 0) + count[t] - count[t-1] <= swap_cap.
+        `stays[t]` is 1 while the job has held the block at every step so far."""
+        T = self.T
+        for k, g, _block, _held in tracks:
+            stay = stays[k, g, _block]
+            leave = stay + T
+            rows.append((1.0, math.inf, [stay, leave], [1.0, 1.0]))  # held before step 0
+            for t in range(1, T):
+                rows.append((0.0, math.inf, [stay + t, leave + t, stay + t - 1], [1.0, 1.0, -1.0]))
+        by_level: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for k, g, block, held in tracks:
+            by_level.setdefault((k, g), []).append((stays[k, g, block] + T, held))
+        for (k, _g), leaves in by_level.items():
+            job = self.realtime[k][1]
+            c = count0 + k * T
+            cols = [leave for leave, _held in leaves] + [c]
+            values = [2.0 * held for _leave, held in leaves] + [1.0]
+            rows.append((-math.inf, job.swap_cap + len(job.previous_gpus), cols, values))
+            for t in range(1, T):
+                cols = [leave + t for leave, _held in leaves] + [c + t, c + t - 1]
+                values = [2.0] * len(leaves) + [1.0, -1.0]
+                rows.append((-math.inf, float(job.swap_cap), cols, values))
+        for key, column in shared.items():
+            for first in occupied[key]:
+                for t in range(T):
+                    rows.append((0.0, math.inf, [column + t, first + t], [1.0, -1.0]))
 
     def relaxation_bound(self, time_limit: float) -> float:
         """The LP bound of the shape model (inf if not solved): an upper bound on J."""
@@ -855,6 +950,17 @@ class _FullModel:
             for t in range(self.T):
                 values[layout["count"] + k * self.T + t] = counts[t]
                 values[layout["short"] + k * self.T + t] = max(0.0, job.demand[t] - counts[t])
+        stayed: dict[tuple[int, int], np.ndarray] = {}
+        for k, g, block, _held in layout["tracks"]:
+            touched = (grid[block * g : (block + 1) * g] == self.realtime[k][0]).any(axis=0)
+            stays = np.logical_and.accumulate(touched)
+            leaves = np.concatenate([[True], stays[:-1]]) & ~touched
+            first = layout["stays"][k, g, block]
+            values[first : first + self.T] = stays
+            values[first + self.T : first + 2 * self.T] = leaves
+            stayed[g, block] = stayed.get((g, block), np.zeros(self.T, dtype=bool)) | stays
+        for (g, block), column in layout["shared"].items():
+            values[column : column + self.T] = stayed[g, block]
         return values
 
     def _placements_of(self, grid: np.ndarray) -> list[int]:
