@@ -255,6 +255,14 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
             # that reaches the coverage target).
             shaped.update(grids=[], time_limit=False, optimal=False, bound=math.inf)
             return shaped
+        if start is not None and _reaches(scenario, start, shaped["bound"], params.mip_gap):
+            # The warm start already reaches the bound: optimal, nothing left to build.
+            shaped.update(grids=[], time_limit=False, optimal=True, proof_s=clock.elapsed())
+            return shaped
+        if clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
+            shaped.update(grids=[], time_limit=True, optimal=False)
+            shaped["solver_status"] = "time limit reached before the full model was built"
+            return shaped
     build_started = time.perf_counter()
     model.build()
     if start is not None:

@@ -216,3 +216,33 @@ def test_uniform_priority_is_proved_optimal_by_the_shape_model(scenarios_dir):
     assert plan.stats["status"] == "optimal", plan.stats
     assert math.isclose(objective(scenario, plan), 375.291, abs_tol=1e-3)
     assert math.isclose(plan.stats["relaxation_bound"], objective(scenario, plan), rel_tol=1e-4)
+
+
+def test_when_the_shape_model_uses_up_the_time_the_warm_start_comes_back_with_its_bound(
+    monkeypatch,
+):
+    # The limit is the whole call's: if too little is left after the shape model to build the
+    # full model, it is not built; the warm start comes back, with the shape bound (valid).
+    import time
+
+    from tests.planners.test_full import _contended
+
+    scenario = _contended()
+    solve_shapes = full_module._FullModel.solve_shapes
+
+    def slow(self, time_limit, *args, **kwargs):
+        shaped = solve_shapes(self, time_limit, *args, **kwargs)
+        time.sleep(time_limit / full_module.FullParams.relaxation_share)  # the whole limit
+        return shaped
+
+    monkeypatch.setattr(full_module._FullModel, "solve_shapes", slow)
+    from core.planners.fifo import plan_backfill
+
+    warm = plan_backfill(scenario)
+    plan = plan_full(scenario, time_limit=2.0, warm_start=warm)
+    assert plan.same_grid(warm)
+    assert plan.stats["status"] == "time_limit_warm_start"
+    assert "variables" not in plan.stats  # the full model was never built
+    assert math.isfinite(plan.stats["bound"])
+    assert plan.stats["bound"] == plan.stats["relaxation_bound"]
+    assert plan.stats["bound"] >= objective(scenario, plan)
