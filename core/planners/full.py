@@ -56,11 +56,12 @@ The time limit is the whole call's: one clock from the start of `plan_full` cove
 start, loading Pyomo, building, the shape model and every solver phase (each HiGHS run gets
 what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
 less time is left than that takes. The phases share one APPSI instance, each starting from the
-best legal plan so far: the shape model (`relaxation_share` of the time left), the shape phase
-(`shape_share`), a restricted model with the real-time columns fixed in HiGHS at the start's
-values that re-packs the batch work around serving (`restricted_share`; it usually solves to
-optimality in well under a second on 8 GPUs), then the full model with the rest of the time,
-whose bound is capped by the shape model's. A phase whose plan reaches the bound ends the
+best legal plan so far: the shape model (`relaxation_share` of the time left); a restricted
+model with the real-time columns fixed in HiGHS at the start's values that re-packs the batch
+work around serving (`restricted_share`; it usually solves to optimality in well under a
+second on 8 GPUs, and on scale-64 it is what reaches the shape bound first); the shape phase
+(`shape_share`); then the full model with the rest of the time, whose bound is capped by the
+shape model's. A phase whose plan reaches the bound ends the
 solve. Every solution is verified with `check`, and the best legal one that beats the warm
 start is returned.
 
@@ -1073,7 +1074,7 @@ class _FullModel:
         shapes: set[tuple[int, int, int]] | None = None,
         bound: float = math.inf,
     ) -> dict[str, Any]:
-        """Run HiGHS (shape phase, restricted phase, then the full model) from the start grid
+        """Run HiGHS (restricted phase, shape phase, then the full model) from the start grid
         (set with `set_start`); candidate grids, bound, status.
 
         `shapes` are the (job, size, start step) of the count model's solution and `bound` its
@@ -1102,30 +1103,6 @@ class _FullModel:
             }
         solver = self._instance(params, base)
         grids = []
-        if shapes is not None and clock.left() > 4 * clock.MIN_PHASE_S:
-            # Shape phase: a restriction (batch jobs at the count solution's sizes and starts),
-            # so its bound is not reported; its plans are legal plans of the full model.
-            share = params.shape_share * clock.left()
-            with self._fixed_shapes(solver, shapes):
-                shaped = self._run_highs(
-                    solver, lambda: min(share, clock.left()), reporter, False, base, False
-                )
-            base["shape_objective"] = shaped["incumbent"]
-            if shaped["grid"] is not None:
-                grids.append(shaped["grid"])
-                plan = Plan(shaped["grid"], "full", {})
-                legal = not check(self.scenario, plan)
-                if legal and _reaches(self.scenario, plan, bound, mip_gap):
-                    shaped.update(grids=grids, bound=bound, optimal=True, time_limit=False)
-                    return shaped
-                if start is None or (
-                    legal
-                    and _slo_key(self.scenario, plan)
-                    > _slo_key(self.scenario, Plan(start, "full", {}))
-                ):
-                    start = shaped["grid"]
-            if start is not None:
-                self.set_start(start)  # the best legal plan so far starts what follows
         if start is not None and self.realtime and clock.left() > 4 * clock.MIN_PHASE_S:
             # Restricted phase: real-time GPUs as in the start, batch placements free. It
             # solves in a fraction of the time and hands the full model a better start; its
@@ -1143,6 +1120,34 @@ class _FullModel:
                 if not check(self.scenario, plan) and _reaches(self.scenario, plan, bound, mip_gap):
                     restricted.update(grids=grids, bound=bound, optimal=True, time_limit=False)
                     return restricted
+                if not check(self.scenario, plan) and _slo_key(self.scenario, plan) > _slo_key(
+                    self.scenario, Plan(start, "full", {})
+                ):
+                    start = restricted["grid"]
+        if shapes is not None and clock.left() > 4 * clock.MIN_PHASE_S:
+            # Shape phase: a restriction (batch jobs at the shape model's sizes and starts),
+            # so its bound is not reported; its plans are legal plans of the full model.
+            share = params.shape_share * clock.left()
+            with self._fixed_shapes(solver, shapes):
+                shaped = self._run_highs(
+                    solver, lambda: min(share, clock.left()), reporter, False, base, False
+                )
+            base["shape_objective"] = shaped["incumbent"]
+            if shaped["grid"] is not None:
+                grids.append(shaped["grid"])
+                plan = Plan(shaped["grid"], "full", {})
+                legal = not check(self.scenario, plan)
+                if legal and _reaches(self.scenario, plan, bound, mip_gap):
+                    shaped.update(grids=grids, bound=bound, optimal=True, time_limit=False)
+                    return shaped
+                if legal and (
+                    start is None
+                    or _slo_key(self.scenario, plan)
+                    > _slo_key(self.scenario, Plan(start, "full", {}))
+                ):
+                    start = shaped["grid"]
+            if start is not None:
+                self.set_start(start)  # the best legal plan so far starts what follows
         full = self._run_highs(solver, clock.left, reporter, start is not None, base, True)
         if full["grid"] is not None:
             grids.append(full["grid"])
