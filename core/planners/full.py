@@ -59,15 +59,17 @@ less time is left than that takes. The phases share one APPSI instance, each sta
 best legal plan so far: the shape model (`relaxation_share` of the time left); a restricted
 model with the real-time columns fixed in HiGHS at the start's values that re-packs the batch
 work around serving (`restricted_share`; it usually solves to optimality in well under a
-second on 8 GPUs, and on scale-64 it is what reaches the shape bound first); the shape phase
-(`shape_share`); then the full model with the rest of the time, whose bound is capped by the
-shape model's. A phase whose plan reaches the bound ends the
+second on 8 GPUs, and on scale-64 it is what reaches the shape bound first); the packed phase
+(the shapes packed greedily on one block each, real-time GPUs free: `restricted_share`), whose
+plan starts the shape phase (`shape_share`); then the full model with the rest of the time,
+whose bound is capped by the shape model's. A phase whose plan reaches the bound ends the
 solve. Every solution is verified with `check`, and the best legal one that beats the warm
 start is returned.
 
 On large models (more than LARGE_MODEL_COLUMNS binaries, e.g. 64 GPUs x 24 steps x 30 jobs)
 the full and restricted phases run without presolve, which cannot be interrupted and alone
-outlasts the limit there (the shape phase keeps it: it removes the fixed placements at once);
+outlasts the limit there (the packed and shape phases keep it: it removes their fixed
+placements at once);
 whatever HiGHS finds in the remaining time still counts.
 
 HiGHS is reached through Pyomo's APPSI interface (`pyomo.contrib.appsi.solvers.Highs`), which
@@ -1124,30 +1126,51 @@ class _FullModel:
                     self.scenario, Plan(start, "full", {})
                 ):
                     start = restricted["grid"]
-        if shapes is not None and clock.left() > 4 * clock.MIN_PHASE_S:
-            # Shape phase: a restriction (batch jobs at the shape model's sizes and starts),
-            # so its bound is not reported; its plans are legal plans of the full model.
-            share = params.shape_share * clock.left()
-            with self._fixed_shapes(solver, shapes):
-                shaped = self._run_highs(
-                    solver, lambda: min(share, clock.left()), reporter, False, base, False
-                )
-            base["shape_objective"] = shaped["incumbent"]
-            if shaped["grid"] is not None:
-                grids.append(shaped["grid"])
-                plan = Plan(shaped["grid"], "full", {})
+        if shapes is not None:
+            # The packed phase (each batch job at its shape on one block, packed greedily) and
+            # the shape phase (at its shape, any block) are restrictions: their bounds are not
+            # reported; their plans are legal plans of the full model. The packed phase's plan
+            # is a MIP start of the shape phase.
+            packed = self._pack(shapes)
+            phases = (
+                ("packed", params.restricted_share, lambda p: p in packed, False),
+                (
+                    "shape",
+                    params.shape_share,
+                    lambda p: self.placements[p][:2] + (self.placements[p][3],) in shapes,
+                    True,
+                ),
+            )
+            for name, share_of_left, allowed, from_packed in phases:
+                if clock.left() <= 4 * clock.MIN_PHASE_S:
+                    break
+                share = share_of_left * clock.left()
+                with self._only_placements(solver, allowed):
+                    phase = self._run_highs(
+                        solver,
+                        lambda share=share: min(share, clock.left()),
+                        reporter,
+                        from_packed,
+                        base,
+                        False,
+                    )
+                base[f"{name}_objective"] = phase["incumbent"]
+                if phase["grid"] is None:
+                    continue
+                grids.append(phase["grid"])
+                plan = Plan(phase["grid"], "full", {})
                 legal = not check(self.scenario, plan)
                 if legal and _reaches(self.scenario, plan, bound, mip_gap):
-                    shaped.update(grids=grids, bound=bound, optimal=True, time_limit=False)
-                    return shaped
+                    phase.update(grids=grids, bound=bound, optimal=True, time_limit=False)
+                    return phase
                 if legal and (
                     start is None
                     or _slo_key(self.scenario, plan)
                     > _slo_key(self.scenario, Plan(start, "full", {}))
                 ):
-                    start = shaped["grid"]
+                    start = phase["grid"]
             if start is not None:
-                self.set_start(start)  # the best legal plan so far starts what follows
+                self.set_start(start)  # the best legal plan so far starts the full model
         full = self._run_highs(solver, clock.left, reporter, start is not None, base, True)
         if full["grid"] is not None:
             grids.append(full["grid"])
@@ -1185,18 +1208,37 @@ class _FullModel:
         base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
         return solver
 
+    def _pack(self, shapes: set[tuple[int, int, int]]) -> set[int]:
+        """One placement per shape: in order of start (larger first), the lowest aligned block
+        free for its whole run; a shape that finds none is left out."""
+        by_shape: dict[tuple[int, int, int], list[int]] = {}
+        for p, (i, size, _block, start, _end) in enumerate(self.placements):
+            if (i, size, start) in shapes:
+                by_shape.setdefault((i, size, start), []).append(p)
+        grid = self.pinned.copy()
+        packed = set()
+        for key in sorted(by_shape, key=lambda key: (key[2], -key[1])):
+            for p in by_shape[key]:  # blocks in ascending order
+                i, size, block, start, end = self.placements[p]
+                cells = grid[block * size : (block + 1) * size, start:end]
+                if (cells == IDLE).all():
+                    cells[:] = i
+                    packed.add(p)
+                    break
+        return packed
+
     @contextlib.contextmanager
-    def _fixed_shapes(self, solver: Any, shapes: set[tuple[int, int, int]]):
-        """Within the block, every placement whose (job, size, start) is not in `shapes` is
-        fixed to 0 in HiGHS (a batch job keeps its size and start, not its block)."""
+    def _only_placements(self, solver: Any, allowed: Callable[[int], bool]):
+        """Within the block, every placement p that is not `allowed(p)` is fixed to 0 in HiGHS
+        (with presolve on, which removes them at once however large the model)."""
         highs = solver._solver_model
         columns = solver._pyomo_var_to_solver_var_map
         m = self.model
         index = np.array(
             [
                 columns[id(m.place[p])]
-                for p, (i, size, _block, start, _end) in enumerate(self.placements)
-                if (i, size, start) not in shapes and id(m.place[p]) in columns
+                for p in range(len(self.placements))
+                if not allowed(p) and id(m.place[p]) in columns
             ],
             dtype=np.int32,
         )
@@ -1206,7 +1248,6 @@ class _FullModel:
         zero = np.zeros(len(index))
         highs.changeColsBounds(len(index), index, zero, zero)
         options = dict(solver.highs_options)
-        # Presolve removes the fixed placements at once, however large the full model.
         solver.highs_options = {**options, "presolve": "on"}
         try:
             yield

@@ -246,3 +246,32 @@ def test_when_the_shape_model_uses_up_the_time_the_warm_start_comes_back_with_it
     assert math.isfinite(plan.stats["bound"])
     assert plan.stats["bound"] == plan.stats["relaxation_bound"]
     assert plan.stats["bound"] >= objective(scenario, plan)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(scenarios(max_gpus=16, max_steps=8, max_jobs=6))
+def test_the_packed_shapes_are_disjoint_placements_of_those_shapes(scenario):
+    # The packed phase fixes every other placement to 0: what it keeps must be legal batch
+    # work (one placement per job, on free cells, none overlapping) of the shapes given.
+    from core.plan import IDLE
+
+    model = full_module._FullModel(scenario)
+    shaped = model.solve_shapes(10.0, None, 0.0, None)
+    if shaped["shapes"] is None:
+        return
+    packed = model._pack(shaped["shapes"])
+    grid = model.pinned.copy()
+    jobs = set()
+    for p in packed:
+        i, size, block, start, end = model.placements[p]
+        assert (i, size, start) in shaped["shapes"]
+        assert i not in jobs
+        jobs.add(i)
+        cells = grid[block * size : (block + 1) * size, start:end]
+        assert (cells == IDLE).all()
+        cells[:] = i
