@@ -37,24 +37,40 @@ most (1 - target) x demanded (served >= target x demanded). A plan that meets th
 one that does not; when no plan can (HiGHS proves the row infeasible), the plan with the most
 coverage found comes back with status `slo_infeasible` and `slo_met` false in its metrics.
 
-The time limit is the whole call's: one clock from the start of `plan_full` covers the warm
-start, loading Pyomo, building, the relaxation and both solver phases (each HiGHS run gets
-what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
-less time is left than that takes. Two phases share what is left, on one APPSI instance. First
-a restricted model, the real-time columns fixed in HiGHS at the warm start's values, re-packs
-the batch work around serving (a quarter of the time left; it usually solves to optimality in
-well under a second on 8 GPUs, because per-GPU real-time columns are what make this model
-hard). Its solution is the MIP start of the full model, which gets the rest of the time and
-supplies the bound. Every solution is verified with `check`, and the best legal one that beats
-the warm start is returned.
+The full model is exact but hard: its per-GPU real-time columns and their swap rows make its
+LP bound weak and its search slow (minutes on realtime-peak and scale-64). So a smaller model
+comes first. The shape model (`_shape_program`) forgets where things are: a batch job chooses a
+shape (size and start step) or none, a real-time job a count per step; per step and per size g,
+the jobs of size >= g fit in the wholly free aligned g-blocks, and batch cells plus counts fit
+in the free GPUs; counts move by at most swap_cap a step, and a block a real-time job starts in
+(previous_gpus) is not free for batch work until it has paid the swaps to leave. It is a
+relaxation (every legal plan is
+one of its solutions, with the same J), so its bound holds for J; it has a column per shape
+instead of per block and per GPU, and HiGHS solves it in about a second on every benchmark,
+where on seven of the eight its optimum is the true one. Its solution is then realized by the
+full model itself in the shape phase: every batch job fixed to its shape (any aligned block),
+the real-time GPUs free. That is a restriction, so its plans are legal plans; one that reaches
+the shape bound is optimal, proved, and the solve ends there.
 
-Before either phase, an LP relaxation that keeps only real-time counts (`relaxation_bound`)
-gives a first bound within 30% of the time limit (milliseconds on 8 GPUs, about two seconds on
-64): on clusters of 32 GPUs and more HiGHS's own presolve, probing and root LP can outlast the
-time limit, and without it the bound would be the trivial one. On large models (more than
-LARGE_MODEL_COLUMNS binaries, e.g. 64 GPUs x 24 steps x 30 jobs) the MIP also runs without
-presolve, which cannot be interrupted and alone outlasts the limit there; whatever HiGHS finds
-in the remaining time still counts.
+The time limit is the whole call's: one clock from the start of `plan_full` covers the warm
+start, loading Pyomo, building, the shape model and every solver phase (each HiGHS run gets
+what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
+less time is left than that takes. The phases share one APPSI instance, each starting from the
+best legal plan so far: the shape model (`relaxation_share` of the time left); a restricted
+model with the real-time columns fixed in HiGHS at the start's values that re-packs the batch
+work around serving (`restricted_share`; it usually solves to optimality in well under a
+second on 8 GPUs, and on scale-64 it is what reaches the shape bound first); the packed phase
+(the shapes packed greedily on one block each, real-time GPUs free: `restricted_share`), whose
+plan starts the shape phase (`shape_share`); then the full model with the rest of the time,
+whose bound is capped by the shape model's. A phase whose plan reaches the bound ends the
+solve. Every solution is verified with `check`, and the best legal one that beats the warm
+start is returned.
+
+On large models (more than LARGE_MODEL_COLUMNS binaries, e.g. 64 GPUs x 24 steps x 30 jobs)
+the full and restricted phases run without presolve, which cannot be interrupted and alone
+outlasts the limit there (the packed and shape phases keep it: it removes their fixed
+placements at once);
+whatever HiGHS finds in the remaining time still counts.
 
 HiGHS is reached through Pyomo's APPSI interface (`pyomo.contrib.appsi.solvers.Highs`), which
 passes variable values as a MIP start (`config.warmstart`) and exposes the underlying
@@ -93,9 +109,10 @@ class FullParams:
     `max_model_terms`: above this many placement-step incidences the model is not built (the
     warm start is returned): Pyomo needs about 25 us a term, so this caps building near ten
     seconds. `large_model_columns`: above this many binary columns HiGHS's MIP presolve alone
-    outlasts a time limit of seconds, so it runs without. `relaxation_share` and
-    `restricted_share`: the shares of the time limit for the relaxation that gives the first
-    bound and for the restricted phase (real-time GPUs fixed as in the warm start).
+    outlasts a time limit of seconds, so it runs without. `relaxation_share`, `shape_share`
+    and `restricted_share`: the shares of the time left for the shape model that gives the
+    first bound, for the shape phase that realizes its solution per GPU and for the restricted
+    phase (real-time GPUs fixed as in the best plan so far).
     `progress` receives {"elapsed_s", "incumbent", "bound", "gap"} at most every
     `progress_every_s` seconds while HiGHS solves; `warm_start` replaces the allocator's plan.
     """
@@ -107,6 +124,7 @@ class FullParams:
     max_model_terms: int = 400_000
     large_model_columns: int = 10_000
     relaxation_share: float = 0.3
+    shape_share: float = 0.5
     restricted_share: float = 0.25
     progress_every_s: float = 0.25
 
@@ -116,7 +134,7 @@ class FullParams:
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"Expected {name} to be a number.")
             object.__setattr__(self, name, float(value) if value >= 0 else 0.0)
-        for name in ("relaxation_share", "restricted_share"):
+        for name in ("relaxation_share", "shape_share", "restricted_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"Expected {name} in [0, 1].")
         if self.max_model_terms < 0 or self.large_model_columns < 0:
@@ -196,7 +214,7 @@ class _Clock:
 
 
 def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, base):
-    """The model built and solved within the clock; a Plan when it was not built."""
+    """The models built and solved within the clock; a Plan when they were not built."""
     terms = _estimate_terms(scenario)
     limit = params.max_model_terms
     if terms <= limit:
@@ -229,31 +247,91 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
         if params.progress is not None
         else None
     )
-    relaxation = math.inf
-    if clock.left() > clock.MIN_PHASE_S:
-        relax_started = time.perf_counter()
-        with _SOLVE_LOCK:
-            relaxation = model.relaxation_bound(params.relaxation_share * clock.left())
-        relax_s = time.perf_counter() - relax_started
-        base["relaxation_bound"] = relaxation
-        base["relaxation_ms"] = relax_s * 1000.0
-        if reporter is not None:
-            reporter.bound_cap = relaxation
-            reporter.final(warm_objective, relaxation)
+    if reporter is not None and warm_legal:
+        reporter.final(warm_objective, math.inf)
+    start = warm if warm_legal else None
+    shaped: dict[str, Any] | None = None
+    if (model.placements or model.realtime) and clock.left() > clock.MIN_PHASE_S:
+        shaped = _shape_bound(model, params, clock, reporter, start, base)
+        if shaped["infeasible"]:
+            # The shape model relaxes the full one: no solution there, no plan here (or none
+            # that reaches the coverage target).
+            shaped.update(grids=[], time_limit=False, optimal=False, bound=math.inf)
+            return shaped
+        if start is not None and _reaches(scenario, start, shaped["bound"], params.mip_gap):
+            # The warm start already reaches the bound: optimal, nothing left to build.
+            shaped.update(grids=[], time_limit=False, optimal=True, proof_s=clock.elapsed())
+            return shaped
+        if clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
+            shaped.update(grids=[], time_limit=True, optimal=False)
+            shaped["solver_status"] = "time limit reached before the full model was built"
+            return shaped
     build_started = time.perf_counter()
     model.build()
-    if warm_legal:
-        model.set_start(warm.grid)
-    base["build_ms"] = (time.perf_counter() - build_started) * 1000.0
+    if start is not None:
+        model.set_start(start.grid)
+    base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
     base["variables"] = model.n_variables
     base["constraints"] = model.n_constraints
     with _SOLVE_LOCK:
-        outcome = model.solve(clock, params.mip_gap, reporter, warm_legal, base, params)
-    base["solve_ms"] += base.get("relaxation_ms", 0.0)
-    outcome["bound"] = min(outcome["bound"], relaxation)
+        outcome = model.solve(
+            clock,
+            params.mip_gap,
+            reporter,
+            None if start is None else start.grid,
+            base,
+            params,
+            shapes=None if shaped is None else shaped["shapes"],
+            bound=math.inf if shaped is None else shaped["bound"],
+        )
+    if shaped is not None:
+        outcome["bound"] = min(outcome["bound"], shaped["bound"])
+        if not outcome["optimal"] and _closed(scenario, outcome, warm, params.mip_gap):
+            outcome["optimal"] = True  # the shape model's bound proves a plan found here
     if outcome["optimal"]:
         outcome["proof_s"] = clock.elapsed()
     return outcome
+
+
+def _shape_bound(model, params, clock, reporter, start, base) -> dict[str, Any]:
+    """Solve the shape model (`_FullModel.solve_shapes`) in its share of the time left: a
+    bound on J before the full model is built, and the shapes its shape phase realizes."""
+    share = params.relaxation_share * clock.left()
+    started = time.perf_counter()
+    with _SOLVE_LOCK:
+        shaped = model.solve_shapes(
+            min(share, clock.left()),
+            None if start is None else start.grid,
+            params.mip_gap,
+            reporter,
+        )
+    shape_ms = (time.perf_counter() - started) * 1000.0
+    base["build_ms"] += shaped["build_ms"]
+    base["solve_ms"] += shape_ms - shaped["build_ms"]
+    base["relaxation_bound"] = shaped["bound"]
+    base["relaxation_ms"] = shape_ms
+    base["relaxation_status"] = shaped["solver_status"]
+    if reporter is not None:
+        reporter.bound_cap = min(reporter.bound_cap, shaped["bound"])
+        reporter.final(math.nan, shaped["bound"])
+    return shaped
+
+
+def _reaches(scenario: Scenario, plan: Plan, bound: float, mip_gap: float) -> bool:
+    """True when the plan is within the MIP gap of the bound (and meets a coverage target)."""
+    if metrics(scenario, plan)["slo_met"] is False or not math.isfinite(bound):
+        return False
+    value = objective(scenario, plan)
+    return bound - value <= max(mip_gap * abs(value), 1e-6 * max(1.0, abs(value)))
+
+
+def _closed(scenario: Scenario, outcome: dict[str, Any], warm: Plan, mip_gap: float) -> bool:
+    """True when a legal candidate (or the warm start) reaches the outcome's bound."""
+    plans = [Plan(grid, "full", {}) for grid in outcome["grids"]] + [warm]
+    return any(
+        not check(scenario, plan) and _reaches(scenario, plan, outcome["bound"], mip_gap)
+        for plan in plans
+    )
 
 
 def _warm_start(scenario: Scenario, given: Plan | None) -> tuple[Plan, str]:
@@ -606,24 +684,10 @@ class _FullModel:
     def set_start(self, grid: np.ndarray) -> None:
         """Give every variable its value in a legal grid: HiGHS's MIP start."""
         m = self.model
-        lookup = {
-            (i, size, block, start): p
-            for p, (i, size, block, start, _end) in enumerate(self.placements)
-        }
         for p in range(len(self.placements)):
             m.place[p].set_value(0)
-        for i, job in enumerate(self.scenario.jobs):
-            if not isinstance(job, BatchJob) or job.running is not None:
-                continue
-            gpus, steps = np.nonzero(grid == i)
-            if len(steps) == 0:
-                continue
-            start = int(steps.min())
-            low = int(gpus.min())
-            size = int(gpus.max()) - low + 1
-            p = lookup.get((i, size, low // size, start))
-            if p is not None:
-                m.place[p].set_value(1)
+        for p in self._placements_of(grid):
+            m.place[p].set_value(1)
         self._start_occupancy_and_realtime(grid)
 
     def _start_occupancy_and_realtime(self, grid: np.ndarray) -> None:
@@ -665,63 +729,99 @@ class _FullModel:
                 grid[g, t] = self.realtime[k][0]
         return grid
 
-    # -- a cheap bound for large models -----------------------------------------------------
+    # -- the shape model: a relaxation solved first ----------------------------------------
 
     @property
     def columns(self) -> int:
         """Binary columns of the full model: placements plus real-time holds."""
         return len(self.placements) + len(self.realtime) * int(self.free.sum())
 
-    def relaxation_bound(self, time_limit: float) -> float:
-        """An LP bound on J that forgets which GPUs a real-time job holds (inf if not solved).
+    @property
+    def shapes(self) -> list[tuple[int, int, int, int, float]]:
+        """Every (job, size, start, end, reward) some aligned block admits: a placement without
+        its block."""
+        if not hasattr(self, "_shapes"):
+            seen: dict[tuple[int, int, int], tuple[int, int, int, int, float]] = {}
+            for (i, size, _block, start, end), reward in zip(
+                self.placements, self.rewards, strict=True
+            ):
+                seen.setdefault((i, size, start), (i, size, start, end, reward))
+            self._shapes = list(seen.values())
+        return self._shapes
 
-        Real-time jobs keep only their counts: per step, batch cells plus counts fit in the free
-        GPUs, and a count moves by at most swap_cap a step (gains plus releases are at least the
-        change in count). Every legal plan satisfies these rows, so the LP optimum bounds J. On
-        large clusters this LP solves in a fraction of the time of the full model's root LP,
-        whose per-GPU real-time columns and swap rows make it highly degenerate.
+    def _shape_program(self, integer: bool) -> tuple[Any, dict[str, int]]:
+        """The shape model as a highspy.Highs (maximising J) and where its columns start.
+
+        It keeps what every legal plan must satisfy and forgets where things are. A batch job
+        chooses a shape (size and start) or none; a real-time job only its count per step.
+        Per step and per size g >= 2: the jobs of size >= g hold size/g distinct wholly free
+        aligned g-blocks, so at most as many as are free at that step; and the batch cells plus
+        the counts fit in the free GPUs. A count moves by at most swap_cap a step (gains plus
+        releases are at least the change in count; from previous_gpus at step 0); shortfall
+        rows, their rounding cuts and the coverage row are the full model's. Where a job
+        starts is known (previous_gpus): a block it starts in stays out of the whole-block
+        count until it pays the swaps to leave (`_previous_rows`). So every legal plan is a
+        solution of this model with the same J, and its optimum (or any dual bound HiGHS
+        proves on it) bounds J. It has a column per shape rather than per block and no
+        per-GPU columns: HiGHS solves it in about a second where the full model takes minutes.
         """
         import highspy
         from pyomo.common.tee import capture_output
 
-        P, R, T = len(self.placements), len(self.realtime), self.T
-        active: dict[tuple[int, int, int], list[int]] = {}
-        per_step: list[list[tuple[int, int]]] = [[] for _ in range(T)]
-        for p, (_i, size, block, start, end) in enumerate(self.placements):
-            for t in range(start, end):
-                active.setdefault((size, block, t), []).append(p)
-                per_step[t].append((p, size))
-        busy = {key: P + n for n, key in enumerate(active)}
-        count0 = P + len(active)
-        short0 = count0 + R * T
+        shapes, R, T = self.shapes, len(self.realtime), self.T
+        Y = len(shapes)
+        count0, short0 = Y, Y + R * T
         n_cols = short0 + R * T
         cost = np.zeros(n_cols)
         lower = np.zeros(n_cols)
         upper = np.ones(n_cols)
-        cost[:P] = self.rewards
+        cost[:Y] = [reward for *_rest, reward in shapes]
         rows: list[tuple[float, float, list[int], list[float]]] = []
         by_job: dict[int, list[int]] = {}
-        for p, (i, *_rest) in enumerate(self.placements):
-            by_job.setdefault(i, []).append(p)
-        rows += [(-math.inf, 1.0, ps, [1.0] * len(ps)) for ps in by_job.values()]
-        for key, ps in active.items():
-            rows.append((0.0, 0.0, [busy[key], *ps], [1.0] + [-1.0] * len(ps)))
-        sizes = sorted({key[0] for key in active})
-        for g, t in zip(*np.nonzero(self.free), strict=True):
-            cols = [busy[key] for key in ((s, g // s, t) for s in sizes) if key in busy]
-            if len(cols) > 1:
-                rows.append((-math.inf, 1.0, cols, [1.0] * len(cols)))
+        for n, (i, *_rest) in enumerate(shapes):
+            by_job.setdefault(i, []).append(n)
+        rows += [(-math.inf, 1.0, ns, [1.0] * len(ns)) for ns in by_job.values() if len(ns) > 1]
+        active: list[list[int]] = [[] for _ in range(T)]
+        for n, (_i, _size, start, end, _reward) in enumerate(shapes):
+            for t in range(start, end):
+                active[t].append(n)
+        largest = max((size for _i, size, *_rest in shapes), default=1)
+        levels = [1 << k for k in range(1, largest.bit_length())]
+        whole_blocks = {g: free_blocks(self.free, g) for g in levels}
+        whole = {g: blocks.sum(axis=0) for g, blocks in whole_blocks.items()}
+        tracks, stays, occupied, shared, n_extra = self._previous_columns(levels, n_cols)
+        cost = np.concatenate([cost, np.zeros(n_extra)])
+        lower = np.concatenate([lower, np.zeros(n_extra)])
+        upper = np.concatenate([upper, np.ones(n_extra)])
+        self._previous_rows(rows, tracks, stays, occupied, shared, count0)
+        n_cols += n_extra
         for t in range(T):
-            cols = [p for p, _size in per_step[t]] + [count0 + k * T + t for k in range(R)]
-            values = [float(size) for _p, size in per_step[t]] + [1.0] * R
+            cols = active[t] + [count0 + k * T + t for k in range(R)]
+            values = [float(shapes[n][1]) for n in active[t]] + [1.0] * R
             rows.append((-math.inf, float(self.free[:, t].sum()), cols, values))
+            for g in levels:
+                big = [n for n in active[t] if shapes[n][1] >= g]
+                if big:
+                    values = [shapes[n][1] / g for n in big]
+                    held = [
+                        shared.get((g, block), firsts[0]) + t
+                        for (level, block), firsts in occupied.items()
+                        if level == g and whole_blocks[g][block, t]
+                    ]
+                    rows.append(
+                        (-math.inf, float(whole[g][t]), big + held, values + [1.0] * len(held))
+                    )
         for k, (_i, job) in enumerate(self.realtime):
             for t in range(T):
                 c, sh = count0 + k * T + t, short0 + k * T + t
                 lower[c], upper[c] = job.gpus_min, job.gpus_max
                 upper[sh] = math.inf
                 cost[sh] = -self.penalty * job.priority
-                rows.append((job.demand[t], math.inf, [sh, c], [1.0, 1.0]))
+                demand = job.demand[t]
+                rows.append((demand, math.inf, [sh, c], [1.0, 1.0]))
+                fraction = demand - math.floor(demand)
+                if fraction > 1e-9:  # the full model's rounding cut (count is integer)
+                    rows.append((fraction * math.ceil(demand), math.inf, [sh, c], [1.0, fraction]))
                 if t > 0:
                     rows.append((-job.swap_cap, job.swap_cap, [c, c - 1], [1.0, -1.0]))
             if job.previous_gpus is not None:
@@ -736,12 +836,12 @@ class _FullModel:
         indices = np.array([c for r in rows for c in r[2]], dtype=np.int32)
         values = np.array([v for r in rows for v in r[3]], dtype=float)
         inf = highspy.kHighsInf
-        with capture_output(capture_fd=True):
+        with capture_output(capture_fd=True):  # the banner HiGHS prints when it is created
             h = highspy.Highs()
             h.setOptionValue("output_flag", False)
-            h.setOptionValue("time_limit", max(0.05, float(time_limit)))
-            h.addVars(n_cols, np.maximum(lower, -inf), np.minimum(upper, inf))
-            h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), cost)
+        h.addVars(n_cols, np.maximum(lower, -inf), np.minimum(upper, inf))
+        h.changeColsCost(n_cols, np.arange(n_cols, dtype=np.int32), cost)
+        if rows:
             h.addRows(
                 len(rows),
                 np.array([max(r[0], -inf) for r in rows]),
@@ -751,13 +851,217 @@ class _FullModel:
                 indices,
                 values,
             )
-            h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-            h.changeObjectiveOffset(self.constant)
-            h.run()
+        if integer:
+            integral = np.arange(short0, dtype=np.int32)  # shapes and counts
+            integral = np.concatenate(
+                [integral, *(np.arange(first, first + 2 * T) for first in stays.values())]
+            ).astype(np.int32)
+            h.changeColsIntegrality(
+                len(integral), integral, np.full(len(integral), highspy.HighsVarType.kInteger)
+            )
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        h.changeObjectiveOffset(self.constant)
+        return h, {
+            "count": count0,
+            "short": short0,
+            "columns": n_cols,
+            "tracks": tracks,
+            "stays": stays,
+            "shared": shared,
+        }
+
+    def _previous_columns(self, levels: list[int], first: int) -> tuple[Any, ...]:
+        """The columns of `_previous_rows`, numbered from `first`: (tracks, stays (first
+        column per track: stays[t], then leaves[t]), occupied (per block, its tracks' stays),
+        shared (per block more than one job starts in, a column per step), how many)."""
+        tracks = self._previous_tracks(levels)
+        stays: dict[tuple[int, int, int], int] = {}
+        n_extra = 0
+        for k, g, block, _held in tracks:
+            stays[k, g, block] = first + n_extra
+            n_extra += 2 * self.T
+        occupied: dict[tuple[int, int], list[int]] = {}
+        for k, g, block, _held in tracks:
+            occupied.setdefault((g, block), []).append(stays[k, g, block])
+        shared: dict[tuple[int, int], int] = {}
+        for key, firsts in occupied.items():
+            if len(firsts) > 1:
+                shared[key] = first + n_extra
+                n_extra += self.T
+        return tracks, stays, occupied, shared, n_extra
+
+    def _previous_tracks(self, levels: list[int]) -> list[tuple[int, int, int, int]]:
+        """(job k, size g, block, GPUs of previous_gpus in it) for every aligned g-block a
+        swap-capped real-time job starts in."""
+        tracks = []
+        for k, (_i, job) in enumerate(self.realtime):
+            if not job.previous_gpus or job.swap_cap >= min(self.G, 2 * job.gpus_max):
+                continue
+            for g in levels:
+                held: dict[int, int] = {}
+                for gpu in job.previous_gpus:
+                    if gpu // g < self.G // g:
+                        held[gpu // g] = held.get(gpu // g, 0) + 1
+                tracks += [(k, g, block, n) for block, n in sorted(held.items())]
+        return tracks
+
+    def _previous_rows(self, rows, tracks, stays, occupied, shared, count0) -> None:
+        """Where a real-time job starts (previous_gpus) costs swaps to leave: a block it has
+        held since before step 0 is not wholly free for batch work until it leaves, and
+        leaving releases every GPU it holds there (all of previous_gpus in it at step 0, at
+        least one later). Gains plus releases are 2 x releases + the change in count, so per
+        size, 2 x the blocks left (weighted so at step 0) + count[t] - count[t-1] <= swap_cap.
+        `stays[t]` is 1 while the job has held the block at every step so far."""
+        T = self.T
+        for k, g, _block, _held in tracks:
+            stay = stays[k, g, _block]
+            leave = stay + T
+            rows.append((1.0, math.inf, [stay, leave], [1.0, 1.0]))  # held before step 0
+            for t in range(1, T):
+                rows.append((0.0, math.inf, [stay + t, leave + t, stay + t - 1], [1.0, 1.0, -1.0]))
+        by_level: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for k, g, block, held in tracks:
+            by_level.setdefault((k, g), []).append((stays[k, g, block] + T, held))
+        for (k, _g), leaves in by_level.items():
+            job = self.realtime[k][1]
+            c = count0 + k * T
+            cols = [leave for leave, _held in leaves] + [c]
+            values = [2.0 * held for _leave, held in leaves] + [1.0]
+            rows.append((-math.inf, job.swap_cap + len(job.previous_gpus), cols, values))
+            for t in range(1, T):
+                cols = [leave + t for leave, _held in leaves] + [c + t, c + t - 1]
+                values = [2.0] * len(leaves) + [1.0, -1.0]
+                rows.append((-math.inf, float(job.swap_cap), cols, values))
+        for key, column in shared.items():
+            for first in occupied[key]:
+                for t in range(T):
+                    rows.append((0.0, math.inf, [column + t, first + t], [1.0, -1.0]))
+
+    def relaxation_bound(self, time_limit: float) -> float:
+        """The LP bound of the shape model (inf if not solved): an upper bound on J."""
+        import highspy
+
+        h, _layout = self._shape_program(integer=False)
+        h.setOptionValue("time_limit", max(0.05, float(time_limit)))
+        h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return math.inf
         value = h.getInfo().objective_function_value
         return value + 1e-6 * max(1.0, abs(value))  # LP tolerances: stay on the safe side
+
+    def _shape_start(self, grid: np.ndarray, layout: dict[str, int]) -> np.ndarray:
+        """A legal grid as a solution of the shape model (its MIP start)."""
+        values = np.zeros(layout["columns"])
+        column = {(i, size, start): n for n, (i, size, start, *_rest) in enumerate(self.shapes)}
+        for p in self._placements_of(grid):
+            i, size, _block, start, _end = self.placements[p]
+            values[column[i, size, start]] = 1.0
+        for k, (i, job) in enumerate(self.realtime):
+            counts = (grid == i).sum(axis=0)
+            for t in range(self.T):
+                values[layout["count"] + k * self.T + t] = counts[t]
+                values[layout["short"] + k * self.T + t] = max(0.0, job.demand[t] - counts[t])
+        stayed: dict[tuple[int, int], np.ndarray] = {}
+        for k, g, block, _held in layout["tracks"]:
+            touched = (grid[block * g : (block + 1) * g] == self.realtime[k][0]).any(axis=0)
+            stays = np.logical_and.accumulate(touched)
+            leaves = np.concatenate([[True], stays[:-1]]) & ~touched
+            first = layout["stays"][k, g, block]
+            values[first : first + self.T] = stays
+            values[first + self.T : first + 2 * self.T] = leaves
+            stayed[g, block] = stayed.get((g, block), np.zeros(self.T, dtype=bool)) | stays
+        for (g, block), column in layout["shared"].items():
+            values[column : column + self.T] = stayed[g, block]
+        return values
+
+    def _placements_of(self, grid: np.ndarray) -> list[int]:
+        """The placement of every queued batch job that holds cells in a legal grid."""
+        lookup = {
+            (i, size, block, start): p
+            for p, (i, size, block, start, _end) in enumerate(self.placements)
+        }
+        chosen = []
+        for i, job in enumerate(self.scenario.jobs):
+            if not isinstance(job, BatchJob) or job.running is not None:
+                continue
+            gpus, steps = np.nonzero(grid == i)
+            if len(steps) == 0:
+                continue
+            low = int(gpus.min())
+            size = int(gpus.max()) - low + 1
+            p = lookup.get((i, size, low // size, int(steps.min())))
+            if p is not None:
+                chosen.append(p)
+        return chosen
+
+    def solve_shapes(
+        self,
+        time_limit: float,
+        start: np.ndarray | None,
+        mip_gap: float,
+        reporter: _ProgressReporter | None,
+    ) -> dict[str, Any]:
+        """Solve the shape model: its bound (valid for J) and the (job, size, start) of its best
+        solution (None when it has none), for the full model's shape phase."""
+        import highspy
+
+        build_started = time.perf_counter()
+        h, layout = self._shape_program(integer=True)
+        build_s = time.perf_counter() - build_started
+        h.setOptionValue("time_limit", max(0.05, float(time_limit) - build_s))
+        h.setOptionValue("mip_rel_gap", max(0.0, float(mip_gap)))
+        h.setOptionValue("mip_abs_gap", 1e-7)
+        if start is not None:
+            solution = highspy.HighsSolution()
+            solution.col_value = list(self._shape_start(start, layout))
+            solution.value_valid = True
+            h.setSolution(solution)
+        best_bound = [math.inf]  # HiGHS's dual bound only falls; a restart may forget it
+
+        def on_event(event: Any) -> None:
+            value = event.data_out.mip_dual_bound
+            if abs(value) < 1e30:
+                best_bound[0] = min(best_bound[0], float(value))
+            if reporter is not None:
+                reporter.on_event(event)
+
+        if reporter is not None:
+            reporter.reports_incumbent = False  # a shape solution is not yet a plan
+            h.cbMipImprovingSolution.subscribe(on_event)
+        h.cbMipInterrupt.subscribe(on_event)
+        try:
+            h.run()
+        finally:
+            if reporter is not None:
+                h.cbMipImprovingSolution.unsubscribe(on_event)
+                reporter.reports_incumbent = True
+            h.cbMipInterrupt.unsubscribe(on_event)
+        status = h.getModelStatus()
+        info = h.getInfo()
+        bound = float(info.mip_dual_bound)
+        if not abs(bound) < 1e30:
+            bound = math.inf
+        bound = min(bound, best_bound[0])
+        if status == highspy.HighsModelStatus.kOptimal:
+            bound = max(bound, float(info.objective_function_value))
+        chosen = None
+        if info.primal_solution_status == 2:  # kSolutionStatusFeasible
+            values = np.asarray(h.getSolution().col_value)
+            chosen = {
+                (i, size, start)
+                for (i, size, start, *_rest), value in zip(self.shapes, values, strict=False)
+                if value > 0.5
+            }
+        return {
+            "bound": bound,
+            "infeasible": status == highspy.HighsModelStatus.kInfeasible,
+            "optimal": status == highspy.HighsModelStatus.kOptimal,
+            "incumbent": float(info.objective_function_value) if chosen is not None else math.nan,
+            "shapes": chosen,
+            "solver_status": h.modelStatusToString(status),
+            "mip_nodes": int(max(0, info.mip_node_count)),
+            "build_ms": build_s * 1000.0,
+        }
 
     # -- solving ---------------------------------------------------------------------------
 
@@ -766,11 +1070,19 @@ class _FullModel:
         clock: _Clock,
         mip_gap: float,
         reporter: _ProgressReporter | None,
-        warm_legal: bool,
+        start: np.ndarray | None,
         base: dict[str, Any],
         params: FullParams,
+        shapes: set[tuple[int, int, int]] | None = None,
+        bound: float = math.inf,
     ) -> dict[str, Any]:
-        """Run HiGHS (restricted phase, then the full model); candidate grids, bound, status."""
+        """Run HiGHS (restricted phase, shape phase, then the full model) from the start grid
+        (set with `set_start`); candidate grids, bound, status.
+
+        `shapes` are the (job, size, start step) of the count model's solution and `bound` its
+        bound: the shape phase keeps every batch job at its shape there (any aligned block) and
+        chooses real-time GPUs; a legal plan that reaches `bound` ends the solve, proved.
+        """
         free_variables = sum(
             1 for v in self.model.component_data_objects(self.pyo.Var) if not v.fixed
         )
@@ -793,11 +1105,11 @@ class _FullModel:
             }
         solver = self._instance(params, base)
         grids = []
-        if warm_legal and self.realtime and clock.left() > 4 * clock.MIN_PHASE_S:
-            # Restricted phase: real-time GPUs as in the warm start, batch placements free. It
+        if start is not None and self.realtime and clock.left() > 4 * clock.MIN_PHASE_S:
+            # Restricted phase: real-time GPUs as in the start, batch placements free. It
             # solves in a fraction of the time and hands the full model a better start; its
             # bound is not a bound of the full model and is not reported. The real-time columns
-            # are fixed in HiGHS itself, so one instance serves both phases.
+            # are fixed in HiGHS itself, so one instance serves every phase.
             share = params.restricted_share * clock.left()
             with self._fixed_realtime(solver):
                 restricted = self._run_highs(
@@ -806,7 +1118,60 @@ class _FullModel:
             base["restricted_objective"] = restricted["incumbent"]
             if restricted["grid"] is not None:
                 grids.append(restricted["grid"])
-        full = self._run_highs(solver, clock.left, reporter, warm_legal, base, True)
+                plan = Plan(restricted["grid"], "full", {})
+                if not check(self.scenario, plan) and _reaches(self.scenario, plan, bound, mip_gap):
+                    restricted.update(grids=grids, bound=bound, optimal=True, time_limit=False)
+                    return restricted
+                if not check(self.scenario, plan) and _slo_key(self.scenario, plan) > _slo_key(
+                    self.scenario, Plan(start, "full", {})
+                ):
+                    start = restricted["grid"]
+        if shapes is not None:
+            # The packed phase (each batch job at its shape on one block, packed greedily) and
+            # the shape phase (at its shape, any block) are restrictions: their bounds are not
+            # reported; their plans are legal plans of the full model. The packed phase's plan
+            # is a MIP start of the shape phase.
+            packed = self._pack(shapes)
+            phases = (
+                ("packed", params.restricted_share, lambda p: p in packed, False),
+                (
+                    "shape",
+                    params.shape_share,
+                    lambda p: self.placements[p][:2] + (self.placements[p][3],) in shapes,
+                    True,
+                ),
+            )
+            for name, share_of_left, allowed, from_packed in phases:
+                if clock.left() <= 4 * clock.MIN_PHASE_S:
+                    break
+                share = share_of_left * clock.left()
+                with self._only_placements(solver, allowed):
+                    phase = self._run_highs(
+                        solver,
+                        lambda share=share: min(share, clock.left()),
+                        reporter,
+                        from_packed,
+                        base,
+                        False,
+                    )
+                base[f"{name}_objective"] = phase["incumbent"]
+                if phase["grid"] is None:
+                    continue
+                grids.append(phase["grid"])
+                plan = Plan(phase["grid"], "full", {})
+                legal = not check(self.scenario, plan)
+                if legal and _reaches(self.scenario, plan, bound, mip_gap):
+                    phase.update(grids=grids, bound=bound, optimal=True, time_limit=False)
+                    return phase
+                if legal and (
+                    start is None
+                    or _slo_key(self.scenario, plan)
+                    > _slo_key(self.scenario, Plan(start, "full", {}))
+                ):
+                    start = phase["grid"]
+            if start is not None:
+                self.set_start(start)  # the best legal plan so far starts the full model
+        full = self._run_highs(solver, clock.left, reporter, start is not None, base, True)
         if full["grid"] is not None:
             grids.append(full["grid"])
         full["grids"] = grids
@@ -842,6 +1207,53 @@ class _FullModel:
             setattr(solver.update_config, name, False)
         base["build_ms"] += (time.perf_counter() - build_started) * 1000.0
         return solver
+
+    def _pack(self, shapes: set[tuple[int, int, int]]) -> set[int]:
+        """One placement per shape: in order of start (larger first), the lowest aligned block
+        free for its whole run; a shape that finds none is left out."""
+        by_shape: dict[tuple[int, int, int], list[int]] = {}
+        for p, (i, size, _block, start, _end) in enumerate(self.placements):
+            if (i, size, start) in shapes:
+                by_shape.setdefault((i, size, start), []).append(p)
+        grid = self.pinned.copy()
+        packed = set()
+        for key in sorted(by_shape, key=lambda key: (key[2], -key[1])):
+            for p in by_shape[key]:  # blocks in ascending order
+                i, size, block, start, end = self.placements[p]
+                cells = grid[block * size : (block + 1) * size, start:end]
+                if (cells == IDLE).all():
+                    cells[:] = i
+                    packed.add(p)
+                    break
+        return packed
+
+    @contextlib.contextmanager
+    def _only_placements(self, solver: Any, allowed: Callable[[int], bool]):
+        """Within the block, every placement p that is not `allowed(p)` is fixed to 0 in HiGHS
+        (with presolve on, which removes them at once however large the model)."""
+        highs = solver._solver_model
+        columns = solver._pyomo_var_to_solver_var_map
+        m = self.model
+        index = np.array(
+            [
+                columns[id(m.place[p])]
+                for p in range(len(self.placements))
+                if not allowed(p) and id(m.place[p]) in columns
+            ],
+            dtype=np.int32,
+        )
+        lp = highs.getLp()
+        lower = np.asarray(lp.col_lower_)[index]
+        upper = np.asarray(lp.col_upper_)[index]
+        zero = np.zeros(len(index))
+        highs.changeColsBounds(len(index), index, zero, zero)
+        options = dict(solver.highs_options)
+        solver.highs_options = {**options, "presolve": "on"}
+        try:
+            yield
+        finally:
+            highs.changeColsBounds(len(index), index, lower, upper)
+            solver.highs_options = options
 
     @contextlib.contextmanager
     def _fixed_realtime(self, solver: Any):
@@ -931,6 +1343,7 @@ class _ProgressReporter:
         self.started = time.perf_counter()
         self.bound_cap = math.inf  # a bound known before HiGHS starts (the relaxation's)
         self.reports_bound = True  # False while solving a restricted model
+        self.reports_incumbent = True  # False while solving the count model
         self.best = -math.inf  # incumbents only improve, across phases
         self.last = -math.inf
 
@@ -949,7 +1362,7 @@ class _ProgressReporter:
         if self.hook is None:
             return
         self.last = now
-        if abs(incumbent) < 1e30:  # HiGHS reports +-inf (or 1e100) before it has one
+        if self.reports_incumbent and abs(incumbent) < 1e30:  # +-inf (or 1e100) before one
             self.best = max(self.best, float(incumbent))
         incumbent = self.best if self.best > -math.inf else math.nan
         if not self.reports_bound or not abs(bound) < 1e30:

@@ -441,9 +441,14 @@ def test_large_model_path_bounds_with_the_relaxation():
     assert check(scenario, plan) == []
     relaxation = plan.stats["relaxation_bound"]
     assert relaxation >= objective(scenario, exact) - 1e-6
-    assert plan.stats["bound"] <= relaxation
+    # (the bound may exceed it by float noise where the plan reaches it: bound >= J always)
+    assert plan.stats["bound"] <= relaxation + 1e-9 * max(1.0, abs(relaxation))
     assert plan.stats["bound"] >= objective(scenario, plan) - 1e-9
-    assert events[0]["bound"] == relaxation  # shown before HiGHS starts
+    # The shape model's bound is shown once it is solved, before the full model starts; the
+    # bounds shown while it solves are its dual bounds, never below it.
+    bounds = [e["bound"] for e in events]
+    assert relaxation in bounds
+    assert all(b >= relaxation - 1e-9 for b in bounds[: bounds.index(relaxation)])
     assert objective(scenario, plan) >= objective(scenario, warm) - 1e-9
 
 
