@@ -22,10 +22,9 @@ def bool_to_bitsets(free: np.ndarray) -> list[int]:
 def earliest_window(
     blocks_at: Callable[[int], int],
     steps: int,
-    g: int,
     d: int,
     arrival: int,
-    first: dict[int, int],
+    walls: list[int],
 ) -> tuple[int, int] | None:
     """(start, blocks) of the earliest start >= arrival where some aligned block (a bit of
     `blocks_at(t)`) stays free for d steps (cut at the horizon), or None.
@@ -33,10 +32,14 @@ def earliest_window(
     A sliding window over the steps, its AND kept in two stacks (the classic queue of two
     stacks): `front` holds the ANDs of [t, middle) for the starts t still to try, `back` the AND
     of [middle, end). Each step is pushed once and moved to the front once, so one query costs
-    O(steps) bitset ANDs whatever the duration; a step with no free block restarts the window
-    after it. `first[g]` (no block of g is free before it) is moved forward here.
+    O(steps) bitset ANDs whatever the duration. A step with no free block (a wall: free only
+    shrinks, so it stays one) restarts the window after it and is recorded in `walls`, skip
+    pointers (`walls[t]` is t, or a later step with no wall known between: length steps + 1)
+    that later searches jump with path compression.
     """
-    s = max(arrival, first[g], first.get(g // 2, 0))
+    if arrival >= steps:
+        return None
+    s = _open_step(walls, arrival)
     front: list[int] = []
     end = s
     back = -1  # every bit: the AND of no steps
@@ -45,10 +48,10 @@ def earliest_window(
         while end < stop:
             here = blocks_at(end)
             if not here:
-                if end == first[g]:
-                    first[g] = end + 1
-                s = end = end + 1
-                front.clear()
+                walls[end] = end + 1
+                s = end = _open_step(walls, end + 1)
+                if front:
+                    front = []
                 back = -1
                 break
             back &= here
@@ -66,6 +69,16 @@ def earliest_window(
             front.pop()
             s += 1
     return None
+
+
+def _open_step(walls: list[int], t: int) -> int:
+    """The first step >= t not known to be a wall (path compression on the way)."""
+    root = t
+    while walls[root] != root:
+        root = walls[root]
+    while walls[t] != root:
+        walls[t], t = root, walls[t]
+    return root
 
 
 @functools.cache
@@ -89,13 +102,15 @@ class FreeBlocks:
         self.free = bool_to_bitsets(free) if isinstance(free, np.ndarray) else list(free)
         self.align = aligned_starts(gpus)
         self.cache: dict[int, list[int | None]] = {g: [None] * steps for g in self.align}
-        # first[g]: no aligned block of g is free at any step before it (free only shrinks, so
-        # it only moves forward): searches start there, not at the arrival.
-        self.first = {g: 0 for g in self.align}
+        # walls[g]: skip pointers over the steps where no aligned block of g is free (free only
+        # shrinks, so a wall stays one): searches jump them (`earliest_window`).
+        self.walls = {g: list(range(steps + 1)) for g in self.align}
         # seen[g]: recent answers (arrival, duration, earliest start or `steps` when none) for
         # blocks of g. A window of g for d steps from s holds one of any smaller size and
         # duration, and free only shrinks: an answer bounds every query it dominates.
         self.seen: dict[int, list[tuple[int, int, int]]] = {g: [] for g in self.align}
+        # failed[g]: the minimal (arrival, duration) of the queries for g that found nothing.
+        self.failed: dict[int, list[tuple[int, int]]] = {g: [] for g in self.align}
 
     def blocks_at(self, g: int) -> Callable[[int], int]:
         """t -> the bitset of first GPUs of the aligned blocks of g wholly free at step t. A
@@ -124,17 +139,33 @@ class FreeBlocks:
 
     def earliest(self, g: int, d: int, arrival: int) -> tuple[int, int] | None:
         """`earliest_window` for g GPUs, d steps, from arrival: (start, blocks) or None."""
-        if g not in self.align:
+        if g not in self.align or self.known_to_fail(g, d, arrival):
             return None
         start = self.known_bound(g, d, arrival)
         found = None
         if start < self.steps:
-            found = earliest_window(self.blocks_at(g), self.steps, g, d, start, self.first)
+            found = earliest_window(self.blocks_at(g), self.steps, d, start, self.walls[g])
+        if found is None:  # kept as a Pareto frontier: the queries it dominates fail too
+            failed = self.failed[g]
+            failed[:] = [(a, e) for a, e in failed if a < arrival or e < d]
+            failed.append((arrival, d))
+            return None
         answers = self.seen[g]
-        answers.append((arrival, d, self.steps if found is None else found[0]))
+        answers.append((arrival, d, found[0]))
         if len(answers) > 16:
             del answers[0]
         return found
+
+    def known_to_fail(self, g: int, d: int, arrival: int) -> bool:
+        """An earlier query of g or a smaller size, from no later and for no longer, found
+        nothing (and free only shrinks)."""
+        h = g
+        while h >= 1:
+            for a, e in self.failed[h]:
+                if a <= arrival and e <= d:
+                    return True
+            h //= 2
+        return False
 
     def known_bound(self, g: int, d: int, arrival: int) -> int:
         """The latest earliest-start answer that bounds a query for g GPUs, d steps, from

@@ -266,8 +266,8 @@ def test_the_window_search_finds_the_earliest_start_of_the_definition(case):
     g, blocks, d, arrival = case
     steps = len(blocks)
     expected = _earliest_brute(blocks, g, d, arrival, steps) if arrival < steps else None
-    first = {g: 0}
-    assert _earliest_window(blocks.__getitem__, steps, g, d, arrival, first) == expected
+    walls = list(range(steps + 1))
+    assert _earliest_window(blocks.__getitem__, steps, d, arrival, walls) == expected
     table = tuple(range(1 << 16))  # the identity table: the free mask is the block mask
     first = {g: 0}
     assert _earliest_in_table(blocks, table, d, arrival, steps, first, g) == expected
