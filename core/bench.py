@@ -165,8 +165,8 @@ def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int
         high = int(2 ** rng.integers(0, int(math.log2(largest)) + 1))
         low = max(1, high // int(2 ** rng.integers(0, 3)))
         hours = float(max(1, round(math.exp(rng.uniform(math.log(2), math.log(2000))))))
+        priority = int(rng.integers(1, 10))  # drawn before the arrival, as always
         arrival = int(rng.integers(0, min(steps, 24)))
-        priority = int(rng.integers(1, 10))
         if spread is not None:
             hours = float(min(round(hours * steps / 48), gpus * steps // 4))
             arrival = int(spread.integers(0, steps))
