@@ -140,3 +140,35 @@ def test_the_allocator_never_scores_below_fifo_or_backfill_without_its_guard(sce
     value = metrics(scenario, plan)["objective"]
     for name in ("fifo", "backfill"):
         assert _beats(value, metrics(scenario, solve(scenario, name))["objective"]), name
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        scenarios(max_realtime=3),
+        scenarios(max_gpus=70, max_steps=30, max_jobs=12, max_realtime=3),
+    )
+)
+def test_the_allocator_packs_fifo_and_backfill_exactly_as_they_plan(scenario):
+    # What makes "never below the queues" hold by construction: on the baselines' serving
+    # reservation, the allocator's packer with their rules (arrival order, earliest start, the
+    # lowest block; fifo never before the previous start) draws their grids cell for cell.
+    import numpy as np
+
+    from core.plan import Plan, pin_running
+    from core.planners import allocator as a
+
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    serving = a._fifo_serving(scenario)
+    free = a._free_masks(G, a._running_masks(scenario, T), serving)
+    discount = list(range(T + 1))  # any: the queue rules never look at value
+    packer = a._Packer(G, T, discount, free, a._use_table(AllocatorParams(), G, T))
+    order = sorted(a._candidates(scenario), key=a._VARIANTS[-1][0])
+    for rule in ("fifo", "backfill"):
+        grid = Plan.empty(scenario, rule).grid
+        pin_running(scenario, grid)
+        for index, sets in serving.items():
+            grid[a._bitsets_to_bool(sets, G).T] = index
+        for index, b, g, start, end in packer.pack(order, rule)[0]:
+            grid[b : b + g, start:end] = index
+        assert np.array_equal(grid, solve(scenario, rule).grid), rule
