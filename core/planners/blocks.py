@@ -101,10 +101,12 @@ class FreeBlocks:
         self.gpus, self.steps = gpus, steps
         self.free = bool_to_bitsets(free) if isinstance(free, np.ndarray) else list(free)
         self.align = aligned_starts(gpus)
-        self.cache: dict[int, list[int | None]] = {g: [None] * steps for g in self.align}
+        # cache[g]: per step, the aligned free blocks of g, or None where a placement made it
+        # stale; made on a size's first search. The blocks of 1 are the free GPUs themselves.
+        self.cache: dict[int, list[int | None]] = {1: self.free}  # type: ignore[dict-item]
         # walls[g]: skip pointers over the steps where no aligned block of g is free (free only
         # shrinks, so a wall stays one): searches jump them (`earliest_window`).
-        self.walls = {g: list(range(steps + 1)) for g in self.align}
+        self.walls: dict[int, list[int]] = {}
         # seen[g]: recent answers (arrival, duration, earliest start or `steps` when none) for
         # blocks of g. A window of g for d steps from s holds one of any smaller size and
         # duration, and free only shrinks: an answer bounds every query it dominates.
@@ -116,7 +118,10 @@ class FreeBlocks:
         """t -> the bitset of first GPUs of the aligned blocks of g wholly free at step t. A
         block of g is two free halves, so it comes from the half size's entry when that one is
         fresh (sizes are usually searched smallest first)."""
-        free, align, cache = self.free, self.align[g], self.cache[g]
+        if g == 1:
+            return self.free.__getitem__
+        free, align = self.free, self.align[g]
+        cache = self.cache.setdefault(g, [None] * self.steps)
         half = g // 2
         halves = self.cache.get(half)
 
@@ -144,7 +149,8 @@ class FreeBlocks:
         start = self.known_bound(g, d, arrival)
         found = None
         if start < self.steps:
-            found = earliest_window(self.blocks_at(g), self.steps, d, start, self.walls[g])
+            walls = self.walls.setdefault(g, list(range(self.steps + 1)))
+            found = earliest_window(self.blocks_at(g), self.steps, d, start, walls)
         if found is None:  # kept as a Pareto frontier: the queries it dominates fail too
             failed = self.failed[g]
             failed[:] = [(a, e) for a, e in failed if a < arrival or e < d]
@@ -185,5 +191,7 @@ class FreeBlocks:
         free = self.free
         for t in range(start, end):
             free[t] &= block
-        for masks in self.cache.values():
-            masks[start:end] = [None] * (end - start)
+        stale = [None] * (end - start)
+        for g, masks in self.cache.items():
+            if g > 1:  # the blocks of 1 are `free`, just updated
+                masks[start:end] = stale
