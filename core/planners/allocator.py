@@ -59,7 +59,7 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
-from .blocks import FreeBlocks, aligned_starts, bool_to_bitsets
+from .blocks import FreeBlocks, aligned_starts, bitsets_to_bool
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     grid = plan.grid
     pin_running(scenario, grid)
     for index, sets in realtime.items():
-        grid[_bitsets_to_bool(sets, G).T] = index
+        grid[bitsets_to_bool(sets, G).T] = index
     for index, gpu_start, gpus, start, end in result[0]:
         grid[gpu_start : gpu_start + gpus, start:end] = index
     return plan
@@ -302,17 +302,9 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
 
 def _fifo_serving(scenario: Scenario) -> dict[int, list[int]]:
     """The baselines' serving sets (peak reservations), as bitsets per step."""
-    from .fifo import reserve_realtime_peaks
+    from .fifo import reserved_sets
 
-    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
-    grid = np.full((G, T), -1, dtype=np.int32)
-    pin_running(scenario, grid)
-    reserve_realtime_peaks(scenario, grid)
-    return {
-        i: bool_to_bitsets(grid == i)
-        for i, job in enumerate(scenario.jobs)
-        if isinstance(job, RealtimeJob)
-    }
+    return reserved_sets(scenario)
 
 
 def _coverage_key(scenario: Scenario, realtime: dict[int, list[int]]) -> tuple[float, float, float]:
@@ -1093,14 +1085,6 @@ def _mask(gpus: Sequence[int]) -> int:
     for g in gpus:
         mask |= 1 << g
     return mask
-
-
-def _bitsets_to_bool(sets: Sequence[int], gpus: int) -> np.ndarray:
-    """(steps x gpus) bool array from one bitset per step."""
-    width = (gpus + 7) // 8
-    raw = b"".join(s.to_bytes(width, "little") for s in sets)
-    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
-    return bits.reshape(len(sets), width * 8)[:, :gpus].astype(bool)
 
 
 # --------------------------------------------------------------------------- batch phase

@@ -19,6 +19,14 @@ def bool_to_bitsets(free: np.ndarray) -> list[int]:
     return [int.from_bytes(column.tobytes(), "little") for column in packed.T]
 
 
+def bitsets_to_bool(sets: list[int], gpus: int) -> np.ndarray:
+    """(steps x gpus) boolean array from one bitset per step."""
+    width = (gpus + 7) // 8
+    raw = b"".join(s.to_bytes(width, "little") for s in sets)
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+    return bits.reshape(len(sets), width * 8)[:, :gpus].astype(bool)
+
+
 def earliest_window(
     blocks_at: Callable[[int], int],
     steps: int,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import IDLE, Plan, pin_running
-from .blocks import FreeBlocks
+from .blocks import FreeBlocks, bitsets_to_bool
 
 
 def plan_fifo(scenario: Scenario, params: object = None) -> Plan:
@@ -68,59 +68,94 @@ def peak_reservation(job: RealtimeJob) -> int:
 
 
 def reserve_realtime_peaks(scenario: Scenario, grid: np.ndarray) -> None:
-    """Give each real-time job a fixed reserved set, reached from previous_gpus within swap_cap.
+    """Write `reserved_sets` into the grid."""
+    for index, sets in reserved_sets(scenario).items():
+        grid[bitsets_to_bool(sets, grid.shape[0]).T] = index
 
-    The reserved set keeps the job's previous GPUs first, then takes the highest-numbered GPUs
-    that are free at step 0 (and so for the whole horizon: running blocks only shrink) and not
-    spoken for by another real-time job. GPUs still needed by later jobs' gpus_min are left.
+
+def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
+    """Per real-time job (by grid index), its GPUs at every step as bitsets: a fixed reserved
+    set, reached from previous_gpus within swap_cap.
+
+    The reserved set keeps the job's previous GPUs first (highest first), then takes the
+    highest-numbered GPUs that are free at step 0 (and so for the whole horizon: running blocks
+    only shrink) and not spoken for by another real-time job. GPUs still needed by later jobs'
+    gpus_min are left.
     """
-    G = grid.shape[0]
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     rt = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
-    spoken_for = np.zeros(G, dtype=bool)  # previous sets of all, reserved sets of placed jobs
+    running = 0
+    for job in scenario.batch_jobs:
+        if job.running is not None and job.running.remaining_steps > 0:
+            running |= ((1 << job.running.gpus) - 1) << job.running.gpu_start
+    spoken_for = 0  # previous sets of all, reserved sets of placed jobs
     for _, job in rt:
-        spoken_for[list(job.previous_gpus or ())] = True
+        spoken_for |= _mask(job.previous_gpus or ())
     still_needed = [max(0, job.gpus_min - len(job.previous_gpus or ())) for _, job in rt]
-
+    out = {}
     for k, (i, job) in enumerate(rt):
-        previous = np.zeros(G, dtype=bool)
-        previous[list(job.previous_gpus or ())] = True
+        previous = _mask(job.previous_gpus or ())
         target = peak_reservation(job)
-        kept = np.nonzero(previous)[0][::-1][:target]  # highest previous GPUs first
-        candidates = np.nonzero((grid[:, 0] == IDLE) & ~spoken_for)[0][::-1]
-        room = max(0, len(candidates) - sum(still_needed[k + 1 :]))
-        extra = candidates[: min(room, max(0, target - len(kept)))]
-        reserved = np.zeros(G, dtype=bool)
-        reserved[kept] = True
-        reserved[extra] = True
+        kept = _highest(previous, target)
+        candidates = ((1 << G) - 1) & ~running & ~spoken_for
+        room = max(0, candidates.bit_count() - sum(still_needed[k + 1 :]))
+        reserved = kept | _highest(candidates, min(room, max(0, target - kept.bit_count())))
         spoken_for |= reserved
-        _walk_to(grid, i, job, previous if job.previous_gpus is not None else None, reserved)
+        out[i] = _walk_to(job, previous if job.previous_gpus is not None else None, reserved, T)
+    return out
 
 
-def _walk_to(
-    grid: np.ndarray, index: int, job: RealtimeJob, previous: np.ndarray | None, target: np.ndarray
-) -> None:
+def _walk_to(job: RealtimeJob, previous: int | None, target: int, steps: int) -> list[int]:
     """Hold `target` at every step, moving there from `previous` at most swap_cap GPUs a step."""
     if previous is None:
-        grid[target, :] = index
-        return
-    current = previous.copy()
-    for t in range(grid.shape[1]):
-        gains = list(np.nonzero(target & ~current)[0][::-1])
-        releases = list(np.nonzero(current & ~target)[0])
-        size = int(current.sum())
+        return [target] * steps
+    out, current = [], previous
+    for _ in range(steps):
+        gains = _bits(target & ~current)[::-1]  # highest first
+        releases = _bits(current & ~target)  # lowest first
+        size = current.bit_count()
         budget = job.swap_cap
         # Forced moves first: get into [gpus_min, gpus_max], then move toward the target.
         while budget and releases and size > job.gpus_max:
-            current[releases.pop(0)] = False
+            current ^= 1 << releases.pop(0)
             size, budget = size - 1, budget - 1
         while budget and gains and (size < job.gpus_max):
-            current[gains.pop(0)] = True
+            current |= 1 << gains.pop(0)
             size, budget = size + 1, budget - 1
         while budget and releases and size > job.gpus_min:
-            current[releases.pop(0)] = False
+            current ^= 1 << releases.pop(0)
             size, budget = size - 1, budget - 1
         while budget >= 2 and gains and releases:  # same size, other GPUs: trade one for one
-            current[releases.pop(0)] = False
-            current[gains.pop(0)] = True
+            current ^= 1 << releases.pop(0)
+            current |= 1 << gains.pop(0)
             budget -= 2
-        grid[current, t] = index
+        out.append(current)
+    return out
+
+
+def _mask(gpus) -> int:
+    out = 0
+    for g in gpus:
+        out |= 1 << g
+    return out
+
+
+def _bits(mask: int) -> list[int]:
+    """The set bits of mask, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def _highest(mask: int, count: int) -> int:
+    """The `count` highest set bits of mask (all of them if it has fewer)."""
+    out = 0
+    while mask and count > 0:
+        top = 1 << (mask.bit_length() - 1)
+        out |= top
+        mask ^= top
+        count -= 1
+    return out

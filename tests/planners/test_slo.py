@@ -168,7 +168,7 @@ def test_the_allocator_packs_fifo_and_backfill_exactly_as_they_plan(scenario):
         grid = Plan.empty(scenario, rule).grid
         pin_running(scenario, grid)
         for index, sets in serving.items():
-            grid[a._bitsets_to_bool(sets, G).T] = index
+            grid[a.bitsets_to_bool(sets, G).T] = index
         for index, b, g, start, end in packer.pack(order, rule)[0]:
             grid[b : b + g, start:end] = index
         assert np.array_equal(grid, solve(scenario, rule).grid), rule
