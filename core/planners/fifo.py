@@ -111,10 +111,10 @@ def _walk_to(job: RealtimeJob, previous: int | None, target: int, steps: int) ->
         return [target] * steps
     out, current = [], previous
     for _ in range(steps):
-        gains = _bits(target & ~current)[::-1]  # highest first
-        releases = _bits(current & ~target)  # lowest first
+        budget = job.swap_cap  # no step moves more GPUs than this: list no more
+        gains = _bits(target & ~current, budget, highest=True)
+        releases = _bits(current & ~target, budget)
         size = current.bit_count()
-        budget = job.swap_cap
         # Forced moves first: get into [gpus_min, gpus_max], then move toward the target.
         while budget and releases and size > job.gpus_max:
             current ^= 1 << releases.pop(0)
@@ -140,13 +140,13 @@ def _mask(gpus) -> int:
     return out
 
 
-def _bits(mask: int) -> list[int]:
-    """The set bits of mask, lowest first."""
+def _bits(mask: int, limit: int, highest: bool = False) -> list[int]:
+    """Up to `limit` set bits of mask, lowest first (or highest first)."""
     out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
+    while mask and len(out) < limit:
+        bit = 1 << (mask.bit_length() - 1) if highest else mask & -mask
+        out.append(bit.bit_length() - 1)
+        mask ^= bit
     return out
 
 
