@@ -59,7 +59,15 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
-from .blocks import FreeBlocks, aligned_starts, bitsets_to_bool
+from .blocks import (
+    FreeBlocks,
+    aligned_starts,
+    bitsets_to_bool,
+    low_bits,
+    mask_of,
+    spread,
+    top_bits,
+)
 
 
 @dataclass(frozen=True)
@@ -250,7 +258,7 @@ def _top_up(
             continue  # its shortfall costs nothing: serving would only hold GPUs
         job = scenario.jobs[i]
         sets = list(out[i])
-        before = [_mask(job.previous_gpus)] if job.previous_gpus is not None else sets[:1]
+        before = [mask_of(job.previous_gpus)] if job.previous_gpus is not None else sets[:1]
         swaps = [(a ^ b).bit_count() for a, b in zip(before + sets[:-1], sets, strict=True)]
         free_first = job.previous_gpus is None  # step 0 is free
         a = 0
@@ -516,7 +524,7 @@ class _Serving:
         self.gpus, self.all_gpus = gpus, (1 << gpus) - 1
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
-        self.current = {i: _mask(j.previous_gpus or ()) for i, j in jobs}
+        self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
 
     def step(self, t: int) -> None:
         self.budget, self.want = {}, {}
@@ -924,9 +932,9 @@ class _Buddy:
             if not only:
                 continue
             whole = min(only.bit_count(), count // size)
-            taken = _top_bits(only, whole)
+            taken = top_bits(only, whole)
             rest = only ^ taken
-            out |= _spread(taken, size)
+            out |= spread(taken, size)
             count -= whole * size
             if rest and count:  # the next block, top-down
                 top = rest.bit_length() - 1 + size
@@ -997,7 +1005,7 @@ class _Top(_Buddy):
         return 1 << (free.bit_length() - 1) if free else 0
 
     def gains(self, free: int, count: int) -> int:
-        return _top_bits(free, count)
+        return top_bits(free, count)
 
     def best_release(self, held: int, free: int) -> int:
         return held & -held
@@ -1022,7 +1030,7 @@ class _Low(_Buddy):
         return free & -free
 
     def gains(self, free: int, count: int) -> int:
-        return _low_bits(free, count)
+        return low_bits(free, count)
 
     def best_release(self, held: int, free: int) -> int:
         return 1 << (held.bit_length() - 1) if held else 0
@@ -1037,54 +1045,6 @@ class _Low(_Buddy):
 
     def improves(self, out: int, into: int, free: int) -> bool:
         return into < out
-
-
-def _top_bits(mask: int, count: int) -> int:
-    """The `count` highest set bits of mask (all of them if it has fewer)."""
-    if count <= 0:
-        return 0
-    if mask.bit_count() <= count:
-        return mask
-    low, high = 0, mask.bit_length()  # the lowest cut keeping >= count bits above it
-    while low < high:
-        middle = (low + high + 1) // 2
-        if (mask >> middle).bit_count() >= count:
-            low = middle
-        else:
-            high = middle - 1
-    return mask >> low << low
-
-
-def _low_bits(mask: int, count: int) -> int:
-    """The `count` lowest set bits of mask (all of them if it has fewer)."""
-    if count <= 0:
-        return 0
-    if mask.bit_count() <= count:
-        return mask
-    low, high = 1, mask.bit_length()  # the shortest prefix holding >= count bits
-    while low < high:
-        middle = (low + high) // 2
-        if (mask & ((1 << middle) - 1)).bit_count() >= count:
-            high = middle
-        else:
-            low = middle + 1
-    return mask & ((1 << low) - 1)
-
-
-def _spread(starts: int, size: int) -> int:
-    """Every GPU of the aligned blocks of `size` whose first GPUs are the bits of starts."""
-    width = 1
-    while width < size:
-        starts |= starts << width
-        width *= 2
-    return starts
-
-
-def _mask(gpus: Sequence[int]) -> int:
-    mask = 0
-    for g in gpus:
-        mask |= 1 << g
-    return mask
 
 
 # --------------------------------------------------------------------------- batch phase

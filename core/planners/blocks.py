@@ -8,7 +8,7 @@ aligned blocks are free on a boolean grid is `core.plan.free_blocks`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -203,3 +203,52 @@ class FreeBlocks:
         for g, masks in self.cache.items():
             if g > 1:  # the blocks of 1 are `free`, just updated
                 masks[start:end] = stale
+
+
+def top_bits(mask: int, count: int) -> int:
+    """The `count` highest set bits of mask (all of them if it has fewer)."""
+    if count <= 0:
+        return 0
+    if mask.bit_count() <= count:
+        return mask
+    low, high = 0, mask.bit_length()  # the lowest cut keeping >= count bits above it
+    while low < high:
+        middle = (low + high + 1) // 2
+        if (mask >> middle).bit_count() >= count:
+            low = middle
+        else:
+            high = middle - 1
+    return mask >> low << low
+
+
+def low_bits(mask: int, count: int) -> int:
+    """The `count` lowest set bits of mask (all of them if it has fewer)."""
+    if count <= 0:
+        return 0
+    if mask.bit_count() <= count:
+        return mask
+    low, high = 1, mask.bit_length()  # the shortest prefix holding >= count bits
+    while low < high:
+        middle = (low + high) // 2
+        if (mask & ((1 << middle) - 1)).bit_count() >= count:
+            high = middle
+        else:
+            low = middle + 1
+    return mask & ((1 << low) - 1)
+
+
+def spread(starts: int, size: int) -> int:
+    """Every GPU of the aligned blocks of `size` whose first GPUs are the bits of starts."""
+    width = 1
+    while width < size:
+        starts |= starts << width
+        width *= 2
+    return starts
+
+
+def mask_of(gpus: Sequence[int]) -> int:
+    """The bitset of the GPUs listed."""
+    mask = 0
+    for g in gpus:
+        mask |= 1 << g
+    return mask

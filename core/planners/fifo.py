@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import IDLE, Plan, pin_running
-from .blocks import FreeBlocks, bitsets_to_bool
+from .blocks import FreeBlocks, bitsets_to_bool, mask_of, top_bits
 
 
 def plan_fifo(scenario: Scenario, params: object = None) -> Plan:
@@ -90,16 +90,16 @@ def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
             running |= ((1 << job.running.gpus) - 1) << job.running.gpu_start
     spoken_for = 0  # previous sets of all, reserved sets of placed jobs
     for _, job in rt:
-        spoken_for |= _mask(job.previous_gpus or ())
+        spoken_for |= mask_of(job.previous_gpus or ())
     still_needed = [max(0, job.gpus_min - len(job.previous_gpus or ())) for _, job in rt]
     out = {}
     for k, (i, job) in enumerate(rt):
-        previous = _mask(job.previous_gpus or ())
+        previous = mask_of(job.previous_gpus or ())
         target = peak_reservation(job)
-        kept = _highest(previous, target)
+        kept = top_bits(previous, target)
         candidates = ((1 << G) - 1) & ~running & ~spoken_for
         room = max(0, candidates.bit_count() - sum(still_needed[k + 1 :]))
-        reserved = kept | _highest(candidates, min(room, max(0, target - kept.bit_count())))
+        reserved = kept | top_bits(candidates, min(room, max(0, target - kept.bit_count())))
         spoken_for |= reserved
         out[i] = _walk_to(job, previous if job.previous_gpus is not None else None, reserved, T)
     return out
@@ -133,13 +133,6 @@ def _walk_to(job: RealtimeJob, previous: int | None, target: int, steps: int) ->
     return out
 
 
-def _mask(gpus) -> int:
-    out = 0
-    for g in gpus:
-        out |= 1 << g
-    return out
-
-
 def _bits(mask: int, limit: int, highest: bool = False) -> list[int]:
     """Up to `limit` set bits of mask, lowest first (or highest first)."""
     out = []
@@ -147,15 +140,4 @@ def _bits(mask: int, limit: int, highest: bool = False) -> list[int]:
         bit = 1 << (mask.bit_length() - 1) if highest else mask & -mask
         out.append(bit.bit_length() - 1)
         mask ^= bit
-    return out
-
-
-def _highest(mask: int, count: int) -> int:
-    """The `count` highest set bits of mask (all of them if it has fewer)."""
-    out = 0
-    while mask and count > 0:
-        top = 1 << (mask.bit_length() - 1)
-        out |= top
-        mask ^= top
-        count -= 1
     return out
