@@ -44,6 +44,7 @@ from ..model import (
     Scenario,
     ScenarioError,
 )
+from .text import os_errors
 
 HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
 MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large; the app's 20 MB upload limit applies there
@@ -340,7 +341,7 @@ def read_source(
     """(display name, path or None, head text) of a path, or of the text (or bytes) itself."""
     if is_path(source):
         path = Path(source)
-        try:
+        with os_errors(path):
             size = path.stat().st_size
             if size > MAX_HISTORY_BYTES:
                 raise ScenarioError(
@@ -351,12 +352,6 @@ def read_source(
                 raise ScenarioError(f"{path.name}: file is empty")
             with path.open("rb") as f:
                 head = f.read(SNIFF_BYTES).decode("utf-8-sig", errors="replace")
-        except FileNotFoundError:
-            raise ScenarioError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise ScenarioError(f"{path}: is a folder, not a file") from None
-        except OSError as e:
-            raise ScenarioError(f"{path}: cannot be read ({e.strerror})") from None
         return name or path.name, path, head
     try:
         text = as_text(source)

@@ -7,6 +7,8 @@ a FIFO, a process substitution): the size a file reports is not trusted. Bytes m
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,20 +36,27 @@ def decode_upload(data: bytes | BinaryIO, name: str, limit: int = MAX_UPLOAD_BYT
     return text
 
 
-def read_bytes(path: str | Path, limit: int = MAX_UPLOAD_BYTES) -> bytes:
-    """At most limit + 1 bytes of a file (more means too large); OS errors as ScenarioError."""
-    path = Path(path)
+@contextlib.contextmanager
+def os_errors(path: Path) -> Iterator[None]:
+    """OS errors while reading `path` as one ScenarioError naming it."""
     try:
-        if path.is_dir():
-            raise IsADirectoryError
-        with path.open("rb") as f:
-            return f.read(limit + 1)
+        yield
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ScenarioError(f"{path}: is a folder, not a file") from None
     except OSError as e:
         raise ScenarioError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def read_bytes(path: str | Path, limit: int = MAX_UPLOAD_BYTES) -> bytes:
+    """At most limit + 1 bytes of a file (more means too large); OS errors as ScenarioError."""
+    path = Path(path)
+    with os_errors(path):
+        if path.is_dir():
+            raise IsADirectoryError
+        with path.open("rb") as f:
+            return f.read(limit + 1)
 
 
 def read_text(path: str | Path, limit: int = MAX_UPLOAD_BYTES) -> str:
