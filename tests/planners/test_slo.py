@@ -159,7 +159,7 @@ def test_the_allocator_packs_fifo_and_backfill_exactly_as_they_plan(scenario):
     from core.planners import allocator as a
 
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
-    serving = a._fifo_serving(scenario)
+    serving = a.reserved_sets(scenario)
     free = a._free_masks(G, a._running_masks(scenario, T), serving)
     discount = list(range(T + 1))  # any: the queue rules never look at value
     packer = a._Packer(G, T, discount, free, a._use_table(AllocatorParams(), G, T))
