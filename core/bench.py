@@ -7,13 +7,14 @@ runs); the tests only assert properties of the plans.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .formats import load_scenario
-from .model import BATCH_TYPES, BatchJob, Cluster, RealtimeJob, Scenario
+from .model import BATCH_TYPES, BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
 from .plan import check, metrics, report
 from .planners import BASELINE, FAST, planner_spec, solve
 
@@ -178,6 +179,93 @@ def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int
         tuple(out),
         description=f"generated: {gpus} GPUs, {jobs} jobs, {steps} steps, seed {seed}",
     )
+
+
+def small_case(
+    seed: int,
+    day: bool = False,
+    wide: bool = False,
+    slo: float | None = None,
+    realtime: int | None = None,
+) -> Scenario:
+    """A small contended scenario drawn from `seed`: the allocator's quality cases
+    (scripts/allocator_gap.py solves them to optimality; tests draw seeds).
+
+    4-8 GPUs, 8-16 steps, 4-8 batch jobs (some running), 0-2 real-time jobs. With `day`, the
+    benchmarks' shape instead: 8 GPUs, 24 hourly steps, 5-10 batch jobs; with `wide`, issue
+    13's: 4-16 GPUs, 8-24 steps, 4-12 jobs. `slo` sets policy.rt_coverage_target; `realtime`
+    fixes the number of real-time jobs.
+    """
+    rng = random.Random(seed)
+    if wide:
+        G, T, n_jobs = (
+            rng.choice([4, 6, 8, 12, 16]),
+            rng.choice([8, 12, 16, 24]),
+            rng.randint(4, 12),
+        )
+    elif day:
+        G, T, n_jobs = 8, 24, rng.randint(5, 10)
+    else:
+        G, T, n_jobs = rng.choice([4, 6, 8, 8]), rng.choice([8, 12, 16]), rng.randint(4, 8)
+    taken: set[int] = set()
+    jobs: list = []
+    n_realtime = rng.choice([0, 1, 1, 2]) if realtime is None else realtime
+    for k in range(max(1, n_jobs - n_realtime) if wide else n_jobs):
+        low = rng.choice([g for g in (1, 1, 2, 4) if g <= G])
+        high = rng.choice([g for g in (1, 2, 4, 8) if low <= g <= G])
+        running = None
+        if k < 2 and rng.random() < 0.4:
+            size = rng.choice([g for g in (1, 2, 4) if g <= G])
+            start = rng.randrange(0, G - size + 1, size)
+            if not taken.intersection(range(start, start + size)):
+                taken.update(range(start, start + size))
+                running = Running(start, size, rng.randint(1, T // 2))
+        jobs.append(
+            BatchJob(
+                f"b{k}",
+                rng.choice(BATCH_TYPES),
+                rng.choice([1, 2, 3, 4, 5, 8]),
+                low,
+                high,
+                gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24] + ([32, 48] if day else []))),
+                arrival_step=rng.randint(0, T // 2),
+                running=running,
+            )
+        )
+    for r in range(n_realtime):
+        free = [g for g in range(G) if g not in taken]
+        gpus_max = rng.randint(1, min(4, G))
+        swap_cap = rng.randint(1, 3)
+        previous = None
+        if free and rng.random() < 0.5:
+            previous = tuple(free[-min(len(free), rng.randint(1, gpus_max)) :])
+            taken.update(previous)
+        level, phase = rng.uniform(0.5, gpus_max), rng.random() * 2 * math.pi
+        demand = tuple(
+            min(
+                float(gpus_max),
+                round(max(0.0, level * (1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1),
+            )
+            for t in range(T)
+        )
+        jobs.append(
+            RealtimeJob(
+                f"rt{r}",
+                rng.choice([2, 4, 8]),
+                0 if previous is None else 1,
+                gpus_max,
+                swap_cap,
+                demand,
+                previous_gpus=previous,
+            )
+        )
+    rng.shuffle(jobs)
+    policy = Policy(
+        penalty_weight=rng.choice([5, 8, 10]),
+        decay=rng.choice([0.97, 0.97, 0.9, 1.0]),
+        rt_coverage_target=slo,
+    )
+    return Scenario(f"small-{seed}", Cluster(G, 60, T), tuple(jobs), policy)
 
 
 def run_generated(
