@@ -7,6 +7,8 @@ place (a change to fifo or to a scenario file shows up here). Wall-clock time is
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from core.bench import BENCHMARKS, PUBLISHED, SCENARIO_DIR
@@ -212,7 +214,13 @@ def test_generated_case_has_the_requested_shape_and_plans_legally():
     assert generated_case(gpus=96, jobs=40, steps=12, seed=3) == scenario  # deterministic
     plan = solve(scenario, "allocator")
     assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["rt_coverage"] == 1.0
+    # Serving fits: without a target the allocator may give up a sliver of it where batch work
+    # earns more (J decides); with a target of 1 it covers every unit.
+    assert metrics(scenario, plan)["rt_coverage"] > 0.99
+    strict = dataclasses.replace(
+        scenario, policy=dataclasses.replace(scenario.policy, rt_coverage_target=1.0)
+    )
+    assert metrics(strict, solve(strict, "allocator"))["rt_coverage"] == 1.0
 
 
 def test_a_long_generated_horizon_spreads_long_work_and_the_allocator_keeps_ahead_of_fifo():

@@ -28,13 +28,18 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    plan with the best objective is kept (ties: more GPU-steps delivered).
 4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
    a few moves revisit them, each judged by the true objective (decayed batch reward minus
-   priced shortfall) after re-packing the batch work with the job the move is for in front:
-   keep serving off the aligned block where a job placed late (or not at all) could start
-   earliest (serving trades to GPUs the batch work does not use, or gives a GPU up), or cap
-   serving at `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges
-   and `previous_gpus` hold as in phase 1; a move never takes real-time coverage below
-   `policy.rt_coverage_target` (none by default: then the allocator optimises the same
-   objective as `full`) or below what the plan already had.
+   priced shortfall) after re-packing the batch work. First a *window*: a job placed late (or
+   not at all) pinned on the block and start where what it would earn, less the serving and
+   batch work it displaces, is largest (prefix sums price every block and start at once);
+   serving moves off that window only (to an idle GPU, or onto the cheapest serving unit or
+   batch cell), so a low-priority service can give up a fraction for a high-priority job, or
+   a job can start a step later where demand is lower. Then keep serving off the block where
+   a late job could start earliest, or cap serving at `floor(demand)` where a rounded-up
+   fraction breaks a block. Swap caps, ranges and `previous_gpus` hold as in phase 1 (a GPU
+   is gained a step early or released a step late where a cap is too small to move at once);
+   a move never takes real-time coverage below `policy.rt_coverage_target` (none by default:
+   then the allocator optimises the same objective as `full`) or below what the plan already
+   had.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
    reservation, their packing rules) and win where they score higher, so the allocator never
    returns less than either (`tests/planners/test_slo.py`).
@@ -80,13 +85,17 @@ class AllocatorParams:
     each real-time layout is screened with the first `screen` orderings. Clusters of up to
     `table_gpus` GPUs on horizons of up to 48 steps look aligned free blocks up in a table (one
     entry per free mask) instead of computing and caching them per step. The real-time moves
-    of the local search: at most `max_rt_moves`, fewer on large clusters (`rt_budget`, the
-    same units as `pack_budget`), and never below `policy.rt_coverage_target`. On clusters of
+    of the local search: at most `max_windows` pinned windows and `max_rt_moves` caps, fewer
+    on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
+    and never below `policy.rt_coverage_target`. On clusters of
     up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
     one returned: a last-resort guard, off by default (0), because the allocator's own plan
     does not lose to them (a Hypothesis property in tests/planners/test_slo.py) and the
     baselines cost as much again as the allocator on 8 GPUs. It always runs when the plan
-    misses the coverage target.
+    misses the coverage target. `give_up_serving`: a window may also take a serving GPU whose
+    unit of demand is worth less than the batch work (its job gives it up); the rolling horizon
+    turns it off, because there demand is a forecast and serving given up against it turns
+    into realised shortfall when demand comes in above it.
     """
 
     max_packs: int = 18
@@ -94,16 +103,20 @@ class AllocatorParams:
     pack_budget: int = 200_000_000
     table_gpus: int = 10
     max_rt_moves: int = 3
+    max_windows: int = 1
     rt_budget: int = 50_000_000
     guard_cells: int = 0
+    give_up_serving: bool = True
 
     def __post_init__(self) -> None:
         for name in ("max_packs", "pack_budget", "rt_budget"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"Expected {name} to be an integer >= 1.")
-        for name in ("screen", "table_gpus", "max_rt_moves", "guard_cells"):
+        for name in ("screen", "table_gpus", "max_rt_moves", "max_windows", "guard_cells"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"Expected {name} to be an integer >= 0.")
+        if not isinstance(self.give_up_serving, bool):
+            raise ValueError("Expected give_up_serving to be True or False.")
 
 
 @dataclass(frozen=True)
@@ -189,8 +202,9 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     result = _search(packer, candidates, max(1, packs - screen * len(configurations)))
     if len(styles) > 1 and pricing.mode != "fifo":
         moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
+        windows = min(params.max_windows, params.rt_budget // size)
         realtime, result = _relax_realtime(
-            scenario, running, style, discount, realtime, result, moves, params, pricing
+            scenario, running, style, discount, realtime, result, (windows, moves), params, pricing
         )
 
     realtime, result = _no_worse_than_the_queues(
@@ -649,17 +663,20 @@ def _relax_realtime(
     discount: list[float],
     realtime: dict[int, list[int]],
     result: tuple,
-    moves: int,
+    moves: tuple[int, int],
     params: AllocatorParams,
     pricing: _Targets,
 ) -> tuple[dict[int, list[int]], tuple]:
     """Local search on the real-time side: give up a little demand where batch work earns more.
 
     The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
-    of demand can also break an aligned block that a waiting job needs. Each move caps one job's
-    count at `floor(demand)` (the fractional GPU given up) or one GPU lower, over a run of steps
-    or the whole horizon; serving is re-placed under the caps (ramps and swap caps still hold)
-    and the batch work re-packed in the incumbent's order. A move is kept when the true
+    of demand can also break an aligned block that a waiting job needs. `moves` is (windows,
+    caps). A window pins a waiting job on the block and start `_windows` ranks first, serving
+    moved off it by `_clear_window`, the rest of the batch work re-packed around it. A cap
+    move holds one job's count at `floor(demand)` (the fractional GPU given up) over a run of
+    steps, or keeps serving off a block a late job could start on; serving is re-placed under
+    the caps (ramps and swap caps still hold) and the batch work re-packed in the incumbent's
+    order with that job first. A move is kept when the true
     objective (decayed batch reward minus priced shortfall) improves, and never where it would
     take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
     had, when it is below the target already).
@@ -699,25 +716,52 @@ class _RealtimeSearch:
         self.realtime, self.result = realtime, result
         self.ceilings: dict[int, list[int]] = {}
         self.avoid = [0] * T
-        tried = 0
-        improved = True
-        while improved and tried < moves:
-            improved = False
-            moves_now = _realtime_moves(
-                self.scenario, self.jobs, self.running, realtime, result, self.pricing
-            )
-            for job, block_masks, caps in moves_now:
-                if tried >= moves:
-                    break
-                trial = self._trial_caps(caps, block_masks)
-                if trial is None:
-                    continue
-                tried += 1
-                if self._try(job, caps, *trial):
-                    realtime, result = self.realtime, self.result
-                    improved = True
-                    break
+        self.pins: list[tuple[tuple[int, int, int, int], _Candidate]] = []
+        self.budget = {"window": moves[0], "caps": moves[1]}
+        while any(self.budget.values()) and self._improve():
+            pass
         return self.realtime, self.result
+
+    def _improve(self) -> bool:
+        """Try moves on the incumbent until one improves it, or the moves or budgets run out."""
+        for kind, job, caps, trial in self._trials():
+            self.budget[kind] -= 1
+            if self._try(job, caps, *trial):
+                return True
+        return False
+
+    def _trials(self):
+        """(kind, batch job, caps, (serving sets or None, ceilings, avoided GPUs, window)) of
+        each move that changes something, within its kind's budget: windows first, each a
+        batch job pinned on a block whose serving `_clear_window` moves off; then the caps
+        and avoided blocks of `_realtime_moves`."""
+        scenario, jobs, running = self.scenario, self.jobs, self.running
+        realtime, result = self.realtime, self.result
+        if self.budget["window"]:
+            for job, start, end, block in _windows(
+                scenario, jobs, running, realtime, result, self.discount
+            ):
+                if not self.budget["window"]:
+                    break
+                pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
+                sets = _clear_window(
+                    scenario,
+                    jobs,
+                    running,
+                    (realtime, result, self.discount),
+                    (pin, job.index),
+                    self.params.give_up_serving,
+                )
+                if sets is not None:
+                    yield "window", job, None, (sets, self.ceilings, self.avoid, pin)
+        for job, block_masks, caps in _realtime_moves(
+            scenario, jobs, running, realtime, result, self.pricing
+        ):
+            if not self.budget["caps"]:
+                break
+            trial = self._trial_caps(caps, block_masks)
+            if trial is not None:
+                yield "caps", job, caps, (None, *trial, None)
 
     def _trial_caps(self, caps, block_masks):
         """The ceilings and avoided GPUs of a move, or None when it changes nothing or its caps
@@ -756,17 +800,43 @@ class _RealtimeSearch:
             first = min(first, next(changed, T))
         return first
 
-    def _try(self, job, caps, trial_ceilings, trial_avoid) -> bool:
-        """Re-place serving and re-pack batch work under the move; keep it if J improves."""
-        G, T, result = self.G, self.T, self.result
-        keep = [0] * T  # serving stays off the incumbent's batch cells where it can
-        for index, b, g, start, end in result[0]:
+    def _try(self, job, caps, sets, trial_ceilings, trial_avoid, pin) -> bool:
+        """Re-place serving (unless the move gives its sets) and re-pack batch work under the
+        move; keep it if J improves."""
+        if sets is None:
+            sets = self._replace_serving(job, caps, trial_ceilings, trial_avoid)
+        price, units, trial_missing = self.shortfall(sets)
+        if units > self.allowed:
+            return False
+        pins = self.pins
+        if pin is not None:  # the job goes on the window the move cleared, the rest around it
+            pins = [p for p in pins if p[1] is not job] + [(pin, job)]
+        trial_result = self._pack_around(sets, pins, job if pin is None else None)
+        if trial_result is None:
+            return False
+        score = trial_result[1] - self.weight * price
+        if score <= self.best + 1e-9:
+            return False
+        self.best, self.realtime, self.result = score, sets, trial_result
+        self.missing, self.ceilings, self.avoid = trial_missing, trial_ceilings, trial_avoid
+        if pin is not None:  # later re-placements keep serving off the pinned window
+            b, g, start, end = pin
+            block = ((1 << g) - 1) << b
+            self.avoid = [a | block if start <= t < end else a for t, a in enumerate(self.avoid)]
+        self.pins = pins
+        return True
+
+    def _replace_serving(self, job, caps, trial_ceilings, trial_avoid):
+        """Serving re-placed under a move's ceilings and avoided GPUs, from the first step they
+        change, off the incumbent's batch cells where it can (but the promoted job's)."""
+        keep = [0] * self.T
+        for index, b, g, start, end in self.result[0]:
             if job is None or index != job.index:
                 block = ((1 << g) - 1) << b
                 for t in range(start, end):
                     keep[t] |= block
         first = self._first_changed_step(caps, trial_ceilings, trial_avoid)
-        sets = _place_realtime(
+        return _place_realtime(
             self.scenario,
             self.running,
             self.layout,
@@ -776,21 +846,30 @@ class _RealtimeSearch:
             keep,
             (first, self.realtime),
         )
-        price, units, trial_missing = self.shortfall(sets)
-        if units > self.allowed:
-            return False
-        trial_free = _free_masks(G, self.running, sets)
-        trial_packer = _Packer(G, T, self.discount, trial_free, _use_table(self.params, G, T))
-        order = result[3]
-        if job is not None:  # the waiting job the block is kept for goes first
-            order = [job] + [c for c in order if c is not job]
-        trial_result = _search(trial_packer, order, 1, (order, result[4]))
-        score = trial_result[1] - self.weight * price
-        if score <= self.best + 1e-9:
-            return False
-        self.best, self.realtime, self.result = score, sets, trial_result
-        self.missing, self.ceilings, self.avoid = trial_missing, trial_ceilings, trial_avoid
-        return True
+
+    def _pack_around(self, sets, pins, promoted):
+        """The batch work re-packed (in the incumbent's order, `promoted` first) around serving
+        and the pinned windows, or None where serving still holds a pinned window."""
+        G, T, result = self.G, self.T, self.result
+        free = _free_masks(G, self.running, sets)
+        for (b, g, start, end), _ in pins:
+            block = ((1 << g) - 1) << b
+            for t in range(start, end):
+                if free[t] & block != block:
+                    return None
+                free[t] ^= block
+        pinned = {c.index for _, c in pins}
+        order = [c for c in result[3] if c.index not in pinned]
+        if promoted is not None:
+            order = [promoted] + [c for c in order if c is not promoted]
+        packer = _Packer(G, T, self.discount, free, _use_table(self.params, G, T))
+        placements, reward, cells, order, rule = _search(packer, order, 1, (order, result[4]))
+        placements = list(placements)
+        for (b, g, start, end), c in pins:
+            placements.append((c.index, b, g, start, end))
+            reward += c.priority * g * (self.discount[end] - self.discount[start])
+            cells += g * (end - start)
+        return placements, reward, cells, order, rule
 
 
 def _allowed_shortfall(scenario: Scenario) -> float:
@@ -869,6 +948,356 @@ def _realtime_moves(
                     t += 1
                 yield None, None, {i: [floors[i][k] if a <= k < t else G for k in range(T)]}
             t += 1
+
+
+def _windows(scenario, jobs, running, realtime, result, discount):
+    """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
+    value first (the job's decayed reward there, minus what it has now, the priced serving it
+    displaces and the reward of batch work on the block then, which must re-pack), as
+    (job, start, end, block). Costs are prefix sums per block, so a window costs O(1)."""
+    T = scenario.cluster.horizon_steps
+    placed = {p[0]: p for p in result[0]}
+    late = []
+    for job in result[3]:
+        where = placed.get(job.index)
+        latest = T if where is None else where[3]
+        if latest > job.arrival:
+            late.append((job, where, latest))
+    if not late:
+        return
+    serving = [0] * T
+    for sets in realtime.values():
+        for t, m in enumerate(sets):
+            serving[t] |= m
+    costs = _BlockCosts(scenario, jobs, running, realtime, result, discount, serving)
+    out = []
+    for job, where, latest in late:
+        out += _job_windows(job, where, range(job.arrival, latest), costs, discount)
+    out.sort(key=lambda w: w[:5], reverse=True)
+    for *_, s, e, block, job in out:
+        yield job, s, e, block
+
+
+def _job_windows(job, where, starts, costs, discount):
+    """(net value, -priority, index, start, end, block, job) of each window of the job, at each
+    size, block and start, that serving breaks, that can be cleared and that is worth it."""
+    T = costs.T
+    now = 0.0
+    if where is not None:
+        now = job.priority * where[2] * (discount[where[4]] - discount[where[3]])
+    out = []
+    for g, d in zip(job.sizes, job.durations, strict=True):
+        ends = [s + d if s + d < T else T for s in starts]
+        earn = [
+            job.priority * g * (discount[e] - discount[s]) - now
+            for s, e in zip(starts, ends, strict=True)
+        ]
+        for b, cum, broken, blocked, beside in costs.of(g):
+            block = ((1 << g) - 1) << b
+            beside = [p for p in beside if p[0] != job.index]
+            saved = costs.vacating(block, where) if where else None
+            for s, e, net in zip(starts, ends, earn, strict=True):
+                if broken[e] == broken[s] or blocked[e] != blocked[s]:
+                    continue
+                net -= cum[e] - cum[s]
+                if saved is not None:
+                    net += saved[e] - saved[s]
+                for _, a, z, value in beside:
+                    if a < e and s < z:
+                        net -= value
+                if net > 0:
+                    out.append((net, -job.priority, job.index, s, e, block, job))
+    return out
+
+
+class _BlockCosts:
+    """Per block size, lazily: per aligned block, prefix sums over steps of what clearing it of
+    serving costs (`_displaced`; inf where running work holds it) and of the steps serving
+    breaks it and of the steps where it cannot be cleared (running work, or no room), with the
+    batch placements that overlap it (index, start, end, reward)."""
+
+    def __init__(self, scenario, jobs, running, realtime, result, discount, serving):
+        G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+        self.G, self.T, self.running, self.serving = G, T, running, serving
+        self.scenario, self.jobs, self.realtime, self.result = scenario, jobs, realtime, result
+        self.discount = discount
+        self.idle = _free_masks(G, running, realtime)
+        self.batch: list[list[tuple[int, float]]] = [[] for _ in range(T)]
+        self.placements = []
+        for index, b, g, start, end in result[0]:
+            block = ((1 << g) - 1) << b
+            value = scenario.jobs[index].priority * g * (discount[end] - discount[start])
+            self.placements.append((block, index, start, end, value))
+            for t in range(start, end):
+                self.idle[t] &= ~block
+                cell = scenario.jobs[index].priority * (discount[t + 1] - discount[t])
+                self.batch[t].append((block, cell))
+        self.room = [((1 << G) - 1) & ~(running[t] | serving[t]) for t in range(T)]
+        self.units: dict[int, list[float]] = {}
+        self.memo: dict[int, list] = {}
+        self.anywhere = 0  # every GPU serving holds at some step
+        for m in serving:
+            self.anywhere |= m
+
+    def of(self, g: int) -> list:
+        """The blocks of size g that serving breaks at some step (no others can qualify)."""
+        out = self.memo.get(g)
+        if out is None:
+            out = self.memo[g] = [
+                self._block(b, ((1 << g) - 1) << b)
+                for b in range(0, self.G - g + 1, g)
+                if self.anywhere & ((1 << g) - 1) << b
+            ]
+        return out
+
+    def _block(self, b: int, block: int):
+        cum, broken, blocked = [0.0], [0], [0]
+        c = n_broken = n_blocked = 0
+        for t in range(self.T):
+            cost = self.step_cost(t, block)
+            if cost is None:
+                n_blocked += 1
+            elif cost >= 0.0:
+                n_broken += 1
+                c += cost
+            cum.append(c)
+            broken.append(n_broken)
+            blocked.append(n_blocked)
+        beside = [(i, a, z, v) for mask, i, a, z, v in self.placements if mask & block]
+        return b, cum, broken, blocked, beside
+
+    def step_cost(self, t: int, block: int, vacated: int = 0) -> float | None:
+        """What clearing the block of serving costs at step t (-1.0: no serving on it; None:
+        it cannot be cleared), with the GPUs `vacated` (a moving job's own) idle too."""
+        on = self.serving[t] & block
+        if self.running[t] & block:
+            return None
+        if not on:
+            return -1.0
+        k = on.bit_count() - ((self.idle[t] | vacated) & ~block).bit_count()
+        if k <= 0:
+            return 0.0
+        cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
+        return None if cost == math.inf else cost
+
+    def vacating(self, block: int, where) -> list[float]:
+        """Prefix sums over steps of what a job's own placement `where` (index, b, g, start,
+        end), given up as it moves, saves in clearing the block (its cells become idle)."""
+        _, b, g, start, end = where
+        own = (((1 << g) - 1) << b) & ~block
+        out, c = [0.0], 0.0
+        for t in range(self.T):
+            if own and start <= t < end:
+                before, after = self.step_cost(t, block), self.step_cost(t, block, own)
+                if before is not None and after is not None and before > 0.0:
+                    c += before - max(after, 0.0)
+            out.append(c)
+        return out
+
+    def _prefix(self, t: int) -> list[float]:
+        """Prefix sums of the marginal serving units at step t, cheapest first."""
+        out = self.units.get(t)
+        if out is None:
+            weight = self.scenario.policy.penalty_weight
+            prices = []
+            for i, job in self.jobs:
+                n = self.realtime[i][t].bit_count()
+                d = job.demand[t]
+                for k in range(n, job.gpus_min, -1):
+                    prices.append(weight * job.priority * min(1.0, max(0.0, d - (k - 1))))
+            prices.sort()
+            out = [0.0]
+            for price in prices:
+                out.append(out[-1] + price)
+            self.units[t] = out
+        return out
+
+
+def _displaced(prefix, batch, block, k, room):
+    """What moving k serving GPUs off a block costs at a step: the cheapest serving units given
+    up, then batch cells off the block that serving takes (each at its own decayed reward: an
+    estimate, the job may re-pack nearby), else inf."""
+    given = min(k, len(prefix) - 1)
+    cost = prefix[given]
+    rest = k - given
+    if rest:
+        cells = sorted(w for o, w in batch for _ in range((o & room & ~block).bit_count()))
+        if rest > len(cells):
+            return math.inf
+        cost += sum(cells[:rest])
+    return cost
+
+
+def _clear_window(scenario, jobs, running, incumbent, window, give_up):
+    """Serving moved off the window (b, g, start, end) of a batch job, `window` being
+    ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
+    serving cannot leave. `incumbent` is (serving sets, batch result, discount).
+
+    First a serving GPU on the block moves, for its whole run, to a GPU no work holds over it
+    (`_rehome_runs`). What is left moves per step of the window to a GPU no work holds (one the
+    job held the step before first), else to the cheapest of: the GPU of a serving unit held
+    off the block (its job gives that unit up; the mover's own: it just gives the GPU up; only
+    with `give_up`) and a batch cell off the block (that job re-packs; priced at its whole
+    reward). After the window serving is as before; where a swap cap is too small to release
+    and gain at once, a GPU is gained a step early or released a step late
+    (`_within_swap_cap`)."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    realtime, result, discount = incumbent
+    (b, g, start, end), mover = window
+    block = ((1 << g) - 1) << b
+    if any(running[t] & block for t in range(start, end)):
+        return None
+    sets = {i: list(v) for i, v in realtime.items()}
+    batch, cells = _batch_by_step(scenario, result, discount, mover)
+    off_block = ((1 << G) - 1) & ~block
+    _rehome_runs(sets, running, batch, block, start, end, off_block)
+    for t in range(start, end):
+        serving = 0
+        for v in sets.values():
+            serving |= v[t]
+        idle = off_block & ~(running[t] | batch[t] | serving)
+        bumpable = batch[t] & off_block & ~serving
+        for i, job in jobs:
+            on = sets[i][t] & block
+            before = sets[i][t - 1] if t else mask_of(job.previous_gpus or ())
+            while on:
+                bit = on & -on
+                on ^= bit
+                if idle:
+                    here = idle & before or idle
+                    j, gpu = None, here & -here
+                else:
+                    choice = _cheapest_home(
+                        scenario, jobs if give_up else (), sets, t, block, i, cells[t], bumpable
+                    )
+                    if choice is None:
+                        return None
+                    j, gpu = choice
+                sets[i][t] ^= bit
+                if j is not None and j != i:
+                    sets[j][t] ^= gpu  # it gives its unit up
+                if j != i:
+                    sets[i][t] |= gpu
+                    idle &= ~gpu
+                    bumpable &= ~gpu
+    held = [running[t] | batch[t] | (block if start <= t < end else 0) for t in range(T)]
+    for v in sets.values():
+        for t, m in enumerate(v):
+            held[t] |= m
+    for i, job in jobs:  # the swap caps still hold, a move made before its break if need be
+        if not _within_swap_cap(job, sets[i], held):
+            return None
+    return sets
+
+
+def _rehome_runs(sets, running, batch, block, start, end, off_block):
+    """Serving GPUs on the block during [start, end) move, for the whole run of steps the job
+    holds them, to one GPU off the block that no work holds over that run: the counts and
+    swaps stay as they were (a gain and a release of another GPU). Those that cannot are left
+    to the step-by-step moves."""
+    T = len(running)
+    taken = [running[t] | batch[t] for t in range(T)]
+    for v in sets.values():
+        for t, m in enumerate(v):
+            taken[t] |= m
+    for v in sets.values():
+        for t in range(start, end):
+            on = v[t] & block
+            while on:
+                bit = on & -on
+                on ^= bit
+                a, z = t, t + 1
+                while a > 0 and v[a - 1] & bit:
+                    a -= 1
+                while z < T and v[z] & bit:
+                    z += 1
+                here = off_block
+                for k in range(a, z):
+                    here &= ~taken[k]
+                if here:
+                    gpu = here & -here
+                    for k in range(a, z):
+                        v[k] ^= bit | gpu
+                        taken[k] |= gpu
+
+
+def _batch_by_step(scenario, result, discount, but=None):
+    """Per step: the GPUs the incumbent's batch work (but job `but`) holds, and its blocks with
+    their job's decayed reward."""
+    T = scenario.cluster.horizon_steps
+    batch = [0] * T
+    cells: list[list[tuple[int, float]]] = [[] for _ in range(T)]
+    for index, b, g, start, end in result[0]:
+        if index == but:
+            continue
+        mask = ((1 << g) - 1) << b
+        value = scenario.jobs[index].priority * g * (discount[end] - discount[start])
+        for t in range(start, end):
+            batch[t] |= mask
+            cells[t].append((mask, value))
+    return batch, cells
+
+
+def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
+    """(job giving a unit up or None, GPU) for a serving GPU leaving the block at step t: the
+    cheapest serving unit the mover can take (a GPU off the block) or give up (its own; the
+    GPU is then 0), or a batch cell (priced at its job's reward); None if there is none."""
+    weight = scenario.policy.penalty_weight
+    best = None
+    for j, job in jobs:
+        n = sets[j][t].bit_count()
+        mine = sets[j][t] & ~block
+        if n <= job.gpus_min or not (mine or j == mover):
+            continue
+        price = weight * job.priority * min(1.0, max(0.0, job.demand[t] - n + 1))
+        if best is None or price < best[0]:
+            best = (price, j, mine & -mine)
+    for mask, value in cells:
+        here = mask & bumpable
+        if here and (best is None or value < best[0]):
+            best = (value, None, here & -here)
+    return None if best is None else best[1:]
+
+
+def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int]) -> bool:
+    """Whether the job's sets keep its swap cap, where need be after making a move before its
+    break: where the cap is too small to release and gain at once, the GPU gained is taken a
+    step early, or the one released kept a step longer (while it is free and the job within
+    its range). Edits `sets` and `held` in place."""
+    before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
+    T = len(sets)
+    for t in range(T):
+        prev = before if t == 0 else sets[t - 1]
+        if prev is None:
+            continue
+        excess = (prev ^ sets[t]).bit_count() - job.swap_cap
+        if excess <= 0:
+            continue
+        if t > 0:  # gain early
+            early = sets[t] & ~prev & ~held[t - 1]
+            prev2 = before if t == 1 else sets[t - 2]
+            while excess > 0 and early and sets[t - 1].bit_count() < job.gpus_max:
+                if prev2 is not None and (prev2 ^ sets[t - 1]).bit_count() >= job.swap_cap:
+                    break
+                bit = early & -early
+                early ^= bit
+                sets[t - 1] |= bit
+                held[t - 1] |= bit
+                excess -= 1
+        late = prev & ~sets[t] & ~held[t]  # release late
+        while excess > 0 and late and sets[t].bit_count() < job.gpus_max:
+            bit = late & -late
+            late ^= bit
+            sets[t] |= bit
+            held[t] |= bit
+            excess -= 1
+        if excess > 0:
+            return False
+    return True
+
+
+def G_MASK(gpus: int) -> int:
+    return (1 << gpus) - 1
 
 
 class _Buddy:
@@ -1198,6 +1627,14 @@ class _Packer:
             best = None  # (score, start, size, end, block mask)
             arrival = max(job.arrival, previous) if size_rule == "fifo" else job.arrival
             for g, d in zip(job.sizes, job.durations, strict=True):
+                if best is not None:  # no start beats its arrival: skip sizes that cannot win
+                    if by_value:
+                        e = arrival + d if arrival + d < T else T
+                        bound = (job.priority * g * (discount[e] - discount[arrival]), -g)
+                    else:
+                        bound = (-arrival, g)
+                    if bound <= best[0]:
+                        continue
                 if blocks_free is not None:
                     found = blocks_free.earliest(g, d, arrival)
                 else:
