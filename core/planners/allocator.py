@@ -950,6 +950,9 @@ def _realtime_moves(
             t += 1
 
 
+_WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
+
+
 def _windows(scenario, jobs, running, realtime, result, discount):
     """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
     value first (the job's decayed reward there, minus what it has now, the priced serving it
@@ -970,10 +973,28 @@ def _windows(scenario, jobs, running, realtime, result, discount):
         for t, m in enumerate(sets):
             serving[t] |= m
     costs = _BlockCosts(scenario, jobs, running, realtime, result, discount, serving)
-    out = []
+    # Jobs by what their best window could earn (at arrival, nothing displaced): once that is
+    # no more than the _WINDOWS-th best net value found, no later job can enter the list.
+    bounds = []
     for job, where, latest in late:
+        now = (
+            0.0
+            if where is None
+            else job.priority * where[2] * (discount[where[4]] - discount[where[3]])
+        )
+        best = max(
+            job.priority * g * (discount[min(job.arrival + d, T)] - discount[job.arrival])
+            for g, d in zip(job.sizes, job.durations, strict=True)
+        )
+        bounds.append((best - now, job, where, latest))
+    bounds.sort(key=lambda item: (-item[0], item[1].index))
+    out: list[tuple] = []
+    for bound, job, where, latest in bounds:
+        if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
+            break
         out += _job_windows(job, where, range(job.arrival, latest), costs, discount)
-    out.sort(key=lambda w: w[:5], reverse=True)
+        out.sort(key=lambda w: w[:5], reverse=True)
+        del out[_WINDOWS:]
     for *_, s, e, block, job in out:
         yield job, s, e, block
 
@@ -993,9 +1014,11 @@ def _job_windows(job, where, starts, costs, discount):
             for s, e in zip(starts, ends, strict=True)
         ]
         for b, cum, broken, blocked, beside in costs.of(g):
+            if broken[ends[-1]] == broken[starts[0]]:
+                continue  # serving breaks it in none of the windows
             block = ((1 << g) - 1) << b
             beside = [p for p in beside if p[0] != job.index]
-            saved = costs.vacating(block, where) if where else None
+            saved = costs.vacating(block, cum, where) if where else None
             for s, e, net in zip(starts, ends, earn, strict=True):
                 if broken[e] == broken[s] or blocked[e] != blocked[s]:
                     continue
@@ -1053,7 +1076,13 @@ class _BlockCosts:
     def _block(self, b: int, block: int):
         cum, broken, blocked = [0.0], [0], [0]
         c = n_broken = n_blocked = 0
+        serving, running = self.serving, self.running
         for t in range(self.T):
+            if not (serving[t] | running[t]) & block:  # the common case, written out
+                cum.append(c)
+                broken.append(n_broken)
+                blocked.append(n_blocked)
+                continue
             cost = self.step_cost(t, block)
             if cost is None:
                 n_blocked += 1
@@ -1080,18 +1109,23 @@ class _BlockCosts:
         cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
         return None if cost == math.inf else cost
 
-    def vacating(self, block: int, where) -> list[float]:
+    def vacating(self, block: int, cum: list[float], where) -> list[float] | None:
         """Prefix sums over steps of what a job's own placement `where` (index, b, g, start,
-        end), given up as it moves, saves in clearing the block (its cells become idle)."""
+        end), given up as it moves, saves in clearing the block (its cells become idle); None
+        when it saves nothing (the block costs nothing then, or the job holds no GPU beside)."""
         _, b, g, start, end = where
         own = (((1 << g) - 1) << b) & ~block
-        out, c = [0.0], 0.0
-        for t in range(self.T):
-            if own and start <= t < end:
-                before, after = self.step_cost(t, block), self.step_cost(t, block, own)
-                if before is not None and after is not None and before > 0.0:
+        if not own or cum[end] == cum[start]:
+            return None
+        out, c = [0.0] * (start + 1), 0.0
+        for t in range(start, end):
+            before = self.step_cost(t, block)
+            if before is not None and before > 0.0:
+                after = self.step_cost(t, block, own)
+                if after is not None:
                     c += before - max(after, 0.0)
             out.append(c)
+        out += [c] * (self.T - end)
         return out
 
     def _prefix(self, t: int) -> list[float]:
