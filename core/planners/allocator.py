@@ -7,7 +7,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    what the cheapest batch job that could use the GPU then (arrived, decayed) would earn on it,
    clipped to its range, and raised ahead of every peak so that ramping `swap_cap` GPUs a step
    still reaches it in time. GPUs go to jobs by what one more GPU covers (priority x a whole
-   unit of demand, then the fractional one). Which GPUs it gains and releases follows a layout:
+   unit of demand, then the fractional one; where none is free, a job's last GPU covering less
+   priority-weighted demand is handed over). Which GPUs it gains and releases follows a layout:
    buddy best fit (fill the aligned blocks that running work or serving already broke), packed
    at the top, or packed at the bottom (beside running blocks). Spare swap budget trades a GPU
    for a better one, so the free pool stays in whole aligned blocks for batch work. Where the
@@ -93,9 +94,10 @@ class AllocatorParams:
     does not lose to them (a Hypothesis property in tests/planners/test_slo.py) and the
     baselines cost as much again as the allocator on 8 GPUs. It always runs when the plan
     misses the coverage target. `give_up_serving`: a window may also take a serving GPU whose
-    unit of demand is worth less than the batch work (its job gives it up); the rolling horizon
-    turns it off, because there demand is a forecast and serving given up against it turns
-    into realised shortfall when demand comes in above it.
+    unit of demand is worth less than the batch work (its job gives it up), and a service
+    short of a whole unit takes the GPU of a lower-priority one that covers less (a hand-over);
+    the rolling horizon turns it off, because there demand is a forecast and serving given up
+    against it turns into realised shortfall when demand comes in above it.
     """
 
     max_packs: int = 18
@@ -313,7 +315,9 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
         if pricing.mode == "fifo":
             realtime = reserved_sets(scenario)
         else:
-            realtime = _place_realtime(scenario, running, style, pricing)
+            realtime = _place_realtime(
+                scenario, running, style, pricing, hand_over=params.give_up_serving
+            )
         free = _free_masks(G, running, realtime)
         packer = _Packer(G, T, discount, free, _use_table(params, G, T))
         reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
@@ -495,6 +499,7 @@ def _place_realtime(
     avoid: list[int] | None = None,
     keep: list[int] | None = None,
     resume: tuple[int, dict[int, list[int]]] | None = None,
+    hand_over: bool = False,
 ) -> dict[int, list[int]]:
     """Per real-time job (by grid index), its GPU bitset at every step.
 
@@ -510,6 +515,7 @@ def _place_realtime(
     ceilings = ceilings or {}
     targets = {i: pricing.of(scenario, j, ceilings.get(i)) for i, j in jobs}
     placer = _Serving(scenario.cluster.gpus, running, layout, jobs, targets, avoid, keep)
+    placer.hand_over = hand_over
     T = scenario.cluster.horizon_steps
     sets: dict[int, list[int]] = {i: [0] * T for i, _ in jobs}
     first = 0
@@ -529,6 +535,7 @@ class _Serving:
     """One step of `_place_realtime` after another: the sets held now, and the moves of a step."""
 
     def __init__(self, gpus, running, layout, jobs, targets, avoid, keep):
+        self.hand_over = False
         self.gpus, self.all_gpus = gpus, (1 << gpus) - 1
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
@@ -559,6 +566,8 @@ class _Serving:
             for i, job in self.jobs:
                 self._move_off_avoided(i, job)
         self._gain(False, t)
+        if self.hand_over:
+            self._hand_over(t)
         for i, _ in self.jobs:
             self._trade(i)
 
@@ -640,6 +649,33 @@ class _Serving:
             self.free ^= got
             pool ^= got
             self.budget[i] -= got.bit_count()
+
+    def _hand_over(self, t: int) -> None:
+        """Where a job is still short and no GPU is free, it takes one from a job whose last
+        GPU covers less priority-weighted demand (one swap each, the giver kept at its
+        gpus_min): a fraction of low-priority demand gives way to a whole unit of higher."""
+        for i, job in self.jobs:  # by priority
+            while self.current[i].bit_count() < self.want[i] and self.budget[i] >= 1:
+                n = self.current[i].bit_count()
+                worth = job.priority * min(1.0, job.demand[t] - n)
+                giver = None
+                for j, other in self.jobs:
+                    m = self.current[j].bit_count()
+                    if j == i or m <= other.gpus_min or self.budget[j] < 1:
+                        continue
+                    if not self.current[j] & ~self.shun:
+                        continue
+                    loses = other.priority * min(1.0, max(0.0, other.demand[t] - (m - 1)))
+                    if giver is None or loses < giver[0]:
+                        giver = (loses, j)
+                if giver is None or giver[0] >= worth - 1e-9:
+                    return
+                j = giver[1]
+                gpu = self.layout.best_release(self.current[j] & ~self.shun, self.free)
+                self.current[j] ^= gpu
+                self.current[i] |= gpu
+                self.budget[j] -= 1
+                self.budget[i] -= 1
 
     def _trade(self, i: int) -> None:
         """Spare budget: trade a GPU for another while it leaves a larger free block than it
@@ -845,6 +881,7 @@ class _RealtimeSearch:
             trial_avoid,
             keep,
             (first, self.realtime),
+            hand_over=self.params.give_up_serving,
         )
 
     def _pack_around(self, sets, pins, promoted):

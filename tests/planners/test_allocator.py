@@ -309,6 +309,27 @@ def test_a_low_priority_fraction_makes_way_for_a_high_priority_job():
     assert metrics(scenario, kept)["rt_coverage"] == 1.0
 
 
+def test_a_fraction_of_low_priority_demand_hands_its_gpu_to_a_whole_unit_of_higher():
+    from core.planners.allocator import AllocatorParams
+
+    # 2 GPUs, both held by a priority-2 service whose second GPU covers 0.1 of demand; a
+    # priority-8 service needs one whole GPU. Optimum (proved by `full`): hand it over.
+    jobs = (
+        RealtimeJob("low", 2, 1, 2, 2, (1.1, 1.1), previous_gpus=(0, 1)),
+        RealtimeJob("high", 8, 0, 1, 1, (1.0, 1.0)),
+    )
+    scenario = _scenario(2, 2, jobs, penalty_weight=5)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert metrics(scenario, plan)["objective"] == pytest.approx(-5 * 2 * 0.1 * 2)
+    assert holdings(scenario, plan)[1].tolist() == [1, 1]
+    full = solve(scenario, "full", mip_gap=0.0)
+    assert metrics(scenario, full)["objective"] == pytest.approx(-2.0)
+    # the rolling horizon's setting keeps each service's own GPUs
+    kept = plan_allocator(scenario, AllocatorParams(give_up_serving=False))
+    assert holdings(scenario, kept)[0].tolist() == [2, 2]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6), st.sampled_from(["small", "wide"]), st.booleans())
 def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, give_up):
