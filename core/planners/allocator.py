@@ -516,6 +516,7 @@ def _place_realtime(
     targets = {i: pricing.of(scenario, j, ceilings.get(i)) for i, j in jobs}
     placer = _Serving(scenario.cluster.gpus, running, layout, jobs, targets, avoid, keep)
     placer.hand_over = hand_over
+    placer.keep_units = scenario.policy.rt_coverage_target is not None
     T = scenario.cluster.horizon_steps
     sets: dict[int, list[int]] = {i: [0] * T for i, _ in jobs}
     first = 0
@@ -535,7 +536,7 @@ class _Serving:
     """One step of `_place_realtime` after another: the sets held now, and the moves of a step."""
 
     def __init__(self, gpus, running, layout, jobs, targets, avoid, keep):
-        self.hand_over = False
+        self.hand_over = self.keep_units = False
         self.gpus, self.all_gpus = gpus, (1 << gpus) - 1
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
@@ -653,11 +654,13 @@ class _Serving:
     def _hand_over(self, t: int) -> None:
         """Where a job is still short and no GPU is free, it takes one from a job whose last
         GPU covers less priority-weighted demand (one swap each, the giver kept at its
-        gpus_min): a fraction of low-priority demand gives way to a whole unit of higher."""
+        gpus_min): a fraction of low-priority demand gives way to a whole unit of higher.
+        Under a coverage target (`keep_units`), only where it covers no fewer units."""
         for i, job in self.jobs:  # by priority
             while self.current[i].bit_count() < self.want[i] and self.budget[i] >= 1:
                 n = self.current[i].bit_count()
-                worth = job.priority * min(1.0, job.demand[t] - n)
+                gains = min(1.0, job.demand[t] - n)
+                worth = job.priority * gains
                 giver = None
                 for j, other in self.jobs:
                     m = self.current[j].bit_count()
@@ -665,7 +668,10 @@ class _Serving:
                         continue
                     if not self.current[j] & ~self.shun:
                         continue
-                    loses = other.priority * min(1.0, max(0.0, other.demand[t] - (m - 1)))
+                    units = min(1.0, max(0.0, other.demand[t] - (m - 1)))
+                    if self.keep_units and units > gains:
+                        continue
+                    loses = other.priority * units
                     if giver is None or loses < giver[0]:
                         giver = (loses, j)
                 if giver is None or giver[0] >= worth - 1e-9:
