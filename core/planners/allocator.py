@@ -541,8 +541,31 @@ class _Serving:
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
         self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
+        self.settled = False  # the last step changed nothing (and was not step 0)
 
     def step(self, t: int) -> None:
+        if self.settled and self._as_before(t):
+            return  # the same inputs as the step before, which moved nothing: nothing moves
+        before = [self.current[i] for i, _ in self.jobs]
+        self._step(t)
+        self.settled = t > 0 and before == [self.current[i] for i, _ in self.jobs]
+
+    def _as_before(self, t: int) -> bool:
+        """Step t sees what step t - 1 saw: the same running work, avoided and kept GPUs, and
+        every job's target (within its range) is the count it holds."""
+        if self.running[t] != self.running[t - 1]:
+            return False
+        if self.avoid and self.avoid[t] != self.avoid[t - 1]:
+            return False
+        if self.keep and self.keep[t] != self.keep[t - 1]:
+            return False
+        for i, job in self.jobs:
+            target = min(max(self.targets[i][t], job.gpus_min), job.gpus_max)
+            if target != self.current[i].bit_count():
+                return False
+        return True
+
+    def _step(self, t: int) -> None:
         self.budget, self.want = {}, {}
         for i, job in self.jobs:
             count = self.current[i].bit_count()
