@@ -1121,6 +1121,8 @@ class _BlockCosts:
                 self.idle[t] &= ~block
                 cell = scenario.jobs[index].priority * (discount[t + 1] - discount[t])
                 self.batch[t].append((block, cell))
+        for cells in self.batch:
+            cells.sort(key=lambda item: item[1])
         self.room = [((1 << G) - 1) & ~(running[t] | serving[t]) for t in range(T)]
         self.units: dict[int, list[float]] = {}
         self.memo: dict[int, list] = {}
@@ -1216,16 +1218,21 @@ class _BlockCosts:
 def _displaced(prefix, batch, block, k, room):
     """What moving k serving GPUs off a block costs at a step: the cheapest serving units given
     up, then batch cells off the block that serving takes (each at its own decayed reward: an
-    estimate, the job may re-pack nearby), else inf."""
+    estimate, the job may re-pack nearby; `batch` is (block, reward per GPU), cheapest first),
+    else inf."""
     given = min(k, len(prefix) - 1)
     cost = prefix[given]
     rest = k - given
-    if rest:
-        cells = sorted(w for o, w in batch for _ in range((o & room & ~block).bit_count()))
-        if rest > len(cells):
-            return math.inf
-        cost += sum(cells[:rest])
-    return cost
+    if not rest:
+        return cost
+    for mask, value in batch:  # cheapest first
+        n = (mask & room & ~block).bit_count()
+        if n:
+            cost += min(n, rest) * value
+            rest -= min(n, rest)
+            if not rest:
+                return cost
+    return math.inf
 
 
 def _clear_window(scenario, jobs, running, incumbent, window, give_up):
