@@ -18,11 +18,12 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    kept, a plan that meets `policy.rt_coverage_target` first.
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
-   arrival) that earn it the most decayed value (ties: the narrower block, which leaves room
-   beside it; without decay a job earns the same on any width), on an aligned block chosen
-   buddy-style: a block
-   whose parent block is already partly used wins over one that would split a whole free parent,
-   so a later job that needs 8 GPUs still finds 8. A job cut by the horizon still earns its cells.
+   arrival) that earn it the most decayed value (ties: the size that ends first, then the
+   narrower block, which leaves room beside it; without decay a job earns the same on any
+   width), on an aligned block chosen buddy-style: a block whose parent block is already partly
+   used wins over one that would split a whole free parent, so a later job that needs 8 GPUs
+   still finds 8 (and where no parent is whole, one that no larger block contains, as GPUs
+   8-11 of 12). A job cut by the horizon still earns its cells.
 3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
    order (promote a job left out or cut short to the front, shrink a job to a narrower block,
    swap two neighbours), within a budget of re-packings that shrinks with the problem size; the
@@ -1737,7 +1738,7 @@ class _Packer:
                 if best is not None:  # no start beats its arrival: skip sizes that cannot win
                     if by_value:
                         e = arrival + d if arrival + d < T else T
-                        bound = (job.priority * g * (discount[e] - discount[arrival]), -g)
+                        bound = (job.priority * g * (discount[e] - discount[arrival]), -e, -g)
                     else:
                         bound = (-arrival, g)
                     if bound <= best[0]:
@@ -1751,7 +1752,7 @@ class _Packer:
                 start, blocks = found
                 end = min(start + d, T)
                 if by_value:
-                    score = (job.priority * g * (discount[end] - discount[start]), -g)
+                    score = (job.priority * g * (discount[end] - discount[start]), -end, -g)
                 else:
                     score = (-start, g)
                 if best is None or score > best[0]:
@@ -1779,7 +1780,10 @@ class _Packer:
         return placements, reward, cells
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
-        """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest."""
+        """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest.
+        Where no parent of a size is whole, one with no parent of that size at all (past the
+        last aligned block of it, as GPUs 8-11 of 12 for size 8) goes first: it can never
+        break one."""
         candidates = blocks
         h = g * 2
         while candidates & (candidates - 1) and h <= self.gpus:
@@ -1790,13 +1794,11 @@ class _Packer:
                 k <<= 1
             parents &= self.align[h]
             if not parents:
+                outside = candidates & ~spread(self.align[h], h)
+                if outside:
+                    candidates = outside
                 break
-            spread = parents
-            k = 1
-            while k < h:
-                spread |= spread << k
-                k <<= 1
-            keep = candidates & ~spread
+            keep = candidates & ~spread(parents, h)
             if keep:
                 candidates = keep
                 break

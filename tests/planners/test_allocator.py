@@ -375,6 +375,38 @@ def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, giv
                     assert (prior ^ mask).bit_count() <= job.swap_cap
 
 
+def _packed_alone(scenario):
+    """Each job's placement when the batch work is packed alone, by value (index, b, g, start,
+    end)."""
+    from core.planners import allocator
+
+    T = scenario.cluster.horizon_steps
+    discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
+    running = allocator._running_masks(scenario, T)
+    free = allocator._free_masks(scenario.cluster.gpus, running, {})
+    packer = allocator._Packer(scenario.cluster.gpus, T, discount, free, True)
+    return packer.pack(allocator._candidates(scenario), "value")[0]
+
+
+def test_without_decay_a_job_takes_the_size_that_ends_first():
+    # Without decay a job earns the same on any width: the width that ends first leaves the
+    # cluster free soonest (4 wide for 1 step, not 1 wide for 4).
+    scenario = _scenario(4, 8, [_batch("a", 8, 4, 4.0, low=1)], decay=1.0)
+    assert _packed_alone(scenario) == [(0, 0, 4, 0, 1)]
+
+
+def test_a_block_that_no_larger_block_contains_goes_first():
+    # 12 GPUs: aligned 8-blocks exist only at 0-7. With 0-3 busy, no 8-block is free, and a
+    # 1-GPU job for the whole horizon takes GPU 8 (outside every 8-block), not GPU 4, which
+    # would break 0-7 for good.
+    jobs = [
+        _batch("running", 1, 4, 16.0, running=Running(0, 4, 4)),
+        _batch("long", 3, 1, 8.0),
+    ]
+    scenario = _scenario(12, 8, jobs)
+    assert _packed_alone(scenario) == [(1, 8, 1, 0, 8)]
+
+
 def _earliest_brute(blocks, g, d, arrival, steps):
     """The definition: the first start whose window (cut at the horizon) keeps a block free."""
     for s in range(arrival, steps):
