@@ -683,7 +683,7 @@ class _Serving:
         for i, job in self.jobs:  # by priority
             while self.current[i].bit_count() < self.want[i] and self.budget[i] >= 1:
                 n = self.current[i].bit_count()
-                gains = min(1.0, job.demand[t] - n)
+                gains = _covers(job.demand[t], n + 1)
                 worth = job.priority * gains
                 giver = None
                 for j, other in self.jobs:
@@ -692,7 +692,7 @@ class _Serving:
                         continue
                     if not self.current[j] & ~self.shun:
                         continue
-                    units = min(1.0, max(0.0, other.demand[t] - (m - 1)))
+                    units = _covers(other.demand[t], m)
                     if self.keep_units and units > gains:
                         continue
                     loses = other.priority * units
@@ -939,6 +939,11 @@ class _RealtimeSearch:
         return placements, reward, cells, order, rule
 
 
+def _covers(demand: float, k: int) -> float:
+    """The units of demand a job's k-th GPU covers at a step (its last, where it holds k)."""
+    return min(1.0, max(0.0, demand - (k - 1)))
+
+
 def _allowed_shortfall(scenario: Scenario) -> float:
     """Units of real-time shortfall the coverage target allows (inf without a target)."""
     target = scenario.policy.rt_coverage_target
@@ -1053,26 +1058,24 @@ def _windows(scenario, jobs, running, realtime, result, discount):
             job.priority * g * (discount[min(job.arrival + d, T)] - discount[job.arrival])
             for g, d in zip(job.sizes, job.durations, strict=True)
         )
-        bounds.append((best - now, job, where, latest))
+        bounds.append((best - now, job, where, latest, now))
     bounds.sort(key=lambda item: (-item[0], item[1].index))
     out: list[tuple] = []
-    for bound, job, where, latest in bounds:
+    for bound, job, where, latest, now in bounds:
         if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
             break
-        out += _job_windows(job, where, range(job.arrival, latest), costs, discount)
+        out += _job_windows(job, where, now, range(job.arrival, latest), costs, discount)
         out.sort(key=lambda w: w[:5], reverse=True)
         del out[_WINDOWS:]
     for *_, s, e, block, job in out:
         yield job, s, e, block
 
 
-def _job_windows(job, where, starts, costs, discount):
+def _job_windows(job, where, now, starts, costs, discount):
     """(net value, -priority, index, start, end, block, job) of each window of the job, at each
-    size, block and start, that serving breaks, that can be cleared and that is worth it."""
+    size, block and start, that serving breaks, that can be cleared and that is worth it;
+    `now` is what its placement `where` earns (0 unplaced)."""
     T = costs.T
-    now = 0.0
-    if where is not None:
-        now = job.priority * where[2] * (discount[where[4]] - discount[where[3]])
     out = []
     for g, d in zip(job.sizes, job.durations, strict=True):
         ends = [s + d if s + d < T else T for s in starts]
@@ -1111,7 +1114,8 @@ class _BlockCosts:
         self.G, self.T, self.running, self.serving = G, T, running, serving
         self.scenario, self.jobs, self.realtime, self.result = scenario, jobs, realtime, result
         self.discount = discount
-        self.idle = _free_masks(G, running, realtime)
+        self.room = [((1 << G) - 1) & ~(running[t] | serving[t]) for t in range(T)]
+        self.idle = list(self.room)  # and free of batch work, below
         self.batch: list[list[tuple[int, float]]] = [[] for _ in range(T)]
         self.placements = []
         for index, b, g, start, end in result[0]:
@@ -1124,7 +1128,6 @@ class _BlockCosts:
                 self.batch[t].append((block, cell))
         for cells in self.batch:
             cells.sort(key=lambda item: item[1])
-        self.room = [((1 << G) - 1) & ~(running[t] | serving[t]) for t in range(T)]
         self.units: dict[int, list[float]] = {}
         self.memo: dict[int, list] = {}
         self.anywhere = 0  # every GPU serving holds at some step
@@ -1207,7 +1210,7 @@ class _BlockCosts:
                 n = self.realtime[i][t].bit_count()
                 d = job.demand[t]
                 for k in range(n, job.gpus_min, -1):
-                    prices.append(weight * job.priority * min(1.0, max(0.0, d - (k - 1))))
+                    prices.append(weight * job.priority * _covers(d, k))
             prices.sort()
             out = [0.0]
             for price in prices:
@@ -1357,7 +1360,7 @@ def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
         mine = sets[j][t] & ~block
         if n <= job.gpus_min or not (mine or j == mover):
             continue
-        price = weight * job.priority * min(1.0, max(0.0, job.demand[t] - n + 1))
+        price = weight * job.priority * _covers(job.demand[t], n)
         if best is None or price < best[0]:
             best = (price, j, mine & -mine)
     for mask, value in cells:
