@@ -35,13 +35,14 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    batch work it displaces, is largest (prefix sums price every block and start at once);
    serving moves off that window only (to an idle GPU, or onto the cheapest serving unit or
    batch cell), so a low-priority service can give up a fraction for a high-priority job, or
-   a job can start a step later where demand is lower. Then keep serving off the block where
-   a late job could start earliest, or cap serving at `floor(demand)` where a rounded-up
-   fraction breaks a block. Swap caps, ranges and `previous_gpus` hold as in phase 1 (a GPU
-   is gained a step early or released a step late where a cap is too small to move at once);
-   a move never takes real-time coverage below `policy.rt_coverage_target` (none by default:
-   then the allocator optimises the same objective as `full`) or below what the plan already
-   had.
+   a job can start a step later where demand is lower; serving that cannot return to its GPUs
+   within its swap cap after the window is placed again from where it stands. Then keep
+   serving off the block where a late job could start earliest, or cap serving at
+   `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges and
+   `previous_gpus` hold as in phase 1 (a GPU is gained a step early or released a step late
+   where a cap is too small to move at once); a move never takes real-time coverage below
+   `policy.rt_coverage_target` (none by default: then the allocator optimises the same
+   objective as `full`) or below what the plan already had.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
    reservation, their packing rules) and win where they score higher, so the allocator never
    returns less than either (`tests/planners/test_slo.py`).
@@ -803,10 +804,12 @@ class _RealtimeSearch:
         and avoided blocks of `_realtime_moves`."""
         scenario, jobs, running = self.scenario, self.jobs, self.running
         realtime, result = self.realtime, self.result
+        windows = []
         if self.budget["window"]:
-            for job, start, end, block in _windows(
-                scenario, jobs, running, realtime, result, self.discount
-            ):
+            windows = list(_windows(scenario, jobs, running, realtime, result, self.discount))
+        # Serving moves to idle GPUs in every window before it moves onto batch work in any.
+        for onto_batch in (False, True):
+            for job, start, end, block in windows:
                 if not self.budget["window"]:
                     break
                 pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
@@ -815,8 +818,9 @@ class _RealtimeSearch:
                     jobs,
                     running,
                     (realtime, result, self.discount),
-                    (pin, job.index),
+                    (pin, job.index, onto_batch),
                     self.params.give_up_serving,
+                    functools.partial(self._resume_after, job),
                 )
                 if sets is not None:
                     yield "window", job, None, (sets, self.ceilings, self.avoid, pin)
@@ -911,6 +915,27 @@ class _RealtimeSearch:
             trial_avoid,
             keep,
             (first, self.realtime),
+            hand_over=self.params.give_up_serving,
+        )
+
+    def _resume_after(self, job, sets, end):
+        """Serving placed again from step `end` on, from where `sets` leave it, off the
+        incumbent's batch cells where it can (but `job`'s)."""
+        keep = [0] * self.T
+        for index, b, g, start, stop in self.result[0]:
+            if index != job.index:
+                block = ((1 << g) - 1) << b
+                for t in range(start, stop):
+                    keep[t] |= block
+        return _place_realtime(
+            self.scenario,
+            self.running,
+            self.layout,
+            self.pricing,
+            self.ceilings,
+            self.avoid,
+            None,
+            (end, sets),
             hand_over=self.params.give_up_serving,
         )
 
@@ -1239,29 +1264,49 @@ def _displaced(prefix, batch, block, k, room):
     return math.inf
 
 
-def _clear_window(scenario, jobs, running, incumbent, window, give_up):
+def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=None):
     """Serving moved off the window (b, g, start, end) of a batch job, `window` being
     ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
     serving cannot leave. `incumbent` is (serving sets, batch result, discount).
 
     First a serving GPU on the block moves, for its whole run, to a GPU no work holds over it
-    (`_rehome_runs`). What is left moves per step of the window to a GPU no work holds (one the
-    job held the step before first), else to the cheapest of: the GPU of a serving unit held
-    off the block (its job gives that unit up; the mover's own: it just gives the GPU up; only
-    with `give_up`) and a batch cell off the block (that job re-packs; priced at its whole
-    reward). After the window serving is as before; where a swap cap is too small to release
-    and gain at once, a GPU is gained a step early or released a step late
-    (`_within_swap_cap`)."""
+    (with `onto_batch`, the third item of `window`: else one only batch work holds, whose jobs
+    re-pack; `_rehome_runs`). What is left moves per step of the window to a GPU no work holds
+    (one the job held the step before first), else to the cheapest of: the GPU of a serving
+    unit held off the block (its job gives that unit up; the mover's own: it just gives the GPU
+    up; only with `give_up`) and a batch cell off the block (that job re-packs; priced at its
+    whole reward) (`_clear_steps`). After the window serving is as before; where a swap cap is
+    too small to release and gain at once, a GPU is gained a step early or released a step late
+    (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
+    serving again from the window's end on, from where the moves left it."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
-    (b, g, start, end), mover = window
+    (b, g, start, end), mover, onto_batch = window
     block = ((1 << g) - 1) << b
     if any(running[t] & block for t in range(start, end)):
         return None
-    sets = {i: list(v) for i, v in realtime.items()}
     batch, cells = _batch_by_step(scenario, result, discount, mover)
     off_block = ((1 << G) - 1) & ~block
-    _rehome_runs(sets, running, batch, block, start, end, off_block)
+    sets = {i: list(v) for i, v in realtime.items()}
+    _rehome_runs(sets, running, batch, block, (start, end, off_block), onto_batch)
+    if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
+        return None
+    if _within_swap_caps(jobs, running, batch, window[0], sets):
+        return sets
+    if resume is None or end >= T:
+        return None
+    sets = resume(sets, end)  # serving placed again after the window, from where it stands
+    return sets if _within_swap_caps(jobs, running, batch, window[0], sets) else None
+
+
+def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> bool:
+    """Serving still on the window moved off it step by step (edits `sets`), or False where a
+    GPU finds no home: to an idle GPU (one its job held the step before first), else to the
+    cheapest home of `_cheapest_home`."""
+    batch, cells = incumbent
+    b, g, start, end = window
+    block = ((1 << g) - 1) << b
+    off_block = ((1 << scenario.cluster.gpus) - 1) & ~block
     for t in range(start, end):
         serving = 0
         for v in sets.values():
@@ -1282,7 +1327,7 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up):
                         scenario, jobs if give_up else (), sets, t, block, i, cells[t], bumpable
                     )
                     if choice is None:
-                        return None
+                        return False
                     j, gpu = choice
                 sets[i][t] ^= bit
                 if j is not None and j != i:
@@ -1291,26 +1336,35 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up):
                     sets[i][t] |= gpu
                     idle &= ~gpu
                     bumpable &= ~gpu
+    return True
+
+
+def _within_swap_caps(jobs, running, batch, window, sets) -> bool:
+    """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
+    b, g, start, end = window
+    block = ((1 << g) - 1) << b
+    T = len(running)
     held = [running[t] | batch[t] | (block if start <= t < end else 0) for t in range(T)]
     for v in sets.values():
         for t, m in enumerate(v):
             held[t] |= m
-    for i, job in jobs:  # the swap caps still hold, a move made before its break if need be
-        if not _within_swap_cap(job, sets[i], held):
-            return None
-    return sets
+    return all(_within_swap_cap(job, sets[i], held) for i, job in jobs)
 
 
-def _rehome_runs(sets, running, batch, block, start, end, off_block):
-    """Serving GPUs on the block during [start, end) move, for the whole run of steps the job
-    holds them, to one GPU off the block that no work holds over that run: the counts and
-    swaps stay as they were (a gain and a release of another GPU). Those that cannot are left
-    to the step-by-step moves."""
+def _rehome_runs(sets, running, batch, block, window, onto_batch):
+    """Serving GPUs on the block during [start, end) of `window` (start, end, GPUs off the
+    block) move, for the whole run of
+    steps the job holds them, to one GPU off the block that no work holds over that run (or,
+    `onto_batch`, that only batch work holds: its jobs re-pack): the counts and swaps stay as
+    they were (a gain and a release of another GPU). Those that cannot are left to the
+    step-by-step moves."""
     T = len(running)
-    taken = [running[t] | batch[t] for t in range(T)]
+    start, end, off_block = window
+    hard = list(running)
     for v in sets.values():
         for t, m in enumerate(v):
-            taken[t] |= m
+            hard[t] |= m
+    taken = [hard[t] | batch[t] for t in range(T)]
     for v in sets.values():
         for t in range(start, end):
             on = v[t] & block
@@ -1322,14 +1376,18 @@ def _rehome_runs(sets, running, batch, block, start, end, off_block):
                     a -= 1
                 while z < T and v[z] & bit:
                     z += 1
-                here = off_block
+                here = free = off_block
                 for k in range(a, z):
                     here &= ~taken[k]
+                    free &= ~hard[k]
+                if onto_batch and not here:  # onto batch cells (their jobs re-pack)
+                    here = free
                 if here:
                     gpu = here & -here
                     for k in range(a, z):
                         v[k] ^= bit | gpu
                         taken[k] |= gpu
+                        hard[k] |= gpu
 
 
 def _batch_by_step(scenario, result, discount, but=None):
