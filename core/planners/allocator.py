@@ -26,8 +26,10 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    8-11 of 12). A job cut by the horizon still earns its cells.
 3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
    order (promote a job left out or cut short to the front, shrink a job to a narrower block,
-   swap two neighbours), within a budget of re-packings that shrinks with the problem size; the
-   plan with the best objective is kept (ties: more GPU-steps delivered).
+   swap two neighbours), within a budget of re-packings that shrinks with the problem size
+   (and grows on small problems, where a packing is cheap; budget left when the moves run out
+   goes to a second descent, from the best ordering of the other size rule); the plan with the
+   best objective is kept (ties: more GPU-steps delivered).
 4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
    a few moves revisit them, each judged by the true objective (decayed batch reward minus
    priced shortfall) after re-packing the batch work. First a *window*: a job placed late (or
@@ -85,7 +87,11 @@ class AllocatorParams:
 
     The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
     (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
-    each real-time layout is screened with the first `screen` orderings. Clusters of up to
+    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs
+    x 24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about
+    its size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one
+    descent runs out of moves, a second starts from the other size rule's best ordering. Each
+    real-time layout is screened with the first `screen` orderings. Clusters of up to
     `table_gpus` GPUs on horizons of up to 48 steps look aligned free blocks up in a table (one
     entry per free mask) instead of computing and caching them per step. The real-time moves
     of the local search: at most `max_windows` pinned windows and `max_rt_moves` caps, fewer
@@ -103,6 +109,8 @@ class AllocatorParams:
     """
 
     max_packs: int = 18
+    small_work: int = 27_000
+    small_packs: int = 60
     screen: int = 1
     pack_budget: int = 200_000_000
     table_gpus: int = 10
@@ -113,10 +121,17 @@ class AllocatorParams:
     give_up_serving: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("max_packs", "pack_budget", "rt_budget"):
+        for name in ("max_packs", "pack_budget", "rt_budget", "small_packs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"Expected {name} to be an integer >= 1.")
-        for name in ("screen", "table_gpus", "max_rt_moves", "max_windows", "guard_cells"):
+        for name in (
+            "screen",
+            "table_gpus",
+            "max_rt_moves",
+            "max_windows",
+            "guard_cells",
+            "small_work",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"Expected {name} to be an integer >= 0.")
         if not isinstance(self.give_up_serving, bool):
@@ -168,6 +183,8 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
     size = max(1, len(candidates) * G * T)
     packs = max(1, min(params.max_packs, params.pack_budget // size))
+    if size < params.small_work:  # a packing costs about its size: more of them, same time
+        packs = max(packs, min(params.small_packs, params.small_work // size))
 
     # Serving targets priced against batch work, and (where that gives up demand) every unit
     # served; three layouts of the serving GPUs (buddy best fit, packed at the top, packed at
@@ -1687,32 +1704,48 @@ def _search(
     job its current block size and the larger ones, so it takes a narrower, longer block and
     leaves room beside it; once those are exhausted, promote any job, then *swap* neighbours.
     Plans compare on the decayed batch reward (the real-time part of the objective is fixed by
-    then), ties to more GPU-steps delivered. With `start` (an order and its size rule), that
-    order is packed instead of the orderings. Returns the best (placements, reward, GPU-steps,
-    order, size rule) found within `packs` packings.
+    then), ties to more GPU-steps delivered. Where the moves run out with packings left, a
+    second descent starts from the best ordering of the other size rule. With `start` (an
+    order and its size rule), that order is packed instead of the orderings. Returns the best
+    (placements, reward, GPU-steps, order, size rule) found within `packs` packings.
     """
     if not candidates:
         return [], 0.0, 0.0, [], "value"
-    best_order: list[_Candidate] = []
-    best = None
     starts = (
         [start] if start else [(sorted(candidates, key=k), rule) for k, rule in _VARIANTS[:packs]]
     )
+    packed = []
     for order, size_rule in starts:
-        result = packer.pack(order, size_rule)
-        packs -= 1
-        if best is None or result[1:] > best[1:]:
-            best, best_order, best_rule = result, order, size_rule
-    tried: set[tuple[str, int]] = set()
+        packed.append((packer.pack(order, size_rule), order, size_rule))
+    packs -= len(packed)
+    # stable: among equal plans the earlier ordering
+    packed.sort(key=lambda item: item[0][1:], reverse=True)
+    best, packs = _descend(packer, packed[0], packs)
+    # Budget left once the moves are exhausted: descend from the best start of the other size
+    # rule too (each rule reaches plans the other's moves cannot).
+    other = next((p for p in packed if p[2] != packed[0][2]), None)
+    if packs > 0 and other is not None:
+        found, packs = _descend(packer, other, packs)
+        if found[0][1:] > best[0][1:]:
+            best = found
+    result, order, rule = best
+    return (*result, order, rule)
+
+
+def _descend(packer, incumbent, packs):
+    """First-improvement moves from `incumbent` (result, order, size rule) within `packs`
+    packings; returns the best (result, order, size rule) and the packings left."""
+    best, best_order, best_rule = incumbent
+    tried: set[tuple[str, int, int]] = set()
     while packs > 0:
         move = _next_move(best[0], best_order, tried)
         if move is None:
             break
         tried.add(move)
-        kind, position = move
+        kind, position, to = move
         job = best_order[position]
-        if kind == "promote":
-            order = [job] + best_order[:position] + best_order[position + 1 :]
+        if kind == "insert":
+            order = best_order[:to] + [job] + best_order[to:position] + best_order[position + 1 :]
         elif kind == "swap":
             order = list(best_order)
             order[position], order[position + 1] = order[position + 1], order[position]
@@ -1726,30 +1759,31 @@ def _search(
         if result[1:] > best[1:]:
             best, best_order = result, order
             tried.clear()
-    return (*best, best_order, best_rule)
+    return (best, best_order, best_rule), packs
 
 
 def _next_move(
     placements: list[tuple[int, int, int, int, int]],
     order: list[_Candidate],
-    tried: set[tuple[str, int]],
-) -> tuple[str, int] | None:
-    """The first untried move on the incumbent: promote a job cut short or left out, or shrink
-    a placed job that could run narrower; then promote any job; then swap two neighbours."""
+    tried: set[tuple[str, int, int]],
+) -> tuple[str, int, int] | None:
+    """The first untried move on the incumbent, as (kind, position, to): promote a job cut
+    short or left out (insert it at position 0), or shrink a placed job that could run
+    narrower; then promote any job; then swap two neighbours."""
     placed = {p[0]: p for p in placements}
     for position, job in enumerate(order):
         where = placed.get(job.index)
-        cut = where is None or where[4] - where[3] < job.durations[job.sizes.index(where[2])]
-        if cut and position > 0 and ("promote", position) not in tried:
-            return ("promote", position)
-        if where is not None and where[2] > job.sizes[0] and ("shrink", position) not in tried:
-            return ("shrink", position)
+        short = where is None or where[4] - where[3] < job.durations[job.sizes.index(where[2])]
+        if short and position > 0 and ("insert", position, 0) not in tried:
+            return ("insert", position, 0)
+        if where is not None and where[2] > job.sizes[0] and ("shrink", position, 0) not in tried:
+            return ("shrink", position, 0)
     for position in range(1, len(order)):
-        if ("promote", position) not in tried:
-            return ("promote", position)
+        if ("insert", position, 0) not in tried:
+            return ("insert", position, 0)
     for position in range(len(order) - 1):
-        if ("swap", position) not in tried:
-            return ("swap", position)
+        if ("swap", position, 0) not in tried:
+            return ("swap", position, 0)
     return None
 
 
