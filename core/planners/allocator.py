@@ -1125,12 +1125,12 @@ def _job_windows(job, where, now, starts, costs, discount):
             job.priority * g * (discount[e] - discount[s]) - now
             for s, e in zip(starts, ends, strict=True)
         ]
-        for b, cum, broken, blocked, beside in costs.of(g):
+        for b, cum, broken, blocked, beside, paid in costs.of(g):
             if broken[ends[-1]] == broken[starts[0]]:
                 continue  # serving breaks it in none of the windows
             block = ((1 << g) - 1) << b
             beside = [p for p in beside if p[0] != job.index]
-            saved = costs.vacating(block, cum, where) if where else None
+            saved = costs.vacating(block, cum, paid, where) if where else None
             for s, e, net in zip(starts, ends, earn, strict=True):
                 if broken[e] == broken[s] or blocked[e] != blocked[s]:
                     continue
@@ -1189,6 +1189,7 @@ class _BlockCosts:
 
     def _block(self, b: int, block: int):
         cum, broken, blocked = [0.0], [0], [0]
+        paid = {}  # step: its cost, where positive
         c = n_broken = n_blocked = 0
         serving, running = self.serving, self.running
         for t in range(self.T):
@@ -1203,11 +1204,13 @@ class _BlockCosts:
             elif cost >= 0.0:
                 n_broken += 1
                 c += cost
+                if cost > 0.0:
+                    paid[t] = cost
             cum.append(c)
             broken.append(n_broken)
             blocked.append(n_blocked)
         beside = [(i, a, z, v) for mask, i, a, z, v in self.placements if mask & block]
-        return b, cum, broken, blocked, beside
+        return b, cum, broken, blocked, beside, paid
 
     def step_cost(self, t: int, block: int, vacated: int = 0) -> float | None:
         """What clearing the block of serving costs at step t (-1.0: no serving on it; None:
@@ -1223,18 +1226,19 @@ class _BlockCosts:
         cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
         return None if cost == math.inf else cost
 
-    def vacating(self, block: int, cum: list[float], where) -> list[float] | None:
+    def vacating(self, block: int, cum: list[float], paid: dict, where) -> list[float] | None:
         """Prefix sums over steps of what a job's own placement `where` (index, b, g, start,
         end), given up as it moves, saves in clearing the block (its cells become idle); None
-        when it saves nothing (the block costs nothing then, or the job holds no GPU beside)."""
+        when it saves nothing (the block costs nothing then, or the job holds no GPU beside).
+        `paid`: the block's positive step costs, by step."""
         _, b, g, start, end = where
         own = (((1 << g) - 1) << b) & ~block
         if not own or cum[end] == cum[start]:
             return None
         out, c = [0.0] * (start + 1), 0.0
         for t in range(start, end):
-            before = self.step_cost(t, block)
-            if before is not None and before > 0.0:
+            before = paid.get(t)
+            if before is not None:
                 after = self.step_cost(t, block, own)
                 if after is not None:
                     c += before - max(after, 0.0)
