@@ -330,6 +330,7 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
     """(score, serving sets, packer, layout, pricing) per configuration, best first."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     out = []
+    seen = {}  # free masks: (packer, its screened reward); layouts often agree
     for pricing, style in configurations:
         if pricing.mode == "fifo":
             realtime = reserved_sets(scenario)
@@ -338,8 +339,11 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
                 scenario, running, style, pricing, hand_over=params.give_up_serving
             )
         free = _free_masks(G, running, realtime)
-        packer = _Packer(G, T, discount, free, _use_table(params, G, T))
-        reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
+        packer, reward = seen.get(tuple(free), (None, None))
+        if packer is None:
+            packer = _Packer(G, T, discount, free, _use_table(params, G, T))
+            reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
+            seen[tuple(free)] = packer, reward
         met, price, short = _coverage_key(scenario, realtime)
         out.append(((met, price + reward[0], reward[1], -short), realtime, packer, style, pricing))
     out.sort(key=lambda item: item[0], reverse=True)  # stable: the first of equals wins
