@@ -1723,8 +1723,14 @@ def _search(
         [start] if start else [(sorted(candidates, key=k), rule) for k, rule in _VARIANTS[:packs]]
     )
     packed = []
-    for order, size_rule in starts:
-        packed.append((packer.pack(order, size_rule), order, size_rule))
+    for k, (order, size_rule) in enumerate(starts):
+        # the orderings the screen packed on this packer are not packed again
+        result = packer.screened.get(k) if start is None else None
+        if result is None:
+            result = packer.pack(order, size_rule)
+            if start is None:
+                packer.screened[k] = result
+        packed.append((result, order, size_rule))
     packs -= len(packed)
     # stable: among equal plans the earlier ordering
     packed.sort(key=lambda item: item[0][1:], reverse=True)
@@ -1811,6 +1817,7 @@ class _Packer:
         self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
     ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
+        self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
         self.align = aligned_starts(gpus)
         self.table = _block_table(gpus) if use_table else None
 
