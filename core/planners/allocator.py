@@ -1321,7 +1321,18 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     if resume is None or end >= T:
         return None
     sets = resume(sets, end)  # serving placed again after the window, from where it stands
+    if not give_up and _covers_less(jobs, realtime, sets):
+        return None  # that placement gave serving up (off an avoided block, within a swap cap)
     return sets if _within_swap_caps(jobs, running, batch, window[0], sets) else None
+
+
+def _covers_less(jobs, before, after) -> bool:
+    """Whether some job covers less of its demand at some step in `after` than in `before`."""
+    for i, job in jobs:
+        for d, old, new in zip(job.demand, before[i], after[i], strict=True):
+            if min(new.bit_count(), d) < min(old.bit_count(), d) - 1e-9:
+                return True
+    return False
 
 
 def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> bool:
