@@ -1074,7 +1074,8 @@ _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are pass
 def _windows(scenario, jobs, running, realtime, result, discount):
     """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
     value first (the job's decayed reward there, minus what it has now, the priced serving it
-    displaces and the reward of batch work on the block then, which must re-pack), as
+    displaces and the reward of batch work on the block then, which must re-pack: counted
+    unless it is no wider than the GPUs the job leaves beside the block, where it can go), as
     (job, start, end, block). Costs are prefix sums per block, so a window costs O(1)."""
     T = scenario.cluster.horizon_steps
     placed = {p[0]: p for p in result[0]}
@@ -1135,14 +1136,16 @@ def _job_windows(job, where, now, starts, costs, discount):
             block = ((1 << g) - 1) << b
             beside = [p for p in beside if p[0] != job.index]
             saved = costs.vacating(block, cum, paid, where) if where else None
+            # batch work no wider than what the job leaves beside the block re-packs there
+            room = ((((1 << where[2]) - 1) << where[1]) & ~block).bit_count() if where else 0
             for s, e, net in zip(starts, ends, earn, strict=True):
                 if broken[e] == broken[s] or blocked[e] != blocked[s]:
                     continue
                 net -= cum[e] - cum[s]
                 if saved is not None:
                     net += saved[e] - saved[s]
-                for _, a, z, value in beside:
-                    if a < e and s < z:
+                for _, a, z, value, width in beside:
+                    if a < e and s < z and width > room:
                         net -= value
                 if net > 0:
                     out.append((net, -job.priority, job.index, s, e, block, job))
@@ -1213,7 +1216,7 @@ class _BlockCosts:
             cum.append(c)
             broken.append(n_broken)
             blocked.append(n_blocked)
-        beside = [(i, a, z, v) for mask, i, a, z, v in self.placements if mask & block]
+        beside = [(i, a, z, v, m.bit_count()) for m, i, a, z, v in self.placements if m & block]
         return b, cum, broken, blocked, beside, paid
 
     def step_cost(self, t: int, block: int, vacated: int = 0) -> float | None:

@@ -364,9 +364,10 @@ def test_serving_that_cannot_return_after_a_window_is_placed_again_from_where_it
 
 
 def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
-    # 6 GPUs, 12 steps, no decay. b3 (2 GPUs for 8 steps) is cut to 4 steps at the end. Its
-    # window on GPUs 4-5 from step 6 needs rt0 (swap cap 1) off GPU 5, and no GPU is idle over
-    # the run of steps rt0 holds it: the run moves onto a GPU batch work held (which re-packs).
+    # 6 GPUs, 12 steps, no decay. b3 (2 GPUs for 8 steps) is cut to 4 steps at the end
+    # (J = 49). Its window on GPUs 2-3 from step 5 needs rt1 (swap cap 1) off GPU 2, and no GPU
+    # is idle over the run of steps rt1 holds it: the run moves onto GPUs batch work held, and
+    # that work (no wider than what b3 leaves beside the block) re-packs. The optimum.
     jobs = [
         BatchJob("b0", "batch_inference", 1, 4, 4, 4.0, 4, Running(3, 1, 5)),
         RealtimeJob(
@@ -383,10 +384,11 @@ def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     b3 = batch_placements(scenario, plan)["b3"]
-    assert (b3.start_step, b3.end_step) == (6, 12)
-    # 4 more than without the move (49); the optimum is 59 (serving laid out otherwise from
-    # step 0)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(53.0)
+    assert (b3.gpu_start, b3.start_step, b3.end_step) == (2, 5, 12)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(59.0)
+    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
+    assert full.stats["status"] == "optimal"
+    assert metrics(scenario, full)["objective"] == pytest.approx(59.0)
 
 
 def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
