@@ -94,7 +94,8 @@ class AllocatorParams:
     real-time layout is screened with the first `screen` orderings. Clusters of up to
     `table_gpus` GPUs on horizons of up to 48 steps look aligned free blocks up in a table (one
     entry per free mask) instead of computing and caching them per step. The real-time moves
-    of the local search: at most `max_windows` pinned windows and `max_rt_moves` caps, fewer
+    of the local search: at most `max_windows` pinned windows (as many more tried where one
+    fails to improve the plan, each for another job) and `max_rt_moves` caps, fewer
     on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
     and never below `policy.rt_coverage_target`. On clusters of
     up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
@@ -806,6 +807,7 @@ class _RealtimeSearch:
         self.avoid = [0] * T
         self.pins: list[tuple[tuple[int, int, int, int], _Candidate]] = []
         self.budget = {"window": moves[0], "caps": moves[1]}
+        self.misses = moves[0]  # window trials that may fail beyond the budget
         while any(self.budget.values()) and self._improve():
             pass
         return self.realtime, self.result
@@ -813,8 +815,15 @@ class _RealtimeSearch:
     def _improve(self) -> bool:
         """Try moves on the incumbent until one improves it, or the moves or budgets run out."""
         for kind, job, caps, trial in self._trials():
-            self.budget[kind] -= 1
+            if kind == "window":  # a window that fails leaves room for one more
+                self.misses -= 1
+                if self.misses < 0:
+                    self.budget[kind] -= 1
+            else:
+                self.budget[kind] -= 1
             if self._try(job, caps, *trial):
+                if kind == "window" and self.misses >= 0:
+                    self.budget[kind] -= 1
                 return True
         return False
 
@@ -828,11 +837,15 @@ class _RealtimeSearch:
         windows = []
         if self.budget["window"]:
             windows = list(_windows(scenario, jobs, running, realtime, result, self.discount))
-        # Serving moves to idle GPUs in every window before it moves onto batch work in any.
+        # Serving moves to idle GPUs in every window before it moves onto batch work in any;
+        # a job whose window was tried is not tried again at another start or block.
+        tried = set()
         for onto_batch in (False, True):
             for job, start, end, block in windows:
                 if not self.budget["window"]:
                     break
+                if job.index in tried:
+                    continue
                 pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
                 sets = _clear_window(
                     scenario,
@@ -844,6 +857,7 @@ class _RealtimeSearch:
                     functools.partial(self._resume_after, job),
                 )
                 if sets is not None:
+                    tried.add(job.index)
                     yield "window", job, None, (sets, self.ceilings, self.avoid, pin)
         for job, block_masks, caps in _realtime_moves(
             scenario, jobs, running, realtime, result, self.pricing
