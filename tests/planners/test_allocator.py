@@ -25,6 +25,15 @@ def _batch(job_id, priority, gpus, hours, arrival=0, low=None, running=None):
     return BatchJob(job_id, "training", priority, low or gpus, gpus, hours, arrival, running)
 
 
+def _at_proved_optimum(scenario, plan, objective):
+    """The plan is legal and scores `objective`, which `full` proves optimal."""
+    assert check(scenario, plan) == []
+    assert metrics(scenario, plan)["objective"] == pytest.approx(objective, abs=1e-5)
+    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
+    assert full.stats["status"] == "optimal"
+    assert metrics(scenario, full)["objective"] == pytest.approx(objective, abs=1e-5)
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_allocator_plan_is_legal(scenario):
@@ -262,10 +271,7 @@ def test_a_window_starts_a_job_a_step_later_where_serving_needs_less():
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert batch_placements(scenario, plan)["b1"].start_step == 8
-    assert metrics(scenario, plan)["objective"] == pytest.approx(13.369068, abs=1e-5)
-    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
-    assert full.stats["status"] == "optimal"
-    assert metrics(scenario, full)["objective"] == pytest.approx(13.369068, abs=1e-5)
+    _at_proved_optimum(scenario, plan, 13.369068)
     # without the window move the allocator starts it at its arrival, 24% below the optimum
     earliest = plan_allocator(scenario, AllocatorParams(max_windows=0))
     assert batch_placements(scenario, earliest)["b1"].start_step == 7
@@ -357,10 +363,7 @@ def test_serving_that_cannot_return_after_a_window_is_placed_again_from_where_it
     assert check(scenario, plan) == []
     assert batch_placements(scenario, plan)["b3"].start_step == 1
     # the optimum (the window used to be given up: b3 at step 4, J = 80.33)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(102.538818, abs=1e-5)
-    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
-    assert full.stats["status"] == "optimal"
-    assert metrics(scenario, full)["objective"] == pytest.approx(102.538818, abs=1e-5)
+    _at_proved_optimum(scenario, plan, 102.538818)
 
 
 def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
@@ -385,10 +388,7 @@ def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
     assert check(scenario, plan) == []
     b3 = batch_placements(scenario, plan)["b3"]
     assert (b3.gpu_start, b3.start_step, b3.end_step) == (2, 5, 12)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(59.0)
-    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
-    assert full.stats["status"] == "optimal"
-    assert metrics(scenario, full)["objective"] == pytest.approx(59.0)
+    _at_proved_optimum(scenario, plan, 59.0)
 
 
 def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
@@ -407,11 +407,7 @@ def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
     ]
     scenario = _scenario(6, 8, jobs, penalty_weight=10, decay=0.9)
     plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(34.5149695, abs=1e-5)
-    full = solve(scenario, "full", mip_gap=0.0, time_limit=30)
-    assert full.stats["status"] == "optimal"
-    assert metrics(scenario, full)["objective"] == pytest.approx(34.5149695, abs=1e-5)
+    _at_proved_optimum(scenario, plan, 34.5149695)
     # with the 8-GPU budget alone (18 packings) the search stops 8% below
     fixed = plan_allocator(scenario, AllocatorParams(small_work=0))
     assert metrics(scenario, fixed)["objective"] < 31.9
