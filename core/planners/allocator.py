@@ -310,7 +310,7 @@ def _top_up(
             while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
                 chain &= idle[end]
                 end += 1
-            while end < T and swaps[end] >= job.swap_cap:  # its release must fit
+            while a < end < T and swaps[end] >= job.swap_cap:  # its release must fit
                 end -= 1
             if end <= a:
                 a += 1

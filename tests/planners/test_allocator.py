@@ -504,6 +504,24 @@ def test_a_block_that_no_larger_block_contains_goes_first():
     assert _packed_alone(scenario) == [(1, 8, 1, 0, 8)]
 
 
+def test_top_up_gains_no_gpu_it_could_not_release_within_a_swap_cap_of_zero():
+    from core.planners import allocator
+
+    # rt0 holds GPU 0 from step 0 (free) and may never swap after it; GPU 1 is idle at step 0
+    # only (batch work from step 1): gaining it would need a release at step 1.
+    jobs = [
+        RealtimeJob("rt0", 1, 0, 2, 0, (1.5, 0.0, 0.0)),
+        _batch("b", 1, 1, 1.0, arrival=1),
+    ]
+    scenario = _scenario(2, 3, jobs, penalty_weight=5)
+    realtime = {0: [0b01, 0b01, 0b01]}
+    out = allocator._top_up(scenario, [0, 0, 0], realtime, [(1, 1, 1, 1, 3)])
+    assert out[0] == [0b01, 0b01, 0b01]
+    # with the batch work gone the GPU stays idle to the horizon: held from step 0, no release
+    out = allocator._top_up(scenario, [0, 0, 0], realtime, [])
+    assert out[0] == [0b11, 0b11, 0b11]
+
+
 def _earliest_brute(blocks, g, d, arrival, steps):
     """The definition: the first start whose window (cut at the horizon) keeps a block free."""
     for s in range(arrival, steps):
