@@ -815,14 +815,13 @@ class _RealtimeSearch:
     def _improve(self) -> bool:
         """Try moves on the incumbent until one improves it, or the moves or budgets run out."""
         for kind, job, caps, trial in self._trials():
-            if kind == "window":  # a window that fails leaves room for one more
+            spare = kind == "window" and self.misses > 0  # a window trial that may fail freely
+            if spare:
                 self.misses -= 1
-                if self.misses < 0:
-                    self.budget[kind] -= 1
             else:
                 self.budget[kind] -= 1
             if self._try(job, caps, *trial):
-                if kind == "window" and self.misses >= 0:
+                if spare:
                     self.budget[kind] -= 1
                 return True
         return False
@@ -941,36 +940,23 @@ class _RealtimeSearch:
                 for t in range(start, end):
                     keep[t] |= block
         first = self._first_changed_step(caps, trial_ceilings, trial_avoid)
-        return _place_realtime(
-            self.scenario,
-            self.running,
-            self.layout,
-            self.pricing,
-            trial_ceilings,
-            trial_avoid,
-            keep,
-            (first, self.realtime),
-            hand_over=self.params.give_up_serving,
-        )
+        return self._place(trial_ceilings, trial_avoid, keep, (first, self.realtime))
 
     def _resume_after(self, job, sets, end):
-        """Serving placed again from step `end` on, from where `sets` leave it, off the
-        incumbent's batch cells where it can (but `job`'s)."""
-        keep = [0] * self.T
-        for index, b, g, start, stop in self.result[0]:
-            if index != job.index:
-                block = ((1 << g) - 1) << b
-                for t in range(start, stop):
-                    keep[t] |= block
+        """Serving placed again from step `end` on, from where `sets` leave it (the batch work
+        re-packs around it, `job` on its window)."""
+        return self._place(self.ceilings, self.avoid, None, (end, sets))
+
+    def _place(self, ceilings, avoid, keep, resume):
         return _place_realtime(
             self.scenario,
             self.running,
             self.layout,
             self.pricing,
-            self.ceilings,
-            self.avoid,
-            None,
-            (end, sets),
+            ceilings,
+            avoid,
+            keep,
+            resume,
             hand_over=self.params.give_up_serving,
         )
 
