@@ -52,10 +52,12 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
-of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by
-the free mask, built once per cluster size); no per-cell Python objects on the hot path. The
+of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
 earliest window of a block is a sliding-window AND kept in two stacks, linear in the horizon
-whatever the duration; serving gains its GPUs of a step in one call per chunk.
+whatever the duration. On clusters of up to 10 GPUs and two days of steps, the packer keeps
+each block size's free steps in one integer instead (`blocks.TimeLanes`: a lane of bits per
+GPU), where the earliest window of every block is a few shifted ANDs. Serving gains its GPUs of
+a step in one call per chunk.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
 from .blocks import (
     FreeBlocks,
+    TimeLanes,
     aligned_starts,
     bitsets_to_bool,
     low_bits,
@@ -92,8 +95,9 @@ class AllocatorParams:
     its size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one
     descent runs out of moves, a second starts from the other size rule's best ordering. Each
     real-time layout is screened with the first `screen` orderings. Clusters of up to
-    `table_gpus` GPUs on horizons of up to 48 steps look aligned free blocks up in a table (one
-    entry per free mask) instead of computing and caching them per step. The real-time moves
+    `table_gpus` GPUs on horizons of up to 48 steps search the free blocks of every GPU and
+    step at once (`blocks.TimeLanes`, with a table of lane masks per subset of GPUs) instead of
+    computing and caching them per step. The real-time moves
     of the local search: at most `max_windows` pinned windows (as many more tried where one
     fails to improve the plan, each for another job) and `max_rt_moves` caps, fewer
     on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
@@ -1815,8 +1819,9 @@ def _next_move(
     return None
 
 
-# Beyond two days of hourly steps the table's plain scan loses to `FreeBlocks`, whose start
-# bounds and skipped walls pay off on long horizons (8 GPUs x 10,080 steps: 7.1 s -> 0.5 s).
+# Beyond two days of hourly steps `FreeBlocks`, whose start bounds and skipped walls pay off on
+# long horizons, wins (a per-step scan there took 7.1 s on 8 GPUs x 10,080 steps, it 0.5 s),
+# and the lanes of `TimeLanes` (two bits a step per GPU, per size) would grow with the horizon.
 _TABLE_STEPS = 48
 
 
@@ -1825,7 +1830,8 @@ def _use_table(params: AllocatorParams, gpus: int, steps: int) -> bool:
 
 
 class _Packer:
-    """Places batch blocks on per-step free bitsets, with per-size aligned-block caches."""
+    """Places batch blocks on free GPUs: `TimeLanes` on small clusters and short horizons,
+    per-step free bitsets with per-size aligned-block caches (`FreeBlocks`) otherwise."""
 
     def __init__(
         self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
@@ -1833,7 +1839,7 @@ class _Packer:
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
         self.align = aligned_starts(gpus)
-        self.table = _block_table(gpus) if use_table else None
+        self.lanes = TimeLanes(free, gpus, steps) if use_table else None
 
     def pack(
         self, order: Sequence[_Candidate], size_rule: str
@@ -1845,12 +1851,12 @@ class _Packer:
         earliest, ties to the larger), and the queue baselines' own: "backfill" (as "early", on
         the lowest-indexed block) and "fifo" (as "backfill", never before the previous job's
         start)."""
-        T, discount, table = self.steps, self.discount, self.table
-        # Small clusters look blocks up in the table (a scan is then as cheap as any bound);
-        # larger ones search `FreeBlocks`, which caches blocks per step and bounds starts.
-        blocks_free = None if table else FreeBlocks(self.free, self.gpus, T)
-        free = blocks_free.free if blocks_free else list(self.free)
-        first = {g: 0 for g in self.align}
+        T, discount = self.steps, self.discount
+        # Small clusters search every block at once in `TimeLanes`; larger ones search
+        # `FreeBlocks`, which caches blocks per step and bounds starts.
+        lanes = self.lanes.copy() if self.lanes else None
+        blocks_free = FreeBlocks(self.free, self.gpus, T) if lanes is None else None
+        search = lanes.earliest if lanes else blocks_free.earliest
         placements = []
         reward = cells = 0.0
         by_value, queue = size_rule == "value", size_rule in ("fifo", "backfill")
@@ -1867,10 +1873,7 @@ class _Packer:
                         bound = (-arrival, g)
                     if bound <= best[0]:
                         continue
-                if blocks_free is not None:
-                    found = blocks_free.earliest(g, d, arrival)
-                else:
-                    found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
+                found = search(g, d, arrival)
                 if found is None:
                     continue
                 start, blocks = found
@@ -1887,17 +1890,10 @@ class _Packer:
             if queue:  # the lowest-indexed block, as the queue baselines take
                 b = (blocks & -blocks).bit_length() - 1
             else:
-                window = free[start]
-                for t in range(start + 1, end):
-                    window &= free[t]
+                window = lanes.free_over(start, end) if lanes else blocks_free.free_over(start, end)
                 b = self._pick_block(blocks, window, g)
             previous = start
-            if blocks_free is not None:
-                blocks_free.take(b, g, start, end)
-            else:
-                block = ~(((1 << g) - 1) << b)
-                for t in range(start, end):
-                    free[t] &= block
+            (lanes or blocks_free).take(b, g, start, end)
             placements.append((job.index, b, g, start, end))
             reward += job.priority * g * (discount[end] - discount[start])
             cells += g * (end - start)
@@ -1928,69 +1924,6 @@ class _Packer:
                 break
             h *= 2
         return (candidates & -candidates).bit_length() - 1
-
-
-@functools.cache
-def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
-    """For each block size g: entry m is the bitset of first GPUs of the aligned blocks of g that
-    are wholly free in free mask m (the same bits `_Packer._earliest` computes per step)."""
-    out = {}
-    g = 1
-    while g <= gpus:
-        align = sum(1 << b for b in range(0, gpus - g + 1, g))
-        row = []
-        for mask in range(1 << gpus):
-            blocks, k = mask, 1
-            while k < g:
-                blocks &= blocks >> k
-                k <<= 1
-            row.append(blocks & align)
-        out[g] = tuple(row)
-        g *= 2
-    return out
-
-
-def _earliest_in_table(
-    free: list[int],
-    table: tuple[int, ...],
-    d: int,
-    arrival: int,
-    steps: int,
-    first: dict[int, int],
-    g: int,
-) -> tuple[int, int] | None:
-    """`blocks.earliest_window` for small clusters on short horizons, written out with the
-    aligned free blocks looked up in the table, not computed: the hot path of the 8-GPU
-    benchmarks (a call per step through a closure costs about 8% there)."""
-    s = max(arrival, first[g], first.get(g // 2, 0))
-    front: list[int] | None = None
-    end = s
-    back = -1
-    while s < steps:
-        stop = s + d if s + d < steps else steps
-        while end < stop:
-            here = table[free[end]]
-            if not here:
-                if end == first[g]:
-                    first[g] = end + 1
-                s = end = end + 1
-                front, back = None, -1
-                break
-            back &= here
-            end += 1
-        else:
-            window = front[-1] & back if front else back
-            if window:
-                return s, window
-            if not front:
-                front, acc = [], -1
-                for t in range(end - 1, s - 1, -1):
-                    acc &= table[free[t]]
-                    front.append(acc)
-                back = -1
-            front.pop()
-            s += 1
-    return None
 
 
 __all__ = ["plan_allocator", "realtime_targets"]

@@ -546,8 +546,7 @@ def _earliest_brute(blocks, g, d, arrival, steps):
 )
 def test_the_window_search_finds_the_earliest_start_of_the_definition(case):
     # Random per-step block masks (bit b: aligned block b free), any duration and arrival: the
-    # two-stack sliding window returns what the definition does, through both entry points.
-    from core.planners.allocator import _earliest_in_table
+    # two-stack sliding window returns what the definition does.
     from core.planners.blocks import earliest_window as _earliest_window
 
     g, blocks, d, arrival = case
@@ -555,9 +554,64 @@ def test_the_window_search_finds_the_earliest_start_of_the_definition(case):
     expected = _earliest_brute(blocks, g, d, arrival, steps) if arrival < steps else None
     walls = list(range(steps + 1))
     assert _earliest_window(blocks.__getitem__, steps, d, arrival, walls) == expected
-    table = tuple(range(1 << 16))  # the identity table: the free mask is the block mask
-    first = {g: 0}
-    assert _earliest_in_table(blocks, table, d, arrival, steps, first, g) == expected
+
+
+def _aligned_free(free, g, gpus):
+    # bit b set where the aligned block of g GPUs at b is wholly free in mask `free`
+    out = 0
+    for b in range(0, gpus - g + 1, g):
+        block = ((1 << g) - 1) << b
+        if free & block == block:
+            out |= 1 << b
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 10).flatmap(
+        lambda gpus: st.tuples(
+            st.just(gpus),
+            st.lists(st.integers(0, 2**gpus - 1), min_size=1, max_size=48),
+            st.lists(
+                st.tuples(
+                    st.integers(0, 3), st.integers(0, 9), st.integers(1, 60), st.integers(0, 50)
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+        )
+    )
+)
+def test_time_lanes_answer_as_the_definition_through_placements(case):
+    # Random free masks on up to 10 GPUs and 48 steps: every search of `TimeLanes` (the
+    # allocator's small-cluster packer) returns the earliest start and all its blocks as the
+    # definition does, and each block it then takes leaves the lanes of every size right.
+    from core.planners.blocks import TimeLanes
+
+    gpus, free, queries = case
+    steps = len(free)
+    lanes = TimeLanes(free, gpus, steps)
+    free = list(free)
+    for log_g, b, d, arrival in queries:
+        g = 2**log_g
+        blocks = [_aligned_free(m, g, gpus) for m in free]
+        expected = None
+        if g <= gpus and arrival < steps:
+            expected = _earliest_brute(blocks, g, d, arrival, steps)
+        assert lanes.earliest(g, d, arrival) == expected
+        if expected is None:
+            continue
+        start, found = expected
+        end = min(start + d, steps)
+        window = -1
+        for t in range(start, end):
+            window &= free[t]
+        assert lanes.free_over(start, end) == window & ((1 << gpus) - 1)
+        firsts = [i for i in range(gpus) if found >> i & 1]
+        b = firsts[b % len(firsts)]  # any of the blocks found
+        lanes.take(b, g, start, end)
+        for t in range(start, end):
+            free[t] &= ~(((1 << g) - 1) << b)
 
 
 @settings(max_examples=300, deadline=None)

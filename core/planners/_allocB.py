@@ -1,0 +1,1996 @@
+"""The fast allocator of SPEC section 2: real-time demand as a curve, batch work by value.
+
+Six phases, each legal by construction (the five constraints are its rules, not a check after):
+
+1. **Real-time, per step.** Each serving job follows a target curve: the GPUs that cover its
+   demand where a shortfall (priced at `penalty_weight * priority` per unit) costs more than
+   what the cheapest batch job that could use the GPU then (arrived, decayed) would earn on it,
+   clipped to its range, and raised ahead of every peak so that ramping `swap_cap` GPUs a step
+   still reaches it in time. GPUs go to jobs by what one more GPU covers (priority x a whole
+   unit of demand, then the fractional one; where none is free, a job's last GPU covering less
+   priority-weighted demand is handed over). Which GPUs it gains and releases follows a layout:
+   buddy best fit (fill the aligned blocks that running work or serving already broke), packed
+   at the top, or packed at the bottom (beside running blocks). Spare swap budget trades a GPU
+   for a better one, so the free pool stays in whole aligned blocks for batch work. Where the
+   pricing gives up demand, every unit served is screened too; where several serving jobs
+   contend and demand still goes short, peaks held all horizon (by priority, and the baselines'
+   own reservation). Each configuration is screened with a quick batch packing; the best is
+   kept, a plan that meets `policy.rt_coverage_target` first.
+2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
+   in order of priority (value per GPU-step), each to the size and earliest start (not before its
+   arrival) that earn it the most decayed value (ties: the size that ends first, then the
+   narrower block, which leaves room beside it; without decay a job earns the same on any
+   width), on an aligned block chosen buddy-style: a block whose parent block is already partly
+   used wins over one that would split a whole free parent, so a later job that needs 8 GPUs
+   still finds 8 (and where no parent is whole, one that no larger block contains, as GPUs
+   8-11 of 12). A job cut by the horizon still earns its cells.
+3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
+   order (promote a job left out or cut short to the front, shrink a job to a narrower block,
+   swap two neighbours), within a budget of re-packings that shrinks with the problem size
+   (and grows on small problems, where a packing is cheap; budget left when the moves run out
+   goes to a second descent, from the best ordering of the other size rule); the plan with the
+   best objective is kept (ties: more GPU-steps delivered).
+4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
+   a few moves revisit them, each judged by the true objective (decayed batch reward minus
+   priced shortfall) after re-packing the batch work. First a *window*: a job placed late (or
+   not at all) pinned on the block and start where what it would earn, less the serving and
+   batch work it displaces, is largest (prefix sums price every block and start at once);
+   serving moves off that window only (to an idle GPU, or onto the cheapest serving unit or
+   batch cell), so a low-priority service can give up a fraction for a high-priority job, or
+   a job can start a step later where demand is lower; serving that cannot return to its GPUs
+   within its swap cap after the window is placed again from where it stands. Then keep
+   serving off the block where a late job could start earliest, or cap serving at
+   `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges and
+   `previous_gpus` hold as in phase 1 (a GPU is gained a step early or released a step late
+   where a cap is too small to move at once); a move never takes real-time coverage below
+   `policy.rt_coverage_target` (none by default: then the allocator optimises the same
+   objective as `full`) or below what the plan already had.
+5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
+   reservation, their packing rules) and win where they score higher, so the allocator never
+   returns less than either (`tests/planners/test_slo.py`).
+6. **Top-up.** Serving still short of its demand takes GPUs the finished plan leaves idle
+   (within its range and swap cap): the pricing gave them up for batch work that did not come.
+
+Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
+of aligned-free-block masks per size and step (on clusters of up to 10 GPUs, a table indexed by
+the free mask, built once per cluster size); no per-cell Python objects on the hot path. The
+earliest window of a block is a sliding-window AND kept in two stacks, linear in the horizon
+whatever the duration; serving gains its GPUs of a step in one call per chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..model import BatchJob, RealtimeJob, Scenario
+from ..plan import Plan, pin_running
+from .blocks import (
+    FreeBlocks,
+    aligned_starts,
+    bitsets_to_bool,
+    low_bits,
+    mask_of,
+    spread,
+    top_bits,
+)
+from .fifo import reserved_sets
+
+
+@dataclass(frozen=True)
+class AllocatorParams:
+    """The allocator's tunables; the defaults are the ones its benchmarks were measured with.
+
+    The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
+    (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
+    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs
+    x 24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about
+    its size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one
+    descent runs out of moves, a second starts from the other size rule's best ordering. Each
+    real-time layout is screened with the first `screen` orderings. Clusters of up to
+    `table_gpus` GPUs on horizons of up to 48 steps look aligned free blocks up in a table (one
+    entry per free mask) instead of computing and caching them per step. The real-time moves
+    of the local search: at most `max_windows` pinned windows (as many more tried where one
+    fails to improve the plan, each for another job) and `max_rt_moves` caps, fewer
+    on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
+    and never below `policy.rt_coverage_target`. On clusters of
+    up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
+    one returned: a last-resort guard, off by default (0), because the allocator's own plan
+    does not lose to them (a Hypothesis property in tests/planners/test_slo.py) and the
+    baselines cost as much again as the allocator on 8 GPUs. It always runs when the plan
+    misses the coverage target. `give_up_serving`: a window may also take a serving GPU whose
+    unit of demand is worth less than the batch work (its job gives it up), and a service
+    short of a whole unit takes the GPU of a lower-priority one that covers less (a hand-over);
+    the rolling horizon turns it off, because there demand is a forecast and serving given up
+    against it turns into realised shortfall when demand comes in above it.
+    """
+
+    max_packs: int = 18
+    small_work: int = 27_000
+    small_packs: int = 60
+    screen: int = 1
+    pack_budget: int = 200_000_000
+    table_gpus: int = 10
+    max_rt_moves: int = 3
+    max_windows: int = 1
+    rt_budget: int = 50_000_000
+    guard_cells: int = 0
+    give_up_serving: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_packs", "pack_budget", "rt_budget", "small_packs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"Expected {name} to be an integer >= 1.")
+        for name in (
+            "screen",
+            "table_gpus",
+            "max_rt_moves",
+            "max_windows",
+            "guard_cells",
+            "small_work",
+        ):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"Expected {name} to be an integer >= 0.")
+        if not isinstance(self.give_up_serving, bool):
+            raise ValueError("Expected give_up_serving to be True or False.")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One batch job as the allocator sees it."""
+
+    index: int  # position in scenario.jobs: the number the grid stores
+    priority: float
+    arrival: int
+    sizes: tuple[int, ...]
+    durations: tuple[int, ...]
+    work: float
+    worth: float  # priority x decay^arrival: what a GPU-step of it earns at its earliest start
+
+
+def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) -> Plan:
+    """Plan with the fast allocator; the result always passes `core.plan.check`.
+
+    With `policy.rt_coverage_target`, a plan that meets it wins over one that does not (among
+    those that miss it, the one with the most coverage). Last, on small clusters
+    (`guard_cells`) or when the plan misses the target, it is compared with the queue
+    baselines' plans: the better legal one comes back (its stats' `guard` names the baseline
+    when that one won).
+    """
+    params = params or AllocatorParams()
+    plan = _allocate(scenario, params)
+    small = scenario.cluster.gpus * scenario.cluster.horizon_steps <= params.guard_cells
+    if small or _misses_target(scenario, plan):
+        plan = _guard(scenario, plan)
+    return plan
+
+
+def _misses_target(scenario: Scenario, plan: Plan) -> bool:
+    if scenario.policy.rt_coverage_target is None or not scenario.realtime_jobs:
+        return False
+    from ..plan import metrics
+
+    return metrics(scenario, plan)["slo_met"] is False
+
+
+def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    running = _running_masks(scenario, T)
+    candidates = _candidates(scenario)
+    discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
+    size = max(1, len(candidates) * G * T)
+    packs = max(1, min(params.max_packs, params.pack_budget // size))
+    if size < params.small_work:  # a packing costs about its size: more of them, same time
+        packs = max(packs, min(params.small_packs, params.small_work // size))
+
+    # Serving targets priced against batch work, and (where that gives up demand) every unit
+    # served; three layouts of the serving GPUs (buddy best fit, packed at the top, packed at
+    # the bottom). Each is screened with the first orderings; the local search then spends what
+    # is left of its budget on the best one.
+    # On problems so large that the budget affords a single packing (`lean`), only the priced
+    # targets (and every unit served when a coverage target asks for it) are screened, and
+    # beyond 5 times the budget (e.g. 16,384 GPUs x 24 steps x 5,000 jobs) one layout.
+    lean = params.pack_budget // size < 2
+    worth = tuple(batch_worth(scenario))
+    pricings = [_Targets("priced", worth)]
+    unpriced = _Targets("all", worth)
+    if (not lean or scenario.policy.rt_coverage_target is not None) and any(
+        pricings[0].of(scenario, j) != unpriced.of(scenario, j) for j in scenario.realtime_jobs
+    ):
+        pricings.append(unpriced)
+    styles = [_Buddy(G)]
+    if scenario.realtime_jobs and candidates and 5 * params.pack_budget >= size:
+        styles += [_Top(G), _Low(G)]
+    configurations = [(p, style) for p in pricings for style in styles]
+    screen = 0
+    if len(configurations) > 1:
+        screen = min(params.screen, max(1, packs // (2 * len(configurations))))
+        screen = max(1, screen) if len(pricings) > 1 else screen
+    screened = _screen(scenario, running, candidates, discount, params, configurations, screen)
+    if len(scenario.realtime_jobs) > 1 and screened[0][0][3] < 0 and not lean:
+        # Serving jobs contend and demand goes short: try holding peaks all horizon too, by
+        # priority and (fifo's own reservation, in file order) as the baseline does.
+        peak = [(_Targets("peak", worth), style) for style in styles]
+        peak.append((_Targets("fifo", worth), styles[0]))
+        screen = max(1, screen)
+        configurations += peak
+        screened += _screen(scenario, running, candidates, discount, params, peak, screen)
+        screened.sort(key=lambda item: item[0], reverse=True)
+    _, realtime, packer, style, pricing = screened[0]
+    result = _search(packer, candidates, max(1, packs - screen * len(configurations)))
+    if len(styles) > 1 and pricing.mode != "fifo":
+        moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
+        windows = min(params.max_windows, params.rt_budget // size)
+        realtime, result = _relax_realtime(
+            scenario, running, style, discount, realtime, result, (windows, moves), params, pricing
+        )
+
+    realtime, result = _no_worse_than_the_queues(
+        scenario, running, candidates, discount, params, realtime, result
+    )
+    realtime = _top_up(scenario, running, realtime, result[0])
+    plan = Plan.empty(scenario, "allocator")
+    grid = plan.grid
+    pin_running(scenario, grid)
+    for index, sets in realtime.items():
+        grid[bitsets_to_bool(sets, G).T] = index
+    for index, gpu_start, gpus, start, end in result[0]:
+        grid[gpu_start : gpu_start + gpus, start:end] = index
+    return plan
+
+
+def _no_worse_than_the_queues(scenario, running, candidates, discount, params, realtime, result):
+    """The incumbent, or the queue baselines' own plans where one scores higher (target met
+    first, then J): their serving reservation with their batch packing reproduced (arrival
+    order, earliest start, lowest-indexed block; fifo never before the previous job's start),
+    so the allocator never returns less than fifo or backfill. A buddy block choice can lose
+    to the lowest one (a long job on the one aligned block a wide job needs), and a search
+    that tries a few orderings cannot rule that out."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    met, price, _ = _coverage_key(scenario, realtime)
+    best = (met, result[1] + price)
+    serving = reserved_sets(scenario)
+    met_q, price_q, _ = _coverage_key(scenario, serving)
+    packer = _Packer(G, T, discount, _free_masks(G, running, serving), _use_table(params, G, T))
+    order = sorted(candidates, key=_VARIANTS[-1][0])
+    for rule in ("fifo", "backfill"):
+        placements, reward, cells = packer.pack(order, rule)
+        score = (met_q, reward + price_q)
+        tolerance = 1e-9 * max(1.0, abs(best[1]))
+        if score[0] > best[0] or (score[0] == best[0] and score[1] > best[1] + tolerance):
+            best, realtime, result = score, serving, (placements, reward, cells, order, rule)
+    return realtime, result
+
+
+def _top_up(
+    scenario: Scenario,
+    running: list[int],
+    realtime: dict[int, list[int]],
+    placements: list[tuple[int, int, int, int, int]],
+) -> dict[int, list[int]]:
+    """Serving short of its demand also takes GPUs the finished plan leaves idle.
+
+    The targets priced a GPU against the batch work that could use it; where the packed batch
+    work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
+    priority), from each step where it is short: the idle GPU that stays idle longest, held
+    from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
+    has room for its release (or the horizon); its gain needs room at the first step too.
+    """
+    if not realtime:
+        return realtime
+    T = scenario.cluster.horizon_steps
+    idle = _free_masks(scenario.cluster.gpus, running, realtime)
+    for _, b, g, start, end in placements:
+        block = ((1 << g) - 1) << b
+        for t in range(start, end):
+            idle[t] &= ~block
+    jobs = sorted(realtime, key=lambda i: -scenario.jobs[i].priority)  # stable: file order
+    out = dict(realtime)
+    for i in jobs:
+        if scenario.policy.penalty_weight * scenario.jobs[i].priority <= 0:
+            continue  # its shortfall costs nothing: serving would only hold GPUs
+        job = scenario.jobs[i]
+        sets = list(out[i])
+        before = [mask_of(job.previous_gpus)] if job.previous_gpus is not None else sets[:1]
+        swaps = [(a ^ b).bit_count() for a, b in zip(before + sets[:-1], sets, strict=True)]
+        free_first = job.previous_gpus is None  # step 0 is free
+        a = 0
+        while a < T:
+            want = math.ceil(job.demand[a] - 1e-9)
+            n = sets[a].bit_count()
+            room = free_first and a == 0 or swaps[a] < job.swap_cap
+            if n >= min(want, job.gpus_max) or not idle[a] or not room:
+                a += 1
+                continue
+            chain, end = idle[a], a + 1
+            while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
+                chain &= idle[end]
+                end += 1
+            while a < end < T and swaps[end] >= job.swap_cap:  # its release must fit
+                end -= 1
+            if end <= a:
+                a += 1
+                continue
+            bit = chain & -chain
+            for t in range(a, end):
+                sets[t] |= bit
+                idle[t] ^= bit
+            if not (free_first and a == 0):
+                swaps[a] += 1
+            if end < T:
+                swaps[end] += 1
+        out[i] = sets
+    return out
+
+
+def _screen(scenario, running, candidates, discount, params, configurations, screen):
+    """(score, serving sets, packer, layout, pricing) per configuration, best first."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    out = []
+    seen = {}  # free masks: (packer, its screened reward); layouts often agree
+    for pricing, style in configurations:
+        if pricing.mode == "fifo":
+            realtime = reserved_sets(scenario)
+        else:
+            realtime = _place_realtime(
+                scenario, running, style, pricing, hand_over=params.give_up_serving
+            )
+        free = _free_masks(G, running, realtime)
+        packer, reward = seen.get(tuple(free), (None, None))
+        if packer is None:
+            packer = _Packer(G, T, discount, free, _use_table(params, G, T))
+            reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
+            seen[tuple(free)] = packer, reward
+        met, price, short = _coverage_key(scenario, realtime)
+        out.append(((met, price + reward[0], reward[1], -short), realtime, packer, style, pricing))
+    out.sort(key=lambda item: item[0], reverse=True)  # stable: the first of equals wins
+    return out
+
+
+def _coverage_key(scenario: Scenario, realtime: dict[int, list[int]]) -> tuple[float, float, float]:
+    """(target met, or the coverage where it is not; minus priced shortfall; units short)."""
+    weight = scenario.policy.penalty_weight
+    served = demanded = price = 0.0
+    for i, sets in realtime.items():
+        job = scenario.jobs[i]
+        for d, m in zip(job.demand, sets, strict=True):
+            n = m.bit_count()
+            served += min(d, n)
+            demanded += d
+            price += job.priority * max(0.0, d - n)
+    target = scenario.policy.rt_coverage_target
+    short = demanded - served
+    if target is None:
+        return (1.0, -weight * price, short)
+    coverage = served / demanded if demanded > 0 else 1.0
+    met = coverage >= target - 1e-9
+    return (2.0 if met else coverage, -weight * price, short)
+
+
+def _guard(scenario: Scenario, plan: Plan) -> Plan:
+    """The better of the allocator's plan and the queue baselines' (SLO first, then J)."""
+    from ..plan import metrics
+    from .fifo import plan_backfill, plan_fifo
+
+    def key(candidate: Plan) -> tuple[bool, float, float]:
+        m = metrics(scenario, candidate)
+        met = m["slo_met"] is not False
+        return (met, m["rt_coverage"] if not met else 0.0, m["objective"])
+
+    best, best_key = plan, key(plan)
+    for name, baseline in (("fifo", plan_fifo), ("backfill", plan_backfill)):
+        other = baseline(scenario)
+        other_key = key(other)
+        tolerance = 1e-9 * max(1.0, abs(best_key[2]))
+        if other_key[:2] > best_key[:2] or (
+            other_key[:2] == best_key[:2] and other_key[2] > best_key[2] + tolerance
+        ):
+            best, best_key = Plan(other.grid, "allocator", {"guard": name}), other_key
+    return best
+
+
+def _free_masks(gpus: int, running: list[int], realtime: dict[int, list[int]]) -> list[int]:
+    taken = list(running)
+    for sets in realtime.values():
+        for t, mask in enumerate(sets):
+            taken[t] |= mask
+    all_gpus = (1 << gpus) - 1
+    return [all_gpus & ~m for m in taken]
+
+
+# --------------------------------------------------------------------------- real-time phase
+
+
+def _running_masks(scenario: Scenario, steps: int) -> list[int]:
+    """Per step, the bitset of GPUs held by inherited running batch blocks."""
+    masks = [0] * steps
+    for job in scenario.batch_jobs:
+        if job.running is not None:
+            r = job.running
+            block = ((1 << r.gpus) - 1) << r.gpu_start
+            for t in range(min(r.remaining_steps, steps)):
+                masks[t] |= block
+    return masks
+
+
+def batch_worth(scenario: Scenario) -> list[float]:
+    """Per step, what the cheapest batch job that could use a GPU then earns on it.
+
+    Only jobs that can run at step t count: queued (not running), arrived by t (arrival < the
+    horizon). Their reward there is priority x decay^t (the penalty is not decayed, the reward
+    is). 0 where no batch job could use the GPU: a released GPU would earn nothing.
+    """
+    T = scenario.cluster.horizon_steps
+    decay = scenario.policy.decay
+    lowest = [math.inf] * T
+    for job in scenario.batch_jobs:
+        if job.running is None and job.arrival_step < T:
+            lowest[job.arrival_step] = min(lowest[job.arrival_step], float(job.priority))
+    out, floor, factor = [], math.inf, 1.0
+    for t in range(T):
+        floor = min(floor, lowest[t])
+        out.append(floor * factor if math.isfinite(floor) else 0.0)
+        factor *= decay
+    return out
+
+
+def realtime_targets(
+    scenario: Scenario,
+    job: RealtimeJob,
+    ceiling: Sequence[int] | None = None,
+    priced: bool = True,
+    worth: Sequence[float] | None = None,
+) -> list[int]:
+    """GPUs the job should hold at each step, before capacity: priced demand, ramped for peaks.
+
+    The k-th GPU at step t covers `min(1, demand - (k-1))` units of demand; it is wanted unless
+    the shortfall it avoids (`penalty_weight * priority` per unit) is worth less than what any
+    batch job that could use it then would earn on it (`batch_worth`: the cheapest job arrived
+    by t, decayed; conservative, since a released GPU earns nothing unless batch work can
+    actually use it, and nothing at all where no job has arrived). With `priced` False every
+    unit of demand is wanted (the plan of most coverage, tried for a coverage target and as a
+    guard). Targets are then raised so that a peak is reached from below by ramping at most
+    `swap_cap` GPUs a step (a count that changes by k costs at least k swaps). A `ceiling`
+    (GPUs per step) caps the count before the ramp, within the job's range: the local search
+    uses it to give up a little demand.
+    """
+    if worth is None:
+        worth = batch_worth(scenario)
+    unit_worth = scenario.policy.penalty_weight * job.priority
+    wanted = []
+    for t, d in enumerate(job.demand):
+        n = math.floor(d + 1e-9)
+        fraction = d - n
+        floor = worth[t] if priced else 0.0
+        if fraction > 1e-9 and unit_worth * fraction >= floor:
+            n += 1
+        if unit_worth < floor or unit_worth <= 0:  # a whole GPU short costs less than batch
+            n = 0  # work earns on it (or nothing at all: serving then only blocks batch work)
+        if ceiling is not None:
+            n = min(n, ceiling[t])
+        wanted.append(min(max(n, job.gpus_min), job.gpus_max))
+    cap = job.swap_cap
+    for t in range(len(wanted) - 2, -1, -1):
+        wanted[t] = max(wanted[t], wanted[t + 1] - cap)
+    return wanted
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """How real-time targets are set: "priced" (`realtime_targets`), "all" (every unit of
+    demand served) or "peak" (the peak held all horizon, as fifo does: where serving jobs
+    contend under tight swap caps, holding early is what lets a high-priority job keep its
+    GPUs); "fifo" is no targets but the baselines' own reservation (`fifo.reserved_sets`). `worth`
+    is `batch_worth` of the scenario (computed once)."""
+
+    mode: str
+    worth: tuple[float, ...]
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def of(
+        self, scenario: Scenario, job: RealtimeJob, ceiling: Sequence[int] | None = None
+    ) -> tuple[int, ...]:
+        """The job's targets (read-only: asked for again and again by the local search)."""
+        key = (job.id, None if ceiling is None else tuple(ceiling))
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = tuple(self._compute(scenario, job, ceiling))
+        return out
+
+    def _compute(self, scenario, job, ceiling):
+        if self.mode == "peak":
+            peak = math.ceil(max(job.demand, default=0.0) - 1e-9)
+            wanted = [min(max(peak, job.gpus_min), job.gpus_max)] * len(job.demand)
+            if ceiling is not None:
+                wanted = [
+                    min(max(min(w, c), job.gpus_min), job.gpus_max)
+                    for w, c in zip(wanted, ceiling, strict=True)
+                ]
+            return wanted
+        return realtime_targets(scenario, job, ceiling, self.mode == "priced", self.worth)
+
+
+def _place_realtime(
+    scenario: Scenario,
+    running: list[int],
+    layout: _Buddy,
+    pricing: _Targets,
+    ceilings: dict[int, list[int]] | None = None,
+    avoid: list[int] | None = None,
+    keep: list[int] | None = None,
+    resume: tuple[int, dict[int, list[int]]] | None = None,
+    hand_over: bool = False,
+) -> dict[int, list[int]]:
+    """Per real-time job (by grid index), its GPU bitset at every step.
+
+    Counts follow `realtime_targets` within each job's range and swap cap (releases first, so a
+    GPU one job gives back can serve another at the same step; then gains, what `gpus_min`
+    forces first, then by priority). Which GPUs move is the layout's choice; spare swap budget
+    trades a held GPU for a free one while the layout says that improves the free pool.
+    """
+    jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    if not jobs:
+        return {}
+    jobs.sort(key=lambda item: -item[1].priority)  # stable: file order among equals
+    ceilings = ceilings or {}
+    targets = {i: pricing.of(scenario, j, ceilings.get(i)) for i, j in jobs}
+    placer = _Serving(scenario.cluster.gpus, running, layout, jobs, targets, avoid, keep)
+    placer.hand_over = hand_over
+    placer.keep_units = scenario.policy.rt_coverage_target is not None
+    T = scenario.cluster.horizon_steps
+    sets: dict[int, list[int]] = {i: [0] * T for i, _ in jobs}
+    first = 0
+    if resume is not None and resume[0] > 0:  # the steps before `first` are given
+        first, given = resume
+        for i, _ in jobs:
+            sets[i][:first] = given[i][:first]
+            placer.current[i] = given[i][first - 1]
+    for t in range(first, T):
+        placer.step(t)
+        for i, _ in jobs:
+            sets[i][t] = placer.current[i]
+    return sets
+
+
+class _Serving:
+    """One step of `_place_realtime` after another: the sets held now, and the moves of a step."""
+
+    def __init__(self, gpus, running, layout, jobs, targets, avoid, keep):
+        self.hand_over = self.keep_units = False
+        self.gpus, self.all_gpus = gpus, (1 << gpus) - 1
+        self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
+        self.avoid, self.keep = avoid, keep
+        self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
+        self.settled = False  # the last step changed nothing (and was not step 0)
+
+    def step(self, t: int) -> None:
+        if self.settled and self._as_before(t):
+            return  # the same inputs as the step before, which moved nothing: nothing moves
+        before = [self.current[i] for i, _ in self.jobs]
+        self._step(t)
+        self.settled = t > 0 and before == [self.current[i] for i, _ in self.jobs]
+
+    def _as_before(self, t: int) -> bool:
+        """Step t sees what step t - 1 saw: the same running work, avoided and kept GPUs, and
+        every job's target (within its range) is the count it holds."""
+        if self.running[t] != self.running[t - 1]:
+            return False
+        if self.avoid and self.avoid[t] != self.avoid[t - 1]:
+            return False
+        if self.keep and self.keep[t] != self.keep[t - 1]:
+            return False
+        for i, job in self.jobs:
+            target = min(max(self.targets[i][t], job.gpus_min), job.gpus_max)
+            if target != self.current[i].bit_count():
+                return False
+        return True
+
+    def _step(self, t: int) -> None:
+        self.budget, self.want = {}, {}
+        for i, job in self.jobs:
+            count = self.current[i].bit_count()
+            free_step = t == 0 and job.previous_gpus is None
+            self.budget[i] = 2 * self.gpus if free_step else job.swap_cap  # step 0 is free
+            low = max(job.gpus_min, count - self.budget[i])
+            high = min(job.gpus_max, count + self.budget[i])
+            self.want[i] = min(max(self.targets[i][t], low), high)
+        held = self.running[t]
+        for i, _ in self.jobs:
+            held |= self.current[i]
+        self.free = self.all_gpus & ~held
+        self.shun = self.avoid[t] if self.avoid else 0
+        self.spare = ~(self.keep[t] if self.keep else 0)  # GPUs the incumbent's batch leaves
+        # Releases first (avoided GPUs before the layout's choice), so their GPUs can serve
+        # another job at this step; then gains (what gpus_min forces first, then toward the
+        # target, not on avoided GPUs, by priority); then trades with the spare budget.
+        for i, _ in self.jobs:
+            self._release(i)
+        self._gain(True, t)
+        if self.shun:
+            for i, job in self.jobs:
+                self._move_off_avoided(i, job)
+        self._gain(False, t)
+        if self.hand_over:
+            self._hand_over(t)
+        for i, _ in self.jobs:
+            self._trade(i)
+
+    def _release(self, i: int) -> None:
+        extra = self.current[i].bit_count() - self.want[i]
+        if extra <= 0:
+            return
+        held = self.current[i]
+        released = 0
+        bad = held & self.shun
+        bad |= held & ~self.spare & ~bad if extra > bad.bit_count() else 0
+        while bad and extra:
+            low = bad & -bad
+            released |= low
+            bad ^= low
+            extra -= 1
+            self.budget[i] -= 1
+        if extra:
+            released |= self.layout.releases(held ^ released, self.free, extra)
+            self.budget[i] -= extra
+        self.current[i] ^= released
+        self.free |= released
+
+    def _move_off_avoided(self, i: int, job: RealtimeJob) -> None:
+        """Avoided GPUs still held move to free ones the search does not avoid (two swaps), or
+        are given up (one swap) while the job keeps gpus_min."""
+        shun = self.shun
+        while self.current[i] & shun and self.budget[i] >= 1:
+            bad = self.current[i] & shun
+            out = bad & -bad
+            options = (self.free & ~shun & self.spare) or self.free & ~shun
+            if options and self.budget[i] >= 2:
+                into = self.layout.best_gain(options)
+                self.current[i] ^= out | into
+                self.free ^= out | into
+                self.budget[i] -= 2
+            elif self.current[i].bit_count() > job.gpus_min:
+                self.current[i] ^= out
+                self.free |= out
+                self.budget[i] -= 1
+            else:
+                break
+
+    def _gain(self, forced: bool, t: int) -> None:
+        """Gains toward gpus_min (forced) or the targets, in chunks of GPUs by what one GPU of
+        the chunk is worth (priority x the demand it covers: whole units, then the fractional
+        one; GPUs a ramp needs count as whole units), so a fractional GPU of one job never
+        takes a GPU that would cover a whole unit of another's demand."""
+        pool = self.free if forced else self.free & ~self.shun
+        chunks = []
+        for rank, (i, job) in enumerate(self.jobs):
+            count = self.current[i].bit_count()
+            goal = job.gpus_min if forced else self.want[i]
+            if goal <= count:
+                continue
+            if forced:
+                chunks.append((math.inf, rank, i, goal - count))
+                continue
+            demand = job.demand[t]
+            whole = math.floor(demand + 1e-9)
+            fraction = demand - whole
+            units = max(0, min(goal, whole) - count)
+            if units:
+                chunks.append((job.priority, rank, i, units))
+            if fraction > 1e-9 and count + units <= whole < goal:
+                chunks.append((job.priority * fraction, rank, i, 1))
+            covered = max(count, whole + (fraction > 1e-9))
+            if goal > covered:
+                chunks.append((job.priority, rank, i, goal - covered))
+        chunks.sort(key=lambda c: (-c[0], c[1]))
+        for _value, _rank, i, amount in chunks:
+            need = min(amount, self.budget[i])
+            if need <= 0 or not pool:
+                continue
+            got = self.layout.gains(pool & self.spare, need)  # the incumbent's spare GPUs first
+            if got.bit_count() < need:
+                got |= self.layout.gains(pool ^ got, need - got.bit_count())
+            self.current[i] |= got
+            self.free ^= got
+            pool ^= got
+            self.budget[i] -= got.bit_count()
+
+    def _hand_over(self, t: int) -> None:
+        """Where a job is still short and no GPU is free, it takes one from a job whose last
+        GPU covers less priority-weighted demand (one swap each, the giver kept at its
+        gpus_min): a fraction of low-priority demand gives way to a whole unit of higher.
+        Under a coverage target (`keep_units`), only where it covers no fewer units."""
+        for i, job in self.jobs:  # by priority
+            while self.current[i].bit_count() < self.want[i] and self.budget[i] >= 1:
+                n = self.current[i].bit_count()
+                gains = _covers(job.demand[t], n + 1)
+                worth = job.priority * gains
+                giver = None
+                for j, other in self.jobs:
+                    m = self.current[j].bit_count()
+                    if j == i or m <= other.gpus_min or self.budget[j] < 1:
+                        continue
+                    if not self.current[j] & ~self.shun:
+                        continue
+                    units = _covers(other.demand[t], m)
+                    if self.keep_units and units > gains:
+                        continue
+                    loses = other.priority * units
+                    if giver is None or loses < giver[0]:
+                        giver = (loses, j)
+                if giver is None or giver[0] >= worth - 1e-9:
+                    return
+                j = giver[1]
+                gpu = self.layout.best_release(self.current[j] & ~self.shun, self.free)
+                self.current[j] ^= gpu
+                self.current[i] |= gpu
+                self.budget[j] -= 1
+                self.budget[i] -= 1
+
+    def _trade(self, i: int) -> None:
+        """Spare budget: trade a GPU for another while it leaves a larger free block than it
+        takes."""
+        layout = self.layout
+        while self.budget[i] >= 2 and self.free & ~self.shun and self.current[i]:
+            out = layout.best_release(self.current[i], self.free)
+            after = self.free | out
+            into = layout.best_gain(after & ~self.shun & self.spare)
+            if not into or into == out or not layout.improves(out, into, after):
+                break
+            self.current[i] = (self.current[i] ^ out) | into
+            self.free = after ^ into
+            self.budget[i] -= 2
+
+
+def _relax_realtime(
+    scenario: Scenario,
+    running: list[int],
+    layout: _Buddy,
+    discount: list[float],
+    realtime: dict[int, list[int]],
+    result: tuple,
+    moves: tuple[int, int],
+    params: AllocatorParams,
+    pricing: _Targets,
+) -> tuple[dict[int, list[int]], tuple]:
+    """Local search on the real-time side: give up a little demand where batch work earns more.
+
+    The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
+    of demand can also break an aligned block that a waiting job needs. `moves` is (windows,
+    caps). A window pins a waiting job on the block and start `_windows` ranks first, serving
+    moved off it by `_clear_window`, the rest of the batch work re-packed around it. A cap
+    move holds one job's count at `floor(demand)` (the fractional GPU given up) over a run of
+    steps, or keeps serving off a block a late job could start on; serving is re-placed under
+    the caps (ramps and swap caps still hold) and the batch work re-packed in the incumbent's
+    order with that job first. A move is kept when the true
+    objective (decayed batch reward minus priced shortfall) improves, and never where it would
+    take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
+    had, when it is below the target already).
+    """
+    search = _RealtimeSearch(scenario, running, layout, discount, params, pricing)
+    return search.run(realtime, result, moves)
+
+
+class _RealtimeSearch:
+    """The state of `_relax_realtime`: the incumbent and the caps and avoided GPUs behind it."""
+
+    def __init__(self, scenario, running, layout, discount, params, pricing):
+        self.scenario, self.running, self.layout = scenario, running, layout
+        self.discount, self.params, self.pricing = discount, params, pricing
+        self.G, self.T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+        self.weight = scenario.policy.penalty_weight
+        self.jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+
+    def shortfall(self, sets: dict[int, list[int]]) -> tuple[float, float, dict[int, float]]:
+        """Priced shortfall, units of shortfall, units per job."""
+        price = units = 0.0
+        per_job = {}
+        for i, job in self.jobs:
+            short = sum(
+                max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i], strict=True)
+            )
+            price += job.priority * short
+            units += short
+            per_job[i] = short
+        return price, units, per_job
+
+    def run(self, realtime, result, moves):
+        T = self.T
+        price, units, self.missing = self.shortfall(realtime)
+        self.allowed = max(units, _allowed_shortfall(self.scenario)) + 1e-9
+        self.best = result[1] - self.weight * price
+        self.realtime, self.result = realtime, result
+        self.ceilings: dict[int, list[int]] = {}
+        self.avoid = [0] * T
+        self.pins: list[tuple[tuple[int, int, int, int], _Candidate]] = []
+        self.budget = {"window": moves[0], "caps": moves[1]}
+        self.misses = moves[0]  # window trials that may fail beyond the budget
+        while any(self.budget.values()) and self._improve():
+            pass
+        return self.realtime, self.result
+
+    def _improve(self) -> bool:
+        """Try moves on the incumbent until one improves it, or the moves or budgets run out."""
+        for kind, job, caps, trial in self._trials():
+            spare = kind == "window" and self.misses > 0  # a window trial that may fail freely
+            if spare:
+                self.misses -= 1
+            else:
+                self.budget[kind] -= 1
+            if self._try(job, caps, *trial):
+                if spare:
+                    self.budget[kind] -= 1
+                return True
+        return False
+
+    def _trials(self):
+        """(kind, batch job, caps, (serving sets or None, ceilings, avoided GPUs, window)) of
+        each move that changes something, within its kind's budget: windows first, each a
+        batch job pinned on a block whose serving `_clear_window` moves off; then the caps
+        and avoided blocks of `_realtime_moves`."""
+        scenario, jobs, running = self.scenario, self.jobs, self.running
+        realtime, result = self.realtime, self.result
+        windows = []
+        if self.budget["window"]:
+            windows = list(_windows(scenario, jobs, running, realtime, result, self.discount))
+        # Serving moves to idle GPUs in every window before it moves onto batch work in any;
+        # a job whose window was tried is not tried again at another start or block.
+        tried = set()
+        for onto_batch in (False, True):
+            for job, start, end, block in windows:
+                if not self.budget["window"]:
+                    break
+                if job.index in tried:
+                    continue
+                pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
+                sets = _clear_window(
+                    scenario,
+                    jobs,
+                    running,
+                    (realtime, result, self.discount),
+                    (pin, job.index, onto_batch),
+                    self.params.give_up_serving,
+                    functools.partial(self._resume_after, job),
+                )
+                if sets is not None:
+                    tried.add(job.index)
+                    yield "window", job, None, (sets, self.ceilings, self.avoid, pin)
+        for job, block_masks, caps in _realtime_moves(
+            scenario, jobs, running, realtime, result, self.pricing
+        ):
+            if not self.budget["caps"]:
+                break
+            trial = self._trial_caps(caps, block_masks)
+            if trial is not None:
+                yield "caps", job, caps, (None, *trial, None)
+
+    def _trial_caps(self, caps, block_masks):
+        """The ceilings and avoided GPUs of a move, or None when it changes nothing or its caps
+        alone would take the shortfall past what the coverage target allows."""
+        ceilings, avoid = self.ceilings, self.avoid
+        trial_ceilings, trial_avoid = ceilings, avoid
+        if caps:
+            trial_ceilings = dict(ceilings)
+            for i, cap in caps.items():
+                trial_ceilings[i] = [
+                    min(a, b) for a, b in zip(ceilings.get(i, cap), cap, strict=True)
+                ]
+        if block_masks:
+            trial_avoid = [a | b for a, b in zip(avoid, block_masks, strict=True)]
+        if trial_ceilings == ceilings and trial_avoid == avoid:
+            return None
+        if caps:  # the shortfall the caps alone imply (targets met) must fit the floor
+            implied = sum(self.missing.values())
+            for i in caps:
+                job_i = self.scenario.jobs[i]
+                capped = self.pricing.of(self.scenario, job_i, trial_ceilings[i])
+                short = sum(max(0.0, d - n) for d, n in zip(job_i.demand, capped, strict=True))
+                implied += short - self.missing[i]
+            if implied > self.allowed:
+                return None
+        return trial_ceilings, trial_avoid
+
+    def _first_changed_step(self, caps, trial_ceilings, trial_avoid) -> int:
+        T = self.T
+        first = next((t for t in range(T) if trial_avoid[t] != self.avoid[t]), T)
+        for i in caps or ():
+            job = self.scenario.jobs[i]
+            old_targets = self.pricing.of(self.scenario, job, self.ceilings.get(i))
+            new_targets = self.pricing.of(self.scenario, job, trial_ceilings[i])
+            changed = (t for t in range(T) if old_targets[t] != new_targets[t])
+            first = min(first, next(changed, T))
+        return first
+
+    def _try(self, job, caps, sets, trial_ceilings, trial_avoid, pin) -> bool:
+        """Re-place serving (unless the move gives its sets) and re-pack batch work under the
+        move; keep it if J improves."""
+        if sets is None:
+            sets = self._replace_serving(job, caps, trial_ceilings, trial_avoid)
+        price, units, trial_missing = self.shortfall(sets)
+        if units > self.allowed:
+            return False
+        pins = self.pins
+        if pin is not None:  # the job goes on the window the move cleared, the rest around it
+            pins = [p for p in pins if p[1] is not job] + [(pin, job)]
+        trial_result = self._pack_around(sets, pins, job if pin is None else None)
+        if trial_result is None:
+            return False
+        score = trial_result[1] - self.weight * price
+        if score <= self.best + 1e-9:
+            return False
+        self.best, self.realtime, self.result = score, sets, trial_result
+        self.missing, self.ceilings, self.avoid = trial_missing, trial_ceilings, trial_avoid
+        if pin is not None:  # later re-placements keep serving off the pinned window
+            b, g, start, end = pin
+            block = ((1 << g) - 1) << b
+            self.avoid = [a | block if start <= t < end else a for t, a in enumerate(self.avoid)]
+        self.pins = pins
+        return True
+
+    def _replace_serving(self, job, caps, trial_ceilings, trial_avoid):
+        """Serving re-placed under a move's ceilings and avoided GPUs, from the first step they
+        change, off the incumbent's batch cells where it can (but the promoted job's)."""
+        keep = [0] * self.T
+        for index, b, g, start, end in self.result[0]:
+            if job is None or index != job.index:
+                block = ((1 << g) - 1) << b
+                for t in range(start, end):
+                    keep[t] |= block
+        first = self._first_changed_step(caps, trial_ceilings, trial_avoid)
+        return self._place(trial_ceilings, trial_avoid, keep, (first, self.realtime))
+
+    def _resume_after(self, job, sets, end):
+        """Serving placed again from step `end` on, from where `sets` leave it (the batch work
+        re-packs around it, `job` on its window)."""
+        return self._place(self.ceilings, self.avoid, None, (end, sets))
+
+    def _place(self, ceilings, avoid, keep, resume):
+        return _place_realtime(
+            self.scenario,
+            self.running,
+            self.layout,
+            self.pricing,
+            ceilings,
+            avoid,
+            keep,
+            resume,
+            hand_over=self.params.give_up_serving,
+        )
+
+    def _pack_around(self, sets, pins, promoted):
+        """The batch work re-packed (in the incumbent's order, `promoted` first) around serving
+        and the pinned windows, or None where serving still holds a pinned window."""
+        G, T, result = self.G, self.T, self.result
+        free = _free_masks(G, self.running, sets)
+        for (b, g, start, end), _ in pins:
+            block = ((1 << g) - 1) << b
+            for t in range(start, end):
+                if free[t] & block != block:
+                    return None
+                free[t] ^= block
+        pinned = {c.index for _, c in pins}
+        order = [c for c in result[3] if c.index not in pinned]
+        if promoted is not None:
+            order = [promoted] + [c for c in order if c is not promoted]
+        packer = _Packer(G, T, self.discount, free, _use_table(self.params, G, T))
+        placements, reward, cells, order, rule = _search(packer, order, 1, (order, result[4]))
+        placements = list(placements)
+        for (b, g, start, end), c in pins:
+            placements.append((c.index, b, g, start, end))
+            reward += c.priority * g * (self.discount[end] - self.discount[start])
+            cells += g * (end - start)
+        return placements, reward, cells, order, rule
+
+
+def _covers(demand: float, k: int) -> float:
+    """The units of demand a job's k-th GPU covers at a step (its last, where it holds k)."""
+    return min(1.0, max(0.0, demand - (k - 1)))
+
+
+def _allowed_shortfall(scenario: Scenario) -> float:
+    """Units of real-time shortfall the coverage target allows (inf without a target)."""
+    target = scenario.policy.rt_coverage_target
+    if target is None:
+        return math.inf
+    return (1.0 - target) * sum(sum(j.demand) for j in scenario.realtime_jobs)
+
+
+def _realtime_moves(
+    scenario: Scenario,
+    jobs: list[tuple[int, RealtimeJob]],
+    running: list[int],
+    realtime: dict[int, list[int]],
+    result: tuple,
+    pricing: _Targets,
+):
+    """Real-time moves to try, in order, each as (batch job to promote or None, GPUs serving
+    should avoid per step or None, ceilings per real-time job or None).
+
+    First, per batch job placed late or not at all (highest priority first) and per size: the
+    earliest window where an aligned block free of running work is broken only by serving (the
+    block where serving sits least), kept clear of serving; then the same with every serving
+    job capped at `floor(demand)` over that window. Then, per real-time job (lowest priority
+    first), `floor(demand)` over each run of steps where its target rounds a fraction up.
+    """
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    serving = [0] * T
+    for sets in realtime.values():
+        for t, mask in enumerate(sets):
+            serving[t] |= mask
+    floors = {i: [max(math.floor(d + 1e-9), job.gpus_min) for d in job.demand] for i, job in jobs}
+    placed = {p[0]: p for p in result[0]}
+    for job in sorted(result[3], key=lambda c: (-c.priority, c.index)):
+        where = placed.get(job.index)
+        latest = T if where is None else where[3]
+        seen = set()
+        for g, d in zip(reversed(job.sizes), reversed(job.durations), strict=True):
+            align = (1 << g) - 1
+            found = None
+            for s in range(job.arrival, latest):
+                e = min(s + d, T)
+                best = None
+                for b in range(0, G - g + 1, g):
+                    block = align << b
+                    if any(running[t] & block for t in range(s, e)):
+                        continue
+                    cost = sum((serving[t] & block).bit_count() for t in range(s, e))
+                    if cost and (best is None or cost < best[0]):
+                        best = (cost, block)
+                if best is not None:
+                    found = (s, e, best[1])
+                    break
+            if found is not None and found not in seen:
+                seen.add(found)
+                s, e, block = found
+                masks = [block if s <= t < e else 0 for t in range(T)]
+                yield job, masks, None
+                yield (
+                    job,
+                    masks,
+                    {
+                        i: [f if s <= t < e else G for t, f in enumerate(floor)]
+                        for i, floor in floors.items()
+                    },
+                )
+    for i, job in sorted(jobs, key=lambda item: item[1].priority):
+        targets = pricing.of(scenario, job)
+        lower = [f < t for f, t in zip(floors[i], targets, strict=True)]
+        t = 0
+        while t < T:
+            if lower[t]:
+                a = t
+                while t < T and lower[t]:
+                    t += 1
+                yield None, None, {i: [floors[i][k] if a <= k < t else G for k in range(T)]}
+            t += 1
+
+
+_WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
+
+
+def _windows(scenario, jobs, running, realtime, result, discount):
+    """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
+    value first (the job's decayed reward there, minus what it has now, the priced serving it
+    displaces and the reward of batch work on the block then, which must re-pack: counted
+    unless it is no wider than the GPUs the job leaves beside the block, where it can go), as
+    (job, start, end, block). Costs are prefix sums per block, so a window costs O(1)."""
+    T = scenario.cluster.horizon_steps
+    placed = {p[0]: p for p in result[0]}
+    late = []
+    for job in result[3]:
+        where = placed.get(job.index)
+        latest = T if where is None else where[3]
+        if latest > job.arrival:
+            late.append((job, where, latest))
+    if not late:
+        return
+    serving = [0] * T
+    for sets in realtime.values():
+        for t, m in enumerate(sets):
+            serving[t] |= m
+    costs = _BlockCosts(scenario, jobs, running, realtime, result, discount, serving)
+    # Jobs by what their best window could earn (at arrival, nothing displaced): once that is
+    # no more than the _WINDOWS-th best net value found, no later job can enter the list.
+    bounds = []
+    for job, where, latest in late:
+        now = (
+            0.0
+            if where is None
+            else job.priority * where[2] * (discount[where[4]] - discount[where[3]])
+        )
+        best = max(
+            job.priority * g * (discount[min(job.arrival + d, T)] - discount[job.arrival])
+            for g, d in zip(job.sizes, job.durations, strict=True)
+        )
+        bounds.append((best - now, job, where, latest, now))
+    bounds.sort(key=lambda item: (-item[0], item[1].index))
+    out: list[tuple] = []
+    for bound, job, where, latest, now in bounds:
+        if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
+            break
+        out += _job_windows(job, where, now, range(job.arrival, latest), costs, discount)
+        out.sort(key=lambda w: w[:5], reverse=True)
+        del out[_WINDOWS:]
+    for *_, s, e, block, job in out:
+        yield job, s, e, block
+
+
+def _job_windows(job, where, now, starts, costs, discount):
+    """(net value, -priority, index, start, end, block, job) of each window of the job, at each
+    size, block and start, that serving breaks, that can be cleared and that is worth it;
+    `now` is what its placement `where` earns (0 unplaced)."""
+    T = costs.T
+    out = []
+    for g, d in zip(job.sizes, job.durations, strict=True):
+        ends = [s + d if s + d < T else T for s in starts]
+        earn = [
+            job.priority * g * (discount[e] - discount[s]) - now
+            for s, e in zip(starts, ends, strict=True)
+        ]
+        for b, cum, broken, blocked, beside, paid in costs.of(g):
+            if broken[ends[-1]] == broken[starts[0]]:
+                continue  # serving breaks it in none of the windows
+            block = ((1 << g) - 1) << b
+            beside = [p for p in beside if p[0] != job.index]
+            saved = costs.vacating(block, cum, paid, where) if where else None
+            # batch work no wider than what the job leaves beside the block re-packs there
+            room = ((((1 << where[2]) - 1) << where[1]) & ~block).bit_count() if where else 0
+            for s, e, net in zip(starts, ends, earn, strict=True):
+                if broken[e] == broken[s] or blocked[e] != blocked[s]:
+                    continue
+                net -= cum[e] - cum[s]
+                if saved is not None:
+                    net += saved[e] - saved[s]
+                for _, a, z, value, width in beside:
+                    if a < e and s < z and width > room:
+                        net -= value
+                if net > 0:
+                    out.append((net, -job.priority, job.index, s, e, block, job))
+    return out
+
+
+class _BlockCosts:
+    """Per block size, lazily: per aligned block, prefix sums over steps of what clearing it of
+    serving costs (`_displaced`; inf where running work holds it) and of the steps serving
+    breaks it and of the steps where it cannot be cleared (running work, or no room), with the
+    batch placements that overlap it (index, start, end, reward)."""
+
+    def __init__(self, scenario, jobs, running, realtime, result, discount, serving):
+        G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+        self.G, self.T, self.running, self.serving = G, T, running, serving
+        self.scenario, self.jobs, self.realtime, self.result = scenario, jobs, realtime, result
+        self.discount = discount
+        self.room = [((1 << G) - 1) & ~(running[t] | serving[t]) for t in range(T)]
+        self.idle = list(self.room)  # and free of batch work, below
+        self.batch: list[list[tuple[int, float]]] = [[] for _ in range(T)]
+        self.placements = []
+        for index, b, g, start, end in result[0]:
+            block = ((1 << g) - 1) << b
+            value = scenario.jobs[index].priority * g * (discount[end] - discount[start])
+            self.placements.append((block, index, start, end, value))
+            for t in range(start, end):
+                self.idle[t] &= ~block
+                cell = scenario.jobs[index].priority * (discount[t + 1] - discount[t])
+                self.batch[t].append((block, cell))
+        for cells in self.batch:
+            cells.sort(key=lambda item: item[1])
+        self.units: dict[int, list[float]] = {}
+        self.memo: dict[int, list] = {}
+        self.anywhere = 0  # every GPU serving holds at some step
+        for m in serving:
+            self.anywhere |= m
+
+    def of(self, g: int) -> list:
+        """The blocks of size g that serving breaks at some step (no others can qualify)."""
+        out = self.memo.get(g)
+        if out is None:
+            out = self.memo[g] = [
+                self._block(b, ((1 << g) - 1) << b)
+                for b in range(0, self.G - g + 1, g)
+                if self.anywhere & ((1 << g) - 1) << b
+            ]
+        return out
+
+    def _block(self, b: int, block: int):
+        cum, broken, blocked = [0.0], [0], [0]
+        paid = {}  # step: its cost, where positive
+        c = n_broken = n_blocked = 0
+        serving, running = self.serving, self.running
+        for t in range(self.T):
+            if not (serving[t] | running[t]) & block:  # the common case, written out
+                cum.append(c)
+                broken.append(n_broken)
+                blocked.append(n_blocked)
+                continue
+            cost = self.step_cost(t, block)
+            if cost is None:
+                n_blocked += 1
+            elif cost >= 0.0:
+                n_broken += 1
+                c += cost
+                if cost > 0.0:
+                    paid[t] = cost
+            cum.append(c)
+            broken.append(n_broken)
+            blocked.append(n_blocked)
+        beside = [(i, a, z, v, m.bit_count()) for m, i, a, z, v in self.placements if m & block]
+        return b, cum, broken, blocked, beside, paid
+
+    def step_cost(self, t: int, block: int, vacated: int = 0) -> float | None:
+        """What clearing the block of serving costs at step t (-1.0: no serving on it; None:
+        it cannot be cleared), with the GPUs `vacated` (a moving job's own) idle too."""
+        on = self.serving[t] & block
+        if self.running[t] & block:
+            return None
+        if not on:
+            return -1.0
+        k = on.bit_count() - ((self.idle[t] | vacated) & ~block).bit_count()
+        if k <= 0:
+            return 0.0
+        cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
+        return None if cost == math.inf else cost
+
+    def vacating(self, block: int, cum: list[float], paid: dict, where) -> list[float] | None:
+        """Prefix sums over steps of what a job's own placement `where` (index, b, g, start,
+        end), given up as it moves, saves in clearing the block (its cells become idle); None
+        when it saves nothing (the block costs nothing then, or the job holds no GPU beside).
+        `paid`: the block's positive step costs, by step."""
+        _, b, g, start, end = where
+        own = (((1 << g) - 1) << b) & ~block
+        if not own or cum[end] == cum[start]:
+            return None
+        out, c = [0.0] * (start + 1), 0.0
+        for t in range(start, end):
+            before = paid.get(t)
+            if before is not None:
+                after = self.step_cost(t, block, own)
+                if after is not None:
+                    c += before - max(after, 0.0)
+            out.append(c)
+        out += [c] * (self.T - end)
+        return out
+
+    def _prefix(self, t: int) -> list[float]:
+        """Prefix sums of the marginal serving units at step t, cheapest first."""
+        out = self.units.get(t)
+        if out is None:
+            weight = self.scenario.policy.penalty_weight
+            prices = []
+            for i, job in self.jobs:
+                n = self.realtime[i][t].bit_count()
+                d = job.demand[t]
+                for k in range(n, job.gpus_min, -1):
+                    prices.append(weight * job.priority * _covers(d, k))
+            prices.sort()
+            out = [0.0]
+            for price in prices:
+                out.append(out[-1] + price)
+            self.units[t] = out
+        return out
+
+
+def _displaced(prefix, batch, block, k, room):
+    """What moving k serving GPUs off a block costs at a step: the cheapest serving units given
+    up, then batch cells off the block that serving takes (each at its own decayed reward: an
+    estimate, the job may re-pack nearby; `batch` is (block, reward per GPU), cheapest first),
+    else inf."""
+    given = min(k, len(prefix) - 1)
+    cost = prefix[given]
+    rest = k - given
+    if not rest:
+        return cost
+    for mask, value in batch:  # cheapest first
+        n = (mask & room & ~block).bit_count()
+        if n:
+            cost += min(n, rest) * value
+            rest -= min(n, rest)
+            if not rest:
+                return cost
+    return math.inf
+
+
+def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=None):
+    """Serving moved off the window (b, g, start, end) of a batch job, `window` being
+    ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
+    serving cannot leave. `incumbent` is (serving sets, batch result, discount).
+
+    First a serving GPU on the block moves, for its whole run, to a GPU no work holds over it
+    (with `onto_batch`, the third item of `window`: else one only batch work holds, whose jobs
+    re-pack; `_rehome_runs`). What is left moves per step of the window to a GPU no work holds
+    (one the job held the step before first), else to the cheapest of: the GPU of a serving
+    unit held off the block (its job gives that unit up; the mover's own: it just gives the GPU
+    up; only with `give_up`) and a batch cell off the block (that job re-packs; priced at its
+    whole reward) (`_clear_steps`). After the window serving is as before; where a swap cap is
+    too small to release and gain at once, a GPU is gained a step early or released a step late
+    (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
+    serving again from the window's end on, from where the moves left it."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    realtime, result, discount = incumbent
+    (b, g, start, end), mover, onto_batch = window
+    block = ((1 << g) - 1) << b
+    if any(running[t] & block for t in range(start, end)):
+        return None
+    batch, cells = _batch_by_step(scenario, result, discount, mover)
+    off_block = ((1 << G) - 1) & ~block
+    sets = {i: list(v) for i, v in realtime.items()}
+    _rehome_runs(sets, running, batch, block, (start, end, off_block), onto_batch)
+    if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
+        return None
+    if _within_swap_caps(jobs, running, batch, window[0], sets):
+        return sets
+    if resume is None or end >= T:
+        return None
+    sets = resume(sets, end)  # serving placed again after the window, from where it stands
+    if not give_up and _covers_less(jobs, realtime, sets):
+        return None  # that placement gave serving up (off an avoided block, within a swap cap)
+    return sets if _within_swap_caps(jobs, running, batch, window[0], sets) else None
+
+
+def _covers_less(jobs, before, after) -> bool:
+    """Whether some job covers less of its demand at some step in `after` than in `before`."""
+    for i, job in jobs:
+        for d, old, new in zip(job.demand, before[i], after[i], strict=True):
+            if min(new.bit_count(), d) < min(old.bit_count(), d) - 1e-9:
+                return True
+    return False
+
+
+def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> bool:
+    """Serving still on the window moved off it step by step (edits `sets`), or False where a
+    GPU finds no home: to an idle GPU (one its job held the step before first), else to the
+    cheapest home of `_cheapest_home`."""
+    batch, cells = incumbent
+    b, g, start, end = window
+    block = ((1 << g) - 1) << b
+    off_block = ((1 << scenario.cluster.gpus) - 1) & ~block
+    for t in range(start, end):
+        serving = 0
+        for v in sets.values():
+            serving |= v[t]
+        idle = off_block & ~(running[t] | batch[t] | serving)
+        bumpable = batch[t] & off_block & ~serving
+        for i, job in jobs:
+            on = sets[i][t] & block
+            before = sets[i][t - 1] if t else mask_of(job.previous_gpus or ())
+            while on:
+                bit = on & -on
+                on ^= bit
+                if idle:
+                    here = idle & before or idle
+                    j, gpu = None, here & -here
+                else:
+                    choice = _cheapest_home(
+                        scenario, jobs if give_up else (), sets, t, block, i, cells[t], bumpable
+                    )
+                    if choice is None:
+                        return False
+                    j, gpu = choice
+                sets[i][t] ^= bit
+                if j is not None and j != i:
+                    sets[j][t] ^= gpu  # it gives its unit up
+                if j != i:
+                    sets[i][t] |= gpu
+                    idle &= ~gpu
+                    bumpable &= ~gpu
+    return True
+
+
+def _within_swap_caps(jobs, running, batch, window, sets) -> bool:
+    """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
+    b, g, start, end = window
+    block = ((1 << g) - 1) << b
+    T = len(running)
+    held = [running[t] | batch[t] | (block if start <= t < end else 0) for t in range(T)]
+    for v in sets.values():
+        for t, m in enumerate(v):
+            held[t] |= m
+    return all(_within_swap_cap(job, sets[i], held) for i, job in jobs)
+
+
+def _rehome_runs(sets, running, batch, block, window, onto_batch):
+    """Serving GPUs on the block during [start, end) of `window` (start, end, GPUs off the
+    block) move, for the whole run of
+    steps the job holds them, to one GPU off the block that no work holds over that run (or,
+    `onto_batch`, that only batch work holds: its jobs re-pack): the counts and swaps stay as
+    they were (a gain and a release of another GPU). Those that cannot are left to the
+    step-by-step moves."""
+    T = len(running)
+    start, end, off_block = window
+    hard = list(running)
+    for v in sets.values():
+        for t, m in enumerate(v):
+            hard[t] |= m
+    taken = [hard[t] | batch[t] for t in range(T)]
+    for v in sets.values():
+        for t in range(start, end):
+            on = v[t] & block
+            while on:
+                bit = on & -on
+                on ^= bit
+                a, z = t, t + 1
+                while a > 0 and v[a - 1] & bit:
+                    a -= 1
+                while z < T and v[z] & bit:
+                    z += 1
+                here = free = off_block
+                for k in range(a, z):
+                    here &= ~taken[k]
+                    free &= ~hard[k]
+                if onto_batch and not here:  # onto batch cells (their jobs re-pack)
+                    here = free
+                if here:
+                    gpu = here & -here
+                    for k in range(a, z):
+                        v[k] ^= bit | gpu
+                        taken[k] |= gpu
+                        hard[k] |= gpu
+
+
+def _batch_by_step(scenario, result, discount, but=None):
+    """Per step: the GPUs the incumbent's batch work (but job `but`) holds, and its blocks with
+    their job's decayed reward."""
+    T = scenario.cluster.horizon_steps
+    batch = [0] * T
+    cells: list[list[tuple[int, float]]] = [[] for _ in range(T)]
+    for index, b, g, start, end in result[0]:
+        if index == but:
+            continue
+        mask = ((1 << g) - 1) << b
+        value = scenario.jobs[index].priority * g * (discount[end] - discount[start])
+        for t in range(start, end):
+            batch[t] |= mask
+            cells[t].append((mask, value))
+    return batch, cells
+
+
+def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
+    """(job giving a unit up or None, GPU) for a serving GPU leaving the block at step t: the
+    cheapest serving unit the mover can take (a GPU off the block) or give up (its own; the
+    GPU is then 0), or a batch cell (priced at its job's reward); None if there is none."""
+    weight = scenario.policy.penalty_weight
+    best = None
+    for j, job in jobs:
+        n = sets[j][t].bit_count()
+        mine = sets[j][t] & ~block
+        if n <= job.gpus_min or not (mine or j == mover):
+            continue
+        price = weight * job.priority * _covers(job.demand[t], n)
+        if best is None or price < best[0]:
+            best = (price, j, mine & -mine)
+    for mask, value in cells:
+        here = mask & bumpable
+        if here and (best is None or value < best[0]):
+            best = (value, None, here & -here)
+    return None if best is None else best[1:]
+
+
+def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int]) -> bool:
+    """Whether the job's sets keep its swap cap, where need be after making a move before its
+    break: where the cap is too small to release and gain at once, the GPU gained is taken a
+    step early, or the one released kept a step longer (while it is free and the job within
+    its range). Edits `sets` and `held` in place."""
+    before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
+    T = len(sets)
+    for t in range(T):
+        prev = before if t == 0 else sets[t - 1]
+        if prev is None:
+            continue
+        excess = (prev ^ sets[t]).bit_count() - job.swap_cap
+        if excess <= 0:
+            continue
+        if t > 0:  # gain early
+            early = sets[t] & ~prev & ~held[t - 1]
+            prev2 = before if t == 1 else sets[t - 2]
+            while excess > 0 and early and sets[t - 1].bit_count() < job.gpus_max:
+                if prev2 is not None and (prev2 ^ sets[t - 1]).bit_count() >= job.swap_cap:
+                    break
+                bit = early & -early
+                early ^= bit
+                sets[t - 1] |= bit
+                held[t - 1] |= bit
+                excess -= 1
+        late = prev & ~sets[t] & ~held[t]  # release late
+        while excess > 0 and late and sets[t].bit_count() < job.gpus_max:
+            bit = late & -late
+            late ^= bit
+            sets[t] |= bit
+            held[t] |= bit
+            excess -= 1
+        if excess > 0:
+            return False
+    return True
+
+
+def G_MASK(gpus: int) -> int:
+    return (1 << gpus) - 1
+
+
+class _Buddy:
+    """The buddy best-fit layout of serving GPUs, and the aligned-block arithmetic behind it.
+
+    A gain takes the free GPU whose wholly free aligned block is smallest (serving fills blocks
+    that running work or other serving already broke; ties to the highest GPU); a release gives
+    back the GPU in the largest aligned block made only of free GPUs and the job's own; a trade
+    is worth it while it frees a larger block than it breaks.
+    """
+
+    def __init__(self, gpus: int):
+        starts = aligned_starts(gpus)
+        self.sizes, self.align = list(starts), list(starts.values())
+
+    def starts(self, mask: int) -> list[int]:
+        """For each block size (1, 2, 4, ...): a bit at the first GPU of every aligned block
+        that lies wholly in mask."""
+        out = [mask]
+        here = mask
+        for k in range(1, len(self.sizes)):
+            here = here & (here >> self.sizes[k - 1]) & self.align[k]
+            out.append(here)
+            if not here:
+                out.extend([0] * (len(self.sizes) - k - 1))
+                break
+        return out
+
+    def best_gain(self, free: int) -> int:
+        """The free GPU (as a bit) whose wholly free aligned block is smallest; ties: highest."""
+        levels = self.starts(free)
+        for k, here in enumerate(levels):
+            if not here:
+                break
+            size = self.sizes[k]
+            parents = levels[k + 1] if k + 1 < len(levels) else 0
+            only = here & ~(parents | (parents << size))  # blocks whose parent is not whole
+            if only:
+                return 1 << (only.bit_length() - 1 + size - 1)
+        return 0
+
+    def gains(self, free: int, count: int) -> int:
+        """`count` free GPUs to gain (fewer if fewer are free), as a mask: `best_gain` applied
+        `count` times, computed level by level. Taking GPUs of a block whose parent is not whole
+        changes no other block's parent, so the smallest such blocks go first (highest first,
+        each top-down: its own halves are then smaller still) without recomputing the levels."""
+        out = 0
+        levels = self.starts(free)
+        for k, here in enumerate(levels):
+            if count <= 0 or not here:
+                break
+            size = self.sizes[k]
+            parents = levels[k + 1] if k + 1 < len(levels) else 0
+            only = here & ~(parents | (parents << size))
+            if not only:
+                continue
+            whole = min(only.bit_count(), count // size)
+            taken = top_bits(only, whole)
+            rest = only ^ taken
+            out |= spread(taken, size)
+            count -= whole * size
+            if rest and count:  # the next block, top-down
+                top = rest.bit_length() - 1 + size
+                out |= ((1 << count) - 1) << (top - count)
+                count = 0
+        return out
+
+    def best_release(self, held: int, free: int) -> int:
+        """The held GPU in the largest aligned block made only of free GPUs and the job's own;
+        ties: lowest."""
+        levels = self.starts(free | held)
+        for k in range(len(levels) - 1, -1, -1):
+            spread = levels[k]
+            if not spread:
+                continue
+            width = 1
+            while width < self.sizes[k]:
+                spread |= spread << width
+                width *= 2
+            candidates = held & spread
+            if candidates:
+                return candidates & -candidates
+        return held & -held
+
+    def releases(self, held: int, free: int, count: int) -> int:
+        """`count` GPUs to give back, as a mask: best_release applied `count` times (free | held
+        does not change as the job gives GPUs back, so the blocks are computed once)."""
+        levels = self.starts(free | held)
+        out = 0
+        for k in range(len(levels) - 1, -1, -1):
+            spread = levels[k]
+            if not spread:
+                continue
+            width = 1
+            while width < self.sizes[k]:
+                spread |= spread << width
+                width *= 2
+            candidates = held & spread & ~out
+            while candidates and count:
+                low = candidates & -candidates
+                out |= low
+                candidates ^= low
+                count -= 1
+            if not count:
+                break
+        return out
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        """Trading `out` for `into` frees a larger aligned block than it breaks."""
+        return self.level(into, free) < self.level(out, free)
+
+    def level(self, bit: int, mask: int) -> int:
+        """The size of the largest aligned block around `bit` that lies wholly in mask."""
+        position = bit.bit_length() - 1
+        size = 0
+        for h in self.sizes:
+            block = ((1 << h) - 1) << (position - position % h)
+            if mask & block != block:
+                break
+            size = h
+        return size
+
+
+class _Top(_Buddy):
+    """The simpler layout: serving gains the highest free GPUs and releases its lowest."""
+
+    def best_gain(self, free: int) -> int:
+        return 1 << (free.bit_length() - 1) if free else 0
+
+    def gains(self, free: int, count: int) -> int:
+        return top_bits(free, count)
+
+    def best_release(self, held: int, free: int) -> int:
+        return held & -held
+
+    def releases(self, held: int, free: int, count: int) -> int:
+        out = 0
+        for _ in range(count):
+            low = held & -held
+            out |= low
+            held ^= low
+        return out
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        return into > out
+
+
+class _Low(_Buddy):
+    """The mirror layout: serving gains the lowest free GPUs (beside running blocks, which
+    usually sit low) and releases its highest, leaving the high blocks whole."""
+
+    def best_gain(self, free: int) -> int:
+        return free & -free
+
+    def gains(self, free: int, count: int) -> int:
+        return low_bits(free, count)
+
+    def best_release(self, held: int, free: int) -> int:
+        return 1 << (held.bit_length() - 1) if held else 0
+
+    def releases(self, held: int, free: int, count: int) -> int:
+        out = 0
+        for _ in range(count):
+            top = 1 << (held.bit_length() - 1)
+            out |= top
+            held ^= top
+        return out
+
+    def improves(self, out: int, into: int, free: int) -> bool:
+        return into < out
+
+
+# --------------------------------------------------------------------------- batch phase
+
+
+def _candidates(scenario: Scenario) -> list[_Candidate]:
+    T, decay = scenario.cluster.horizon_steps, scenario.policy.decay
+    out = []
+    for i, job in enumerate(scenario.jobs):
+        if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
+            continue
+        sizes = tuple(job.sizes())
+        out.append(
+            _Candidate(
+                i,
+                float(job.priority),
+                job.arrival_step,
+                sizes,
+                tuple(scenario.duration(job, g) for g in sizes),
+                float(job.gpu_hours),
+                job.priority * decay**job.arrival_step,
+            )
+        )
+    return out
+
+
+# Orderings (by value per GPU-step first: the first one by what it earns at its arrival, which
+# puts work that can only start once decay has taken its value last) and size rules.
+_VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
+    (lambda c: (-c.worth, c.arrival, -c.work, c.index), "value"),
+    (lambda c: (-c.priority, -c.work, c.index), "value"),
+    (lambda c: (-c.priority, -c.sizes[-1], -c.work, c.index), "early"),
+    (lambda c: (-c.priority, c.work, c.index), "value"),
+    (lambda c: (c.arrival, c.index), "early"),
+)
+
+
+def _search(
+    packer: _Packer,
+    candidates: list[_Candidate],
+    packs: int,
+    start: tuple[list[_Candidate], str] | None = None,
+) -> tuple:
+    """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
+
+    Moves, tried on the incumbent's jobs in its order: *promote* packs a job that is left
+    unplaced (or cut short) first, the rest in the incumbent's order; *shrink* forbids a placed
+    job its current block size and the larger ones, so it takes a narrower, longer block and
+    leaves room beside it; once those are exhausted, promote any job, then *swap* neighbours.
+    Plans compare on the decayed batch reward (the real-time part of the objective is fixed by
+    then), ties to more GPU-steps delivered. Where the moves run out with packings left, a
+    second descent starts from the best ordering of the other size rule. With `start` (an
+    order and its size rule), that order is packed instead of the orderings. Returns the best
+    (placements, reward, GPU-steps, order, size rule) found within `packs` packings.
+    """
+    if not candidates:
+        return [], 0.0, 0.0, [], "value"
+    starts = (
+        [start] if start else [(sorted(candidates, key=k), rule) for k, rule in _VARIANTS[:packs]]
+    )
+    packed = []
+    for k, (order, size_rule) in enumerate(starts):
+        # the orderings the screen packed on this packer are not packed again
+        result = packer.screened.get(k) if start is None else None
+        if result is None:
+            result = packer.pack(order, size_rule)
+            if start is None:
+                packer.screened[k] = result
+        packed.append((result, order, size_rule))
+    packs -= len(packed)
+    # stable: among equal plans the earlier ordering
+    packed.sort(key=lambda item: item[0][1:], reverse=True)
+    best, packs = _descend(packer, packed[0], packs)
+    # Budget left once the moves are exhausted: descend from the best start of the other size
+    # rule too (each rule reaches plans the other's moves cannot).
+    other = next((p for p in packed if p[2] != packed[0][2]), None)
+    if packs > 0 and other is not None:
+        found, packs = _descend(packer, other, packs)
+        if found[0][1:] > best[0][1:]:
+            best = found
+    result, order, rule = best
+    return (*result, order, rule)
+
+
+def _descend(packer, incumbent, packs):
+    """First-improvement moves from `incumbent` (result, order, size rule) within `packs`
+    packings; returns the best (result, order, size rule) and the packings left."""
+    best, best_order, best_rule = incumbent
+    tried: set[tuple[str, int, int]] = set()
+    while packs > 0:
+        move = _next_move(best[0], best_order, tried)
+        if move is None:
+            break
+        tried.add(move)
+        kind, position, to = move
+        job = best_order[position]
+        if kind == "insert":
+            order = best_order[:to] + [job] + best_order[to:position] + best_order[position + 1 :]
+        elif kind == "swap":
+            order = list(best_order)
+            order[position], order[position + 1] = order[position + 1], order[position]
+        else:
+            placed_size = next(p[2] for p in best[0] if p[0] == job.index)
+            keep = job.sizes.index(placed_size)
+            narrower = replace(job, sizes=job.sizes[:keep], durations=job.durations[:keep])
+            order = best_order[:position] + [narrower] + best_order[position + 1 :]
+        result = packer.pack(order, best_rule)
+        packs -= 1
+        if result[1:] > best[1:]:
+            best, best_order = result, order
+            tried.clear()
+    return (best, best_order, best_rule), packs
+
+
+def _next_move(
+    placements: list[tuple[int, int, int, int, int]],
+    order: list[_Candidate],
+    tried: set[tuple[str, int, int]],
+) -> tuple[str, int, int] | None:
+    """The first untried move on the incumbent, as (kind, position, to): promote a job cut
+    short or left out (insert it at position 0), or shrink a placed job that could run
+    narrower; then promote any job; then swap two neighbours."""
+    placed = {p[0]: p for p in placements}
+    for position, job in enumerate(order):
+        where = placed.get(job.index)
+        short = where is None or where[4] - where[3] < job.durations[job.sizes.index(where[2])]
+        if short and position > 0 and ("insert", position, 0) not in tried:
+            return ("insert", position, 0)
+        if where is not None and where[2] > job.sizes[0] and ("shrink", position, 0) not in tried:
+            return ("shrink", position, 0)
+    for position in range(1, len(order)):
+        if ("insert", position, 0) not in tried:
+            return ("insert", position, 0)
+    for position in range(len(order) - 1):
+        if ("swap", position, 0) not in tried:
+            return ("swap", position, 0)
+    return None
+
+
+# Beyond two days of hourly steps the table's plain scan loses to `FreeBlocks`, whose start
+# bounds and skipped walls pay off on long horizons (8 GPUs x 10,080 steps: 7.1 s -> 0.5 s).
+_TABLE_STEPS = 48
+
+
+def _use_table(params: AllocatorParams, gpus: int, steps: int) -> bool:
+    return gpus <= params.table_gpus and steps <= _TABLE_STEPS
+
+
+class _Packer:
+    """Places batch blocks on per-step free bitsets, with per-size aligned-block caches."""
+
+    def __init__(
+        self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
+    ):
+        self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
+        self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
+        self.align = aligned_starts(gpus)
+        self.table = _block_table(gpus) if use_table else None
+
+    def pack(
+        self, order: Sequence[_Candidate], size_rule: str
+    ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
+        """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
+        the decayed reward and the GPU-steps delivered.
+
+        Size rules: "value" (the size whose window earns most), "early" (the size that starts
+        earliest, ties to the larger), and the queue baselines' own: "backfill" (as "early", on
+        the lowest-indexed block) and "fifo" (as "backfill", never before the previous job's
+        start)."""
+        T, discount, table = self.steps, self.discount, self.table
+        # Small clusters look blocks up in the table (a scan is then as cheap as any bound);
+        # larger ones search `FreeBlocks`, which caches blocks per step and bounds starts.
+        blocks_free = None if table else FreeBlocks(self.free, self.gpus, T)
+        free = blocks_free.free if blocks_free else list(self.free)
+        first = {g: 0 for g in self.align}
+        placements = []
+        reward = cells = 0.0
+        by_value, queue = size_rule == "value", size_rule in ("fifo", "backfill")
+        previous = 0  # the last placed job's start (the "fifo" rule starts none before it)
+        for job in order:
+            best = None  # (score, start, size, end, block mask)
+            arrival = max(job.arrival, previous) if size_rule == "fifo" else job.arrival
+            for g, d in zip(job.sizes, job.durations, strict=True):
+                if best is not None:  # no start beats its arrival: skip sizes that cannot win
+                    if by_value:
+                        e = arrival + d if arrival + d < T else T
+                        bound = (job.priority * g * (discount[e] - discount[arrival]), -e, -g)
+                    else:
+                        bound = (-arrival, g)
+                    if bound <= best[0]:
+                        continue
+                if blocks_free is not None:
+                    found = blocks_free.earliest(g, d, arrival)
+                else:
+                    found = _earliest_in_table(free, table[g], d, arrival, T, first, g)
+                if found is None:
+                    continue
+                start, blocks = found
+                end = min(start + d, T)
+                if by_value:
+                    score = (job.priority * g * (discount[end] - discount[start]), -end, -g)
+                else:
+                    score = (-start, g)
+                if best is None or score > best[0]:
+                    best = (score, start, g, end, blocks)
+            if best is None:
+                continue
+            _, start, g, end, blocks = best
+            if queue:  # the lowest-indexed block, as the queue baselines take
+                b = (blocks & -blocks).bit_length() - 1
+            else:
+                window = free[start]
+                for t in range(start + 1, end):
+                    window &= free[t]
+                b = self._pick_block(blocks, window, g)
+            previous = start
+            if blocks_free is not None:
+                blocks_free.take(b, g, start, end)
+            else:
+                block = ~(((1 << g) - 1) << b)
+                for t in range(start, end):
+                    free[t] &= block
+            placements.append((job.index, b, g, start, end))
+            reward += job.priority * g * (discount[end] - discount[start])
+            cells += g * (end - start)
+        return placements, reward, cells
+
+    def _pick_block(self, blocks: int, window: int, g: int) -> int:
+        """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest.
+        Where no parent of a size is whole, one with no parent of that size at all (past the
+        last aligned block of it, as GPUs 8-11 of 12 for size 8) goes first: it can never
+        break one."""
+        candidates = blocks
+        h = g * 2
+        while candidates & (candidates - 1) and h <= self.gpus:
+            parents = window
+            k = 1
+            while k < h:
+                parents &= parents >> k
+                k <<= 1
+            parents &= self.align[h]
+            if not parents:
+                outside = candidates & ~spread(self.align[h], h)
+                if outside:
+                    candidates = outside
+                break
+            keep = candidates & ~spread(parents, h)
+            if keep:
+                candidates = keep
+                break
+            h *= 2
+        return (candidates & -candidates).bit_length() - 1
+
+
+@functools.cache
+def _block_table(gpus: int) -> dict[int, tuple[int, ...]]:
+    """For each block size g: entry m is the bitset of first GPUs of the aligned blocks of g that
+    are wholly free in free mask m (the same bits `_Packer._earliest` computes per step)."""
+    out = {}
+    g = 1
+    while g <= gpus:
+        align = sum(1 << b for b in range(0, gpus - g + 1, g))
+        row = []
+        for mask in range(1 << gpus):
+            blocks, k = mask, 1
+            while k < g:
+                blocks &= blocks >> k
+                k <<= 1
+            row.append(blocks & align)
+        out[g] = tuple(row)
+        g *= 2
+    return out
+
+
+def _earliest_in_table(
+    free: list[int],
+    table: tuple[int, ...],
+    d: int,
+    arrival: int,
+    steps: int,
+    first: dict[int, int],
+    g: int,
+) -> tuple[int, int] | None:
+    """`blocks.earliest_window` for small clusters on short horizons, written out with the
+    aligned free blocks looked up in the table, not computed: the hot path of the 8-GPU
+    benchmarks (a call per step through a closure costs about 8% there)."""
+    s = max(arrival, first[g], first.get(g // 2, 0))
+    front: list[int] | None = None
+    end = s
+    back = -1
+    while s < steps:
+        stop = s + d if s + d < steps else steps
+        while end < stop:
+            here = table[free[end]]
+            if not here:
+                if end == first[g]:
+                    first[g] = end + 1
+                s = end = end + 1
+                front, back = None, -1
+                break
+            back &= here
+            end += 1
+        else:
+            window = front[-1] & back if front else back
+            if window:
+                return s, window
+            if not front:
+                front, acc = [], -1
+                for t in range(end - 1, s - 1, -1):
+                    acc &= table[free[t]]
+                    front.append(acc)
+                back = -1
+            front.pop()
+            s += 1
+    return None
+
+
+__all__ = ["plan_allocator", "realtime_targets"]
