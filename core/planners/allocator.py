@@ -230,7 +230,14 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
         windows = min(params.max_windows, params.rt_budget // size)
         realtime, result = _relax_realtime(
-            scenario, running, style, discount, realtime, result, (windows, moves), params, pricing
+            scenario,
+            running,
+            style,
+            discount,
+            (realtime, result, candidates),
+            (windows, moves),
+            params,
+            pricing,
         )
 
     realtime, result = _no_worse_than_the_queues(
@@ -754,8 +761,7 @@ def _relax_realtime(
     running: list[int],
     layout: _Buddy,
     discount: list[float],
-    realtime: dict[int, list[int]],
-    result: tuple,
+    incumbent: tuple[dict[int, list[int]], tuple, list[_Candidate]],
     moves: tuple[int, int],
     params: AllocatorParams,
     pricing: _Targets,
@@ -772,21 +778,24 @@ def _relax_realtime(
     order with that job first. A move is kept when the true
     objective (decayed batch reward minus priced shortfall) improves, and never where it would
     take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
-    had, when it is below the target already).
+    had, when it is below the target already). `incumbent` is (serving sets, batch result,
+    every batch candidate).
     """
-    search = _RealtimeSearch(scenario, running, layout, discount, params, pricing)
+    realtime, result, candidates = incumbent
+    search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, candidates)
     return search.run(realtime, result, moves)
 
 
 class _RealtimeSearch:
     """The state of `_relax_realtime`: the incumbent and the caps and avoided GPUs behind it."""
 
-    def __init__(self, scenario, running, layout, discount, params, pricing):
+    def __init__(self, scenario, running, layout, discount, params, pricing, candidates):
         self.scenario, self.running, self.layout = scenario, running, layout
         self.discount, self.params, self.pricing = discount, params, pricing
         self.G, self.T = scenario.cluster.gpus, scenario.cluster.horizon_steps
         self.weight = scenario.policy.penalty_weight
         self.jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+        self.fluid = _FluidBound(candidates, discount, self.T)
 
     def shortfall(self, sets: dict[int, list[int]]) -> tuple[float, float, dict[int, float]]:
         """Priced shortfall, units of shortfall, units per job."""
@@ -916,10 +925,13 @@ class _RealtimeSearch:
         price, units, trial_missing = self.shortfall(sets)
         if units > self.allowed:
             return False
+        free = _free_masks(self.G, self.running, sets)
+        if self.fluid.reward(free) - self.weight * price <= self.best + 1e-9:
+            return False  # no packing of the GPUs serving leaves can make up for it
         pins = self.pins
         if pin is not None:  # the job goes on the window the move cleared, the rest around it
             pins = [p for p in pins if p[1] is not job] + [(pin, job)]
-        trial_result = self._pack_around(sets, pins, job if pin is None else None)
+        trial_result = self._pack_around(free, pins, job if pin is None else None)
         if trial_result is None:
             return False
         score = trial_result[1] - self.weight * price
@@ -964,11 +976,12 @@ class _RealtimeSearch:
             hand_over=self.params.give_up_serving,
         )
 
-    def _pack_around(self, sets, pins, promoted):
-        """The batch work re-packed (in the incumbent's order, `promoted` first) around serving
-        and the pinned windows, or None where serving still holds a pinned window."""
+    def _pack_around(self, free, pins, promoted):
+        """The batch work re-packed (in the incumbent's order, `promoted` first) on the GPUs
+        serving leaves `free` and around the pinned windows, or None where serving still holds
+        a pinned window."""
         G, T, result = self.G, self.T, self.result
-        free = _free_masks(G, self.running, sets)
+        free = list(free)
         for (b, g, start, end), _ in pins:
             block = ((1 << g) - 1) << b
             for t in range(start, end):
@@ -987,6 +1000,44 @@ class _RealtimeSearch:
             reward += c.priority * g * (self.discount[end] - self.discount[start])
             cells += g * (end - start)
         return placements, reward, cells, order, rule
+
+
+class _FluidBound:
+    """An upper bound on the decayed reward of any packing of the batch work on given free GPUs.
+
+    The relaxation lets a job spread its cells over any free GPUs at any steps from its arrival,
+    up to the most cells any of its sizes holds (`g x min(d_g, steps - arrival)`), each cell
+    earning `priority x decay^t`. Jobs are suffixes of the steps and a cell's reward is a
+    product of the job's priority and the step's weight (non-increasing), so taking jobs by
+    priority, each on the earliest free cells, is optimal for the relaxation: an exchange that
+    gives an earlier cell to the higher priority never loses.
+    """
+
+    def __init__(self, candidates: Sequence[_Candidate], discount: list[float], steps: int):
+        self.steps = steps
+        self.weights = [discount[t + 1] - discount[t] for t in range(steps)]
+        self.jobs = sorted(
+            (-c.priority, c.arrival, max(g * min(d, steps - c.arrival) for g, d in sizes))
+            for c in candidates
+            for sizes in [list(zip(c.sizes, c.durations, strict=True))]
+        )
+
+    def reward(self, free: list[int]) -> float:
+        room = [m.bit_count() for m in free]
+        weights, T = self.weights, self.steps
+        total = 0.0
+        for minus_priority, t, cells in self.jobs:
+            earned = 0.0
+            while cells and t < T:
+                here = room[t]
+                if here:
+                    take = here if here < cells else cells
+                    room[t] = here - take
+                    cells -= take
+                    earned += take * weights[t]
+                t += 1
+            total -= minus_priority * earned
+        return total
 
 
 def _covers(demand: float, k: int) -> float:
