@@ -55,9 +55,9 @@ Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g fr
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
 earliest window of a block is a sliding-window AND kept in two stacks, linear in the horizon
 whatever the duration. On clusters of up to 10 GPUs and two days of steps, the packer keeps
-each block size's free steps in one integer instead (`blocks.TimeLanes`: a lane of bits per
-GPU), where the earliest window of every block is a few shifted ANDs. Serving gains its GPUs of
-a step in one call per chunk.
+the free GPUs of every step in one integer instead (`blocks.FreeGrid`), where the earliest
+window of every block is a few shifted ANDs. Serving gains its GPUs of a step in one call per
+chunk.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ from ..model import BatchJob, RealtimeJob, Scenario
 from ..plan import Plan, pin_running
 from .blocks import (
     FreeBlocks,
-    TimeLanes,
+    FreeGrid,
     aligned_starts,
     bitsets_to_bool,
     low_bits,
@@ -96,8 +96,8 @@ class AllocatorParams:
     descent runs out of moves, a second starts from the other size rule's best ordering. Each
     real-time layout is screened with the first `screen` orderings. Clusters of up to
     `table_gpus` GPUs on horizons of up to 48 steps search the free blocks of every GPU and
-    step at once (`blocks.TimeLanes`, with a table of lane masks per subset of GPUs) instead of
-    computing and caching them per step. The real-time moves
+    step at once (`blocks.FreeGrid`, one integer for the whole grid) instead of computing and
+    caching them per step. The real-time moves
     of the local search: at most `max_windows` pinned windows (as many more tried where one
     fails to improve the plan, each for another job) and `max_rt_moves` caps, fewer
     on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
@@ -1872,7 +1872,7 @@ def _next_move(
 
 # Beyond two days of hourly steps `FreeBlocks`, whose start bounds and skipped walls pay off on
 # long horizons, wins (a per-step scan there took 7.1 s on 8 GPUs x 10,080 steps, it 0.5 s),
-# and the lanes of `TimeLanes` (two bits a step per GPU, per size) would grow with the horizon.
+# and the integers of `FreeGrid` (two bits a step per GPU, per size) grow with the horizon.
 _TABLE_STEPS = 48
 
 
@@ -1881,7 +1881,7 @@ def _use_table(params: AllocatorParams, gpus: int, steps: int) -> bool:
 
 
 class _Packer:
-    """Places batch blocks on free GPUs: `TimeLanes` on small clusters and short horizons,
+    """Places batch blocks on free GPUs: `FreeGrid` on small clusters and short horizons,
     per-step free bitsets with per-size aligned-block caches (`FreeBlocks`) otherwise."""
 
     def __init__(
@@ -1890,7 +1890,7 @@ class _Packer:
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
         self.align = aligned_starts(gpus)
-        self.lanes = TimeLanes(free, gpus, steps) if use_table else None
+        self.grid = FreeGrid(free, gpus, steps) if use_table else None
 
     def pack(
         self, order: Sequence[_Candidate], size_rule: str
@@ -1903,11 +1903,11 @@ class _Packer:
         the lowest-indexed block) and "fifo" (as "backfill", never before the previous job's
         start)."""
         T, discount = self.steps, self.discount
-        # Small clusters search every block at once in `TimeLanes`; larger ones search
+        # Small clusters search every block at once in `FreeGrid`; larger ones search
         # `FreeBlocks`, which caches blocks per step and bounds starts.
-        lanes = self.lanes.copy() if self.lanes else None
-        blocks_free = FreeBlocks(self.free, self.gpus, T) if lanes is None else None
-        search = lanes.earliest if lanes else blocks_free.earliest
+        grid = self.grid.copy() if self.grid else None
+        blocks_free = FreeBlocks(self.free, self.gpus, T) if grid is None else None
+        search = grid.earliest if grid else blocks_free.earliest
         placements = []
         reward = cells = 0.0
         by_value, queue = size_rule == "value", size_rule in ("fifo", "backfill")
@@ -1941,10 +1941,10 @@ class _Packer:
             if queue:  # the lowest-indexed block, as the queue baselines take
                 b = (blocks & -blocks).bit_length() - 1
             else:
-                window = lanes.free_over(start, end) if lanes else blocks_free.free_over(start, end)
+                window = (grid or blocks_free).free_over(start, end)
                 b = self._pick_block(blocks, window, g)
             previous = start
-            (lanes or blocks_free).take(b, g, start, end)
+            (grid or blocks_free).take(b, g, start, end)
             placements.append((job.index, b, g, start, end))
             reward += job.priority * g * (discount[end] - discount[start])
             cells += g * (end - start)

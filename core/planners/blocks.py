@@ -261,32 +261,32 @@ def mask_of(gpus: Sequence[int]) -> int:
     return mask
 
 
-class TimeLanes:
-    """The aligned free blocks of every size over the whole horizon, one integer per size.
+class FreeGrid:
+    """The free GPUs of every step in one integer, and the aligned free blocks of each size.
 
-    Each GPU owns a lane of `2 * steps` bits (lane g starts at bit `g * 2 * steps`); bit t of a
-    lane is set while its GPU (for a block size above 1: the aligned block that starts there)
-    is free at step t. Bits from `steps` on are always set, so a window cut by the horizon
-    needs no special case. The earliest start of a window of d steps is then a few shifted ANDs
-    of one integer for every block at once (the bits where d consecutive bits are set), where
-    a per-step scan costs a Python iteration a step; a placement clears its cells in one AND
-    and each larger size is two halves ANDed again. For small clusters on short horizons (the
-    allocator's hot path), where the lane masks of every subset of GPUs fit in a table.
+    Bit `t * gpus + g` is set while GPU g is free at step t (for a block size above 1: while the
+    aligned block that starts at g is wholly free); the steps from `steps` to `2 * steps` are
+    always free, so a window cut by the horizon needs no special case. The earliest start of
+    a window of d steps on any block is then the lowest bit of a few shifted ANDs of one
+    integer, where a per-step scan costs a Python iteration a step; a placement clears its
+    cells in one AND, and each larger size is two halves ANDed again when next searched. Meant
+    for small clusters on short horizons (the allocator's hot path): the integer holds
+    `2 * steps * gpus` bits.
     """
 
-    __slots__ = ("geometry", "lanes")
+    __slots__ = ("geometry", "sizes")
 
     def __init__(self, free: Sequence[int], gpus: int, steps: int):
-        geometry = _lane_geometry(gpus, steps)
+        geometry = _grid_geometry(gpus, steps)
         x = geometry.beyond
         for t, mask in enumerate(free):
-            x |= geometry.spread[mask] << t
+            x |= mask << (t * gpus)
         self.geometry = geometry
-        self.lanes = {1: x}  # the larger sizes are made when first searched
+        self.sizes = {1: x}  # the larger sizes are made when first searched
 
-    def copy(self) -> TimeLanes:
-        out = TimeLanes.__new__(TimeLanes)
-        out.geometry, out.lanes = self.geometry, dict(self.lanes)
+    def copy(self) -> FreeGrid:
+        out = FreeGrid.__new__(FreeGrid)
+        out.geometry, out.sizes = self.geometry, dict(self.sizes)
         return out
 
     def earliest(self, g: int, d: int, arrival: int) -> tuple[int, int] | None:
@@ -294,87 +294,75 @@ class TimeLanes:
         free for d steps (cut at the horizon), and the bitset of the first GPUs of every such
         block at that start; None if there is none (as `earliest_window`)."""
         geometry = self.geometry
-        x = self.lanes.get(g)
+        x = self.sizes.get(g)
         if x is None:
             x = self._size(g)
             if x is None:  # no aligned block of g on this cluster
                 return None
+        if arrival >= geometry.steps:
+            return None
         for shift in geometry.shifts[d if d < geometry.steps else geometry.steps]:
             x &= x >> shift
-        x &= geometry.starts[arrival] if arrival < geometry.steps else 0
+        x &= geometry.starts[arrival]
         if not x:
             return None
-        folded = x
-        for shift in geometry.folds[g]:  # every lane ORed into the first
-            folded |= folded >> shift
-        start = (folded & -folded).bit_length() - 1
-        return start, geometry.compress[(x >> start) & geometry.first[g]]
+        start = ((x & -x).bit_length() - 1) // geometry.gpus
+        return start, (x >> (start * geometry.gpus)) & geometry.all_gpus
 
     def free_over(self, start: int, end: int) -> int:
         """The GPUs free at every step of [start, end), as a bitset."""
-        x = self.lanes[1]
+        x = self.sizes[1]
         for shift in self.geometry.shifts[end - start]:
             x &= x >> shift
-        return self.geometry.compress[(x >> start) & self.geometry.first[1]]
+        return (x >> (start * self.geometry.gpus)) & self.geometry.all_gpus
 
     def take(self, gpu_start: int, g: int, start: int, end: int) -> None:
         """GPUs [gpu_start, gpu_start + g) are no longer free over steps [start, end)."""
         geometry = self.geometry
-        cells = geometry.spread[((1 << g) - 1) << gpu_start] * (((1 << (end - start)) - 1) << start)
-        self.lanes = {1: self.lanes[1] & ~cells}
+        cells = ((((1 << g) - 1) << gpu_start) * geometry.repeat[end - start]) << (
+            start * geometry.gpus
+        )
+        self.sizes = {1: self.sizes[1] & ~cells}
 
     def _size(self, g: int) -> int | None:
-        """The lanes of the aligned blocks of g: two free halves (made and kept on the way)."""
-        whole = self.geometry.whole.get(g)
-        if whole is None:
+        """The aligned blocks of g: two free halves (made and kept on the way)."""
+        aligned = self.geometry.aligned.get(g)
+        if aligned is None:
             return None
         half = g // 2
-        x = self.lanes.get(half)
+        x = self.sizes.get(half)
         if x is None:
             x = self._size(half)
-        x = x & (x >> (half * self.geometry.width)) & whole
-        self.lanes[g] = x
+        x = x & (x >> half) & aligned
+        self.sizes[g] = x
         return x
 
 
-class _LaneGeometry:
-    """The constants of `TimeLanes` for one cluster size and horizon (built once)."""
+class _GridGeometry:
+    """The constants of `FreeGrid` for one cluster size and horizon (built once)."""
 
     def __init__(self, gpus: int, steps: int):
-        width = 2 * steps
-        self.gpus, self.steps, self.width = gpus, steps, width
-        # spread[m]: bit g * width for each GPU g in mask m; compress inverts it.
-        spread = [0] * (1 << gpus)
-        for m in range(1, 1 << gpus):
-            low = m & -m
-            spread[m] = spread[m ^ low] | 1 << ((low.bit_length() - 1) * width)
-        self.spread = spread
-        self.compress = {lane: m for m, lane in enumerate(spread)}
-        every = spread[-1]
-        self.beyond = every * (((1 << steps) - 1) << steps)
-        self.starts = [every * (((1 << steps) - 1) >> a << a) for a in range(steps)]
-        # shifts[d]: ANDing x >> s for these s leaves bit t set where bits t..t+d-1 all are.
+        self.gpus, self.steps, self.all_gpus = gpus, steps, (1 << gpus) - 1
+        # repeat[n]: bit t * gpus for t < n (a mask times it is that mask at n steps)
+        self.repeat = [((1 << (gpus * n)) - 1) // self.all_gpus for n in range(2 * steps + 1)]
+        every = self.all_gpus * self.repeat[steps]  # every GPU at every step of the horizon
+        self.beyond = every << (steps * gpus)
+        self.starts = [every >> (a * gpus) << (a * gpus) for a in range(steps)]
+        # shifts[d]: ANDing x >> s for these s leaves bit (t, g) set where (t..t+d-1, g) all are
         self.shifts = [()]
         for d in range(1, steps + 1):
             out, k = [], 1
             while 2 * k <= d:
-                out.append(k)
+                out.append(k * gpus)
                 k *= 2
             if k < d:
-                out.append(d - k)
+                out.append((d - k) * gpus)
             self.shifts.append(tuple(out))
-        lane = (1 << width) - 1
-        self.first, self.whole, self.folds = {}, {}, {}
-        for g, starts in aligned_starts(gpus).items():
-            self.first[g] = spread[starts]
-            self.whole[g] = spread[starts] * lane
-            folds, k = [], 1
-            while k * g < gpus:
-                folds.append(k * g * width)
-                k *= 2
-            self.folds[g] = tuple(reversed(folds))
+        self.aligned = {
+            g: starts * self.repeat[2 * steps] for g, starts in aligned_starts(gpus).items()
+        }
 
 
-@functools.lru_cache(maxsize=32)  # a few cluster shapes at a time (each up to ~150 KB)
-def _lane_geometry(gpus: int, steps: int) -> _LaneGeometry:
-    return _LaneGeometry(gpus, steps)
+@functools.lru_cache(maxsize=32)  # a few cluster shapes at a time
+def _grid_geometry(gpus: int, steps: int) -> _GridGeometry:
+    return _GridGeometry(gpus, steps)

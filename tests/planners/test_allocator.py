@@ -582,15 +582,15 @@ def _aligned_free(free, g, gpus):
         )
     )
 )
-def test_time_lanes_answer_as_the_definition_through_placements(case):
-    # Random free masks on up to 10 GPUs and 48 steps: every search of `TimeLanes` (the
+def test_the_free_grid_answers_as_the_definition_through_placements(case):
+    # Random free masks on up to 10 GPUs and 48 steps: every search of `FreeGrid` (the
     # allocator's small-cluster packer) returns the earliest start and all its blocks as the
-    # definition does, and each block it then takes leaves the lanes of every size right.
-    from core.planners.blocks import TimeLanes
+    # definition does, and each block it then takes leaves the blocks of every size right.
+    from core.planners.blocks import FreeGrid
 
     gpus, free, queries = case
     steps = len(free)
-    lanes = TimeLanes(free, gpus, steps)
+    grid = FreeGrid(free, gpus, steps)
     free = list(free)
     for log_g, b, d, arrival in queries:
         g = 2**log_g
@@ -598,7 +598,7 @@ def test_time_lanes_answer_as_the_definition_through_placements(case):
         expected = None
         if g <= gpus and arrival < steps:
             expected = _earliest_brute(blocks, g, d, arrival, steps)
-        assert lanes.earliest(g, d, arrival) == expected
+        assert grid.earliest(g, d, arrival) == expected
         if expected is None:
             continue
         start, found = expected
@@ -606,10 +606,10 @@ def test_time_lanes_answer_as_the_definition_through_placements(case):
         window = -1
         for t in range(start, end):
             window &= free[t]
-        assert lanes.free_over(start, end) == window & ((1 << gpus) - 1)
+        assert grid.free_over(start, end) == window & ((1 << gpus) - 1)
         firsts = [i for i in range(gpus) if found >> i & 1]
         b = firsts[b % len(firsts)]  # any of the blocks found
-        lanes.take(b, g, start, end)
+        grid.take(b, g, start, end)
         for t in range(start, end):
             free[t] &= ~(((1 << g) - 1) << b)
 
