@@ -581,37 +581,37 @@ class _Serving:
     def step(self, t: int) -> None:
         if self.settled and self._as_before(t):
             return  # the same inputs as the step before, which moved nothing: nothing moves
-        before = [self.current[i] for i, _ in self.jobs]
+        current = self.current
+        before = [current[i] for i, _ in self.jobs]
         self._step(t)
-        self.settled = t > 0 and before == [self.current[i] for i, _ in self.jobs]
+        self.settled = t > 0 and before == [current[i] for i, _ in self.jobs]
 
     def _as_before(self, t: int) -> bool:
         """Step t sees what step t - 1 saw: the same running work, avoided and kept GPUs, and
-        every job's target (within its range) is the count it holds."""
+        every job's target (targets lie within the job's range) is the count it holds."""
         if self.running[t] != self.running[t - 1]:
             return False
         if self.avoid and self.avoid[t] != self.avoid[t - 1]:
             return False
         if self.keep and self.keep[t] != self.keep[t - 1]:
             return False
-        for i, job in self.jobs:
-            target = min(max(self.targets[i][t], job.gpus_min), job.gpus_max)
-            if target != self.current[i].bit_count():
-                return False
-        return True
+        current, targets = self.current, self.targets
+        return all(targets[i][t] == current[i].bit_count() for i, _ in self.jobs)
 
     def _step(self, t: int) -> None:
-        self.budget, self.want = {}, {}
-        for i, job in self.jobs:
-            count = self.current[i].bit_count()
-            free_step = t == 0 and job.previous_gpus is None
-            self.budget[i] = 2 * self.gpus if free_step else job.swap_cap  # step 0 is free
-            low = max(job.gpus_min, count - self.budget[i])
-            high = min(job.gpus_max, count + self.budget[i])
-            self.want[i] = min(max(self.targets[i][t], low), high)
+        current = self.current
+        self.budget, self.want = budget, want = {}, {}
         held = self.running[t]
-        for i, _ in self.jobs:
-            held |= self.current[i]
+        short = False  # a job holds fewer GPUs than it wants (or than its gpus_min)
+        for i, job in self.jobs:
+            count = current[i].bit_count()
+            held |= current[i]
+            cap = 2 * self.gpus if t == 0 and job.previous_gpus is None else job.swap_cap
+            budget[i] = cap  # step 0 is free
+            low = max(job.gpus_min, count - cap)
+            high = min(job.gpus_max, count + cap)
+            want[i] = goal = min(max(self.targets[i][t], low), high)
+            short = short or count < goal or count < job.gpus_min
         self.free = self.all_gpus & ~held
         self.shun = self.avoid[t] if self.avoid else 0
         self.spare = ~(self.keep[t] if self.keep else 0)  # GPUs the incumbent's batch leaves
@@ -619,14 +619,18 @@ class _Serving:
         # another job at this step; then gains (what gpus_min forces first, then toward the
         # target, not on avoided GPUs, by priority); then trades with the spare budget.
         for i, _ in self.jobs:
-            self._release(i)
-        self._gain(True, t)
+            if current[i].bit_count() > want[i]:
+                self._release(i)
+        if short:
+            self._gain(True, t)
         if self.shun:
             for i, job in self.jobs:
                 self._move_off_avoided(i, job)
-        self._gain(False, t)
-        if self.hand_over:
-            self._hand_over(t)
+            short = True  # a GPU given up off the avoided ones may be gained back elsewhere
+        if short:
+            self._gain(False, t)
+            if self.hand_over:
+                self._hand_over(t)
         for i, _ in self.jobs:
             self._trade(i)
 
