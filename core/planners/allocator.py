@@ -54,7 +54,7 @@ Six phases, each legal by construction (the five constraints are its rules, not 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
 earliest window of a block is a sliding-window AND kept in two stacks, linear in the horizon
-whatever the duration. On clusters of up to 10 GPUs and two days of steps, the packer keeps
+whatever the duration. On clusters of up to 128 GPUs and two days of steps, the packer keeps
 the free GPUs of every step in one integer instead (`blocks.FreeGrid`), where the earliest
 window of every block is a few shifted ANDs. Serving gains its GPUs of a step in one call per
 chunk.
@@ -90,27 +90,27 @@ class AllocatorParams:
 
     The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
     (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
-    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs
-    x 24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about
-    its size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one
-    descent runs out of moves, a second starts from the other size rule's best ordering. Each
-    real-time layout is screened with the first `screen` orderings. Clusters of up to
-    `table_gpus` GPUs on horizons of up to 48 steps search the free blocks of every GPU and
-    step at once (`blocks.FreeGrid`, one integer for the whole grid) instead of computing and
-    caching them per step. The real-time moves
-    of the local search: at most `max_windows` pinned windows (as many more tried where one
-    fails to improve the plan, each for another job) and `max_rt_moves` caps, fewer
-    on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it),
-    and never below `policy.rt_coverage_target`. On clusters of
-    up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
-    one returned: a last-resort guard, off by default (0), because the allocator's own plan
-    does not lose to them (a Hypothesis property in tests/planners/test_slo.py) and the
-    baselines cost as much again as the allocator on 8 GPUs. It always runs when the plan
-    misses the coverage target. `give_up_serving`: a window may also take a serving GPU whose
-    unit of demand is worth less than the batch work (its job gives it up), and a service
-    short of a whole unit takes the GPU of a lower-priority one that covers less (a hand-over);
-    the rolling horizon turns it off, because there demand is a forecast and serving given up
-    against it turns into realised shortfall when demand comes in above it.
+    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x
+    24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
+    size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one descent runs
+    out of moves, a second starts from the other size rule's best ordering. Each real-time
+    layout is screened with the first `screen` orderings. Clusters of up to `grid_gpus` GPUs on
+    horizons of up to 48 steps search the free blocks of every GPU and step at once
+    (`blocks.FreeGrid`, one integer for the whole grid) instead of computing and caching them
+    per step (on 256 GPUs the two cost the same; on 1,024, `FreeBlocks` takes half the time).
+    The real-time moves of the local search: at most `max_windows` pinned windows (as many more
+    tried where one fails to improve the plan, each for another job) and `max_rt_moves` caps,
+    fewer on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond
+    it), and never below `policy.rt_coverage_target`. On clusters of up to `guard_cells`
+    GPU-steps the plan is compared with the queue baselines' and the better one returned: a
+    last-resort guard, off by default (0), because the allocator's own plan does not lose to
+    them (a Hypothesis property in tests/planners/test_slo.py) and the baselines cost as much
+    again as the allocator on 8 GPUs. It always runs when the plan misses the coverage target.
+    `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less
+    than the batch work (its job gives it up), and a service short of a whole unit takes the GPU
+    of a lower-priority one that covers less (a hand-over); the rolling horizon turns it off,
+    because there demand is a forecast and serving given up against it turns into realised
+    shortfall when demand comes in above it.
     """
 
     max_packs: int = 18
@@ -118,7 +118,7 @@ class AllocatorParams:
     small_packs: int = 60
     screen: int = 1
     pack_budget: int = 200_000_000
-    table_gpus: int = 10
+    grid_gpus: int = 128
     max_rt_moves: int = 3
     max_windows: int = 1
     rt_budget: int = 50_000_000
@@ -131,7 +131,7 @@ class AllocatorParams:
                 raise ValueError(f"Expected {name} to be an integer >= 1.")
         for name in (
             "screen",
-            "table_gpus",
+            "grid_gpus",
             "max_rt_moves",
             "max_windows",
             "guard_cells",
@@ -266,7 +266,7 @@ def _no_worse_than_the_queues(scenario, running, candidates, discount, params, r
     best = (met, result[1] + price)
     serving = reserved_sets(scenario)
     met_q, price_q, _ = _coverage_key(scenario, serving)
-    packer = _Packer(G, T, discount, _free_masks(G, running, serving), _use_table(params, G, T))
+    packer = _Packer(G, T, discount, _free_masks(G, running, serving), _use_grid(params, G, T))
     order = sorted(candidates, key=_VARIANTS[-1][0])
     for rule in ("fifo", "backfill"):
         placements, reward, cells = packer.pack(order, rule)
@@ -353,7 +353,7 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
         free = _free_masks(G, running, realtime)
         packer, reward = seen.get(tuple(free), (None, None))
         if packer is None:
-            packer = _Packer(G, T, discount, free, _use_table(params, G, T))
+            packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
             reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
             seen[tuple(free)] = packer, reward
         met, price, short = _coverage_key(scenario, realtime)
@@ -996,7 +996,7 @@ class _RealtimeSearch:
         order = [c for c in result[3] if c.index not in pinned]
         if promoted is not None:
             order = [promoted] + [c for c in order if c is not promoted]
-        packer = _Packer(G, T, self.discount, free, _use_table(self.params, G, T))
+        packer = _Packer(G, T, self.discount, free, _use_grid(self.params, G, T))
         placements, reward, cells, order, rule = _search(packer, order, 1, (order, result[4]))
         placements = list(placements)
         for (b, g, start, end), c in pins:
@@ -1877,11 +1877,11 @@ def _next_move(
 # Beyond two days of hourly steps `FreeBlocks`, whose start bounds and skipped walls pay off on
 # long horizons, wins (a per-step scan there took 7.1 s on 8 GPUs x 10,080 steps, it 0.5 s),
 # and the integers of `FreeGrid` (two bits a step per GPU, per size) grow with the horizon.
-_TABLE_STEPS = 48
+_GRID_STEPS = 48
 
 
-def _use_table(params: AllocatorParams, gpus: int, steps: int) -> bool:
-    return gpus <= params.table_gpus and steps <= _TABLE_STEPS
+def _use_grid(params: AllocatorParams, gpus: int, steps: int) -> bool:
+    return gpus <= params.grid_gpus and steps <= _GRID_STEPS
 
 
 class _Packer:
@@ -1889,12 +1889,12 @@ class _Packer:
     per-step free bitsets with per-size aligned-block caches (`FreeBlocks`) otherwise."""
 
     def __init__(
-        self, gpus: int, steps: int, discount: list[float], free: list[int], use_table: bool
+        self, gpus: int, steps: int, discount: list[float], free: list[int], use_grid: bool
     ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
         self.align = aligned_starts(gpus)
-        self.grid = FreeGrid(free, gpus, steps) if use_table else None
+        self.grid = FreeGrid(free, gpus, steps) if use_grid else None
 
     def pack(
         self, order: Sequence[_Candidate], size_rule: str

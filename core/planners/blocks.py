@@ -270,8 +270,8 @@ class FreeGrid:
     a window of d steps on any block is then the lowest bit of a few shifted ANDs of one
     integer, where a per-step scan costs a Python iteration a step; a placement clears its
     cells in one AND, and each larger size is two halves ANDed again when next searched. Meant
-    for small clusters on short horizons (the allocator's hot path): the integer holds
-    `2 * steps * gpus` bits.
+    for clusters of up to about a hundred GPUs on short horizons (the allocator's hot path):
+    the integer holds `2 * steps * gpus` bits, and beyond that size `FreeBlocks` is faster.
     """
 
     __slots__ = ("geometry", "sizes")

@@ -177,13 +177,14 @@ def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(max_gpus=10))
-def test_block_table_of_small_clusters_gives_the_same_plan_as_computed_blocks(scenario):
+@given(scenarios(max_gpus=70))
+def test_the_free_grid_gives_the_same_plan_as_computed_blocks(scenario):
+    # The packer's two searches (`FreeGrid` up to `grid_gpus`, `FreeBlocks` beyond) agree.
     from core.planners.allocator import AllocatorParams
 
-    with_table = plan_allocator(scenario).grid
-    computed = plan_allocator(scenario, AllocatorParams(table_gpus=0)).grid
-    assert np.array_equal(with_table, computed)
+    on_the_grid = plan_allocator(scenario).grid
+    computed = plan_allocator(scenario, AllocatorParams(grid_gpus=0)).grid
+    assert np.array_equal(on_the_grid, computed)
 
 
 def _fraction_blocks_pair(fraction):

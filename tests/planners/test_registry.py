@@ -65,7 +65,7 @@ def test_options_go_only_to_the_planners_that_take_them(scenarios_dir):
     [
         lambda: AllocatorParams(max_packs=0),  # at least one packing
         lambda: AllocatorParams(guard_cells=-1),  # a count
-        lambda: AllocatorParams(table_gpus=-1),
+        lambda: AllocatorParams(grid_gpus=-1),
         lambda: FullParams(time_limit="ten"),  # not a number
         lambda: FullParams(relaxation_share=2.0),
         lambda: FullParams(progress=5),  # not callable

@@ -162,7 +162,7 @@ def test_the_allocator_packs_fifo_and_backfill_exactly_as_they_plan(scenario):
     serving = a.reserved_sets(scenario)
     free = a._free_masks(G, a._running_masks(scenario, T), serving)
     discount = list(range(T + 1))  # any: the queue rules never look at value
-    packer = a._Packer(G, T, discount, free, a._use_table(AllocatorParams(), G, T))
+    packer = a._Packer(G, T, discount, free, a._use_grid(AllocatorParams(), G, T))
     order = sorted(a._candidates(scenario), key=a._VARIANTS[-1][0])
     for rule in ("fifo", "backfill"):
         grid = Plan.empty(scenario, rule).grid
