@@ -1798,12 +1798,13 @@ def _search(
     packed = []
     for k, (order, size_rule) in enumerate(starts):
         # the orderings the screen packed on this packer are not packed again
-        result = packer.screened.get(k) if start is None else None
-        if result is None:
-            result = packer.pack(order, size_rule)
+        screened = packer.screened.get(k) if start is None else None
+        if screened is None:
+            screened = packer.pack(order, size_rule), packer.trace
             if start is None:
-                packer.screened[k] = result
-        packed.append((result, order, size_rule))
+                packer.screened[k] = screened
+        result, trace = screened
+        packed.append((result, order, size_rule, trace))
     packs -= len(packed)
     # stable: among equal plans the earlier ordering
     packed.sort(key=lambda item: item[0][1:], reverse=True)
@@ -1820,9 +1821,12 @@ def _search(
 
 
 def _descend(packer, incumbent, packs):
-    """First-improvement moves from `incumbent` (result, order, size rule) within `packs`
-    packings; returns the best (result, order, size rule) and the packings left."""
-    best, best_order, best_rule = incumbent
+    """First-improvement moves from `incumbent` (result, order, size rule, trace) within
+    `packs` packings; returns the best (result, order, size rule) and the packings left. Each
+    move packs from the incumbent's packing (`_Packer.pack`'s `base`): the jobs before the
+    first it moves are not placed again, and where the packing comes back to the incumbent's
+    state the rest is not placed either."""
+    best, best_order, best_rule, best_trace = incumbent
     tried: set[tuple[str, int, int]] = set()
     while packs > 0:
         move = _next_move(best[0], best_order, tried)
@@ -1841,10 +1845,10 @@ def _descend(packer, incumbent, packs):
             keep = job.sizes.index(placed_size)
             narrower = replace(job, sizes=job.sizes[:keep], durations=job.durations[:keep])
             order = best_order[:position] + [narrower] + best_order[position + 1 :]
-        result = packer.pack(order, best_rule)
+        result = packer.pack(order, best_rule, (best_order, best, best_trace))
         packs -= 1
         if result[1:] > best[1:]:
-            best, best_order = result, order
+            best, best_order, best_trace = result, order, packer.trace
             tried.clear()
     return (best, best_order, best_rule), packs
 
@@ -1892,12 +1896,13 @@ class _Packer:
         self, gpus: int, steps: int, discount: list[float], free: list[int], use_grid: bool
     ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
-        self.screened: dict[int, tuple] = {}  # `_search`'s packings of its k-th ordering
+        self.screened: dict[int, tuple] = {}  # `_search`'s k-th ordering: (packing, trace)
+        self.trace: list[tuple[int, int, float, float]] | None = None  # of the last packing
         self.align = aligned_starts(gpus)
         self.grid = FreeGrid(free, gpus, steps) if use_grid else None
 
     def pack(
-        self, order: Sequence[_Candidate], size_rule: str
+        self, order: Sequence[_Candidate], size_rule: str, base: tuple | None = None
     ) -> tuple[list[tuple[int, int, int, int, int]], float, float]:
         """Place jobs in order; returns placements (index, gpu_start, gpus, start, end),
         the decayed reward and the GPU-steps delivered.
@@ -1905,7 +1910,16 @@ class _Packer:
         Size rules: "value" (the size whose window earns most), "early" (the size that starts
         earliest, ties to the larger), and the queue baselines' own: "backfill" (as "early", on
         the lowest-indexed block) and "fifo" (as "backfill", never before the previous job's
-        start)."""
+        start).
+
+        On `FreeGrid`, `self.trace` is then the state after each job (free GPUs, placements,
+        reward, GPU-steps). `base` is (order, packing, trace) of an earlier packing with the
+        same rule on this packer: the jobs this order shares with it at the front take their
+        places from its trace, and once both orders have placed the same jobs and reach the
+        same state (free GPUs, reward, GPU-steps), the rest goes as it went there, so that
+        packing is returned as it is: it holds the same cells for the same reward and GPU-steps
+        as the whole order's packing (jobs may sit on each other's blocks), no better and no
+        worse, which is all the descent asks of a move."""
         T, discount = self.steps, self.discount
         # Small clusters search every block at once in `FreeGrid`; larger ones search
         # `FreeBlocks`, which caches blocks per step and bounds starts.
@@ -1916,43 +1930,83 @@ class _Packer:
         reward = cells = 0.0
         by_value, queue = size_rule == "value", size_rule in ("fifo", "backfill")
         previous = 0  # the last placed job's start (the "fifo" rule starts none before it)
-        for job in order:
-            best = None  # (score, start, size, end, block mask)
+        trace = self.trace = [] if grid is not None else None
+        first = 0
+        if base is not None and grid is not None and size_rule != "fifo":
+            base_order, base_packing, base_trace = base
+            shared = min(len(order), len(base_order))
+            while first < shared and order[first] is base_order[first]:
+                first += 1
+            if first:
+                free, placed, reward, cells = base_trace[first - 1]
+                grid.sizes = {1: free}
+                placements = base_packing[0][:placed]
+                trace = self.trace = base_trace[:first]
+            moved = set()  # the jobs placed here or there but not both, so far
+        else:
+            base = None
+        for k in range(first, len(order)):
+            job = order[k]
             arrival = max(job.arrival, previous) if size_rule == "fifo" else job.arrival
-            for g, d in zip(job.sizes, job.durations, strict=True):
-                if best is not None:  # no start beats its arrival: skip sizes that cannot win
-                    if by_value:
-                        e = arrival + d if arrival + d < T else T
-                        bound = (job.priority * g * (discount[e] - discount[arrival]), -e, -g)
-                    else:
-                        bound = (-arrival, g)
-                    if bound <= best[0]:
-                        continue
-                found = search(g, d, arrival)
-                if found is None:
-                    continue
-                start, blocks = found
-                end = min(start + d, T)
-                if by_value:
-                    score = (job.priority * g * (discount[end] - discount[start]), -end, -g)
+            best = self._choose(job, arrival, search, by_value)
+            if best is not None:
+                start, g, end, blocks = best
+                if queue:  # the lowest-indexed block, as the queue baselines take
+                    b = (blocks & -blocks).bit_length() - 1
                 else:
-                    score = (-start, g)
-                if best is None or score > best[0]:
-                    best = (score, start, g, end, blocks)
-            if best is None:
-                continue
-            _, start, g, end, blocks = best
-            if queue:  # the lowest-indexed block, as the queue baselines take
-                b = (blocks & -blocks).bit_length() - 1
-            else:
-                window = (grid or blocks_free).free_over(start, end)
-                b = self._pick_block(blocks, window, g)
-            previous = start
-            (grid or blocks_free).take(b, g, start, end)
-            placements.append((job.index, b, g, start, end))
-            reward += job.priority * g * (discount[end] - discount[start])
-            cells += g * (end - start)
+                    b = self._pick_block(blocks, (grid or blocks_free).free_over(start, end), g)
+                previous = start
+                (grid or blocks_free).take(b, g, start, end)
+                placements.append((job.index, b, g, start, end))
+                reward += job.priority * g * (discount[end] - discount[start])
+                cells += g * (end - start)
+            if trace is not None:
+                trace.append((grid.sizes[1], len(placements), reward, cells))
+                if base is not None and self._rejoins(order, k, base, moved):
+                    return base[1]
         return placements, reward, cells
+
+    def _choose(self, job: _Candidate, arrival: int, search, by_value: bool):
+        """The job's size and earliest start by the size rule (by value, or earliest): (start,
+        size, end, blocks), or None where no size fits."""
+        T, discount = self.steps, self.discount
+        best = None  # (score, start, size, end, block mask)
+        for g, d in zip(job.sizes, job.durations, strict=True):
+            if best is not None:  # no start beats its arrival: skip sizes that cannot win
+                if by_value:
+                    e = arrival + d if arrival + d < T else T
+                    bound = (job.priority * g * (discount[e] - discount[arrival]), -e, -g)
+                else:
+                    bound = (-arrival, g)
+                if bound <= best[0]:
+                    continue
+            found = search(g, d, arrival)
+            if found is None:
+                continue
+            start, blocks = found
+            end = start + d if start + d < T else T
+            if by_value:
+                score = (job.priority * g * (discount[end] - discount[start]), -end, -g)
+            else:
+                score = (-start, g)
+            if best is None or score > best[0]:
+                best = (score, start, g, end, blocks)
+        return None if best is None else best[1:]
+
+    def _rejoins(self, order, k: int, base: tuple, moved: set) -> bool:
+        """After job k: both orders have placed the same jobs so far, and this packing's
+        state (free GPUs, reward, GPU-steps) is the base's there (its trace is then the
+        base's)."""
+        base_order, _, base_trace = base
+        if k >= len(base_order):
+            return False
+        moved ^= {id(order[k])}
+        moved ^= {id(base_order[k])}
+        here = self.trace[-1]
+        if moved or here[0] != base_trace[k][0] or here[2:] != base_trace[k][2:]:
+            return False
+        self.trace = base_trace
+        return True
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
         """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest.

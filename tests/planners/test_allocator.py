@@ -699,3 +699,54 @@ def test_no_packing_earns_more_than_the_fluid_bound(scenario):
             if job.running is None:
                 earned += job.priority * p.gpus * (discount[p.end_step] - discount[p.start_step])
         assert earned <= bound.reward(free) + 1e-9 * max(1.0, earned)
+
+
+def _cells(placements):
+    return {
+        (b + k, t)
+        for _, b, g, start, end in placements
+        for k in range(g)
+        for t in range(start, end)
+    }
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scenarios(max_gpus=16), st.randoms(use_true_random=False), st.sampled_from(["value", "early"])
+)
+def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, rule):
+    # The descent packs each move from the incumbent's packing: the shared front is taken
+    # from its trace, and where both orders rejoin its state the rest is the incumbent's.
+    # Either way the reward, the GPU-steps and the cells held are the ones the whole order
+    # gives on its own (jobs may sit on each other's blocks: a move that rejoins is no better).
+    from core.planners import allocator as a
+
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    candidates = a._candidates(scenario)
+    if not candidates:
+        return
+    running = a._running_masks(scenario, T)
+    free = a._free_masks(G, running, {})
+    discount = [0.0]
+    for t in range(T):
+        discount.append(discount[-1] + scenario.policy.decay**t)
+    packer = a._Packer(G, T, discount, free, True)
+    base_order = list(candidates)
+    rng.shuffle(base_order)
+    base = packer.pack(base_order, rule)
+    base_trace = packer.trace
+    for _ in range(4):
+        order = list(base_order)
+        i, j = sorted(rng.sample(range(len(order)), 2)) if len(order) > 1 else (0, 0)
+        kind = rng.choice(["swap", "insert", "shrink"])
+        if kind == "swap":
+            order[i], order[j] = order[j], order[i]
+        elif kind == "insert":
+            order.insert(i, order.pop(j))
+        elif len(order[i].sizes) > 1:
+            job = order[i]
+            order[i] = dataclasses.replace(job, sizes=job.sizes[:-1], durations=job.durations[:-1])
+        alone = packer.pack(order, rule)
+        from_base = packer.pack(order, rule, (base_order, base, base_trace))
+        assert _cells(from_base[0]) == _cells(alone[0])
+        assert from_base[1:] == alone[1:]
