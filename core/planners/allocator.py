@@ -92,7 +92,8 @@ class AllocatorParams:
     (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
     problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x
     24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
-    size, so a plan takes no longer than one of the 8-GPU benchmarks, and where one descent runs
+    size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
+    costs the share of the jobs it places again: a budget of work), and where one descent runs
     out of moves, a second starts from the other size rule's best ordering. Each real-time
     layout is screened with the first `screen` orderings. Clusters of up to `grid_gpus` GPUs on
     horizons of up to 48 steps search the free blocks of every GPU and step at once
@@ -190,6 +191,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     packs = max(1, min(params.max_packs, params.pack_budget // size))
     if size < params.small_work:  # a packing costs about its size: more of them, same time
         packs = max(packs, min(params.small_packs, params.small_work // size))
+    by_work = packs > params.max_packs  # a budget of work: a packing costs the jobs it places
 
     # Serving targets priced against batch work, and (where that gives up demand) every unit
     # served; three layouts of the serving GPUs (buddy best fit, packed at the top, packed at
@@ -225,7 +227,8 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         screened += _screen(scenario, running, candidates, discount, params, peak, screen)
         screened.sort(key=lambda item: item[0], reverse=True)
     _, realtime, packer, style, pricing = screened[0]
-    result = _search(packer, candidates, max(1, packs - screen * len(configurations)))
+    packs = max(1, packs - screen * len(configurations))
+    result = _search(packer, candidates, packs, by_work=by_work)
     if len(styles) > 1 and pricing.mode != "fifo":
         moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
         windows = min(params.max_windows, params.rt_budget // size)
@@ -1777,6 +1780,7 @@ def _search(
     candidates: list[_Candidate],
     packs: int,
     start: tuple[list[_Candidate], str] | None = None,
+    by_work: bool = False,
 ) -> tuple:
     """Greedy packings under a few orderings, then first-improvement moves; the best plan wins.
 
@@ -1788,7 +1792,9 @@ def _search(
     then), ties to more GPU-steps delivered. Where the moves run out with packings left, a
     second descent starts from the best ordering of the other size rule. With `start` (an
     order and its size rule), that order is packed instead of the orderings. Returns the best
-    (placements, reward, GPU-steps, order, size rule) found within `packs` packings.
+    (placements, reward, GPU-steps, order, size rule) found within `packs` packings; `by_work`:
+    a move's packing costs the share of the jobs it places again (see `_descend`), so `packs`
+    is a budget of work.
     """
     if not candidates:
         return [], 0.0, 0.0, [], "value"
@@ -1808,24 +1814,25 @@ def _search(
     packs -= len(packed)
     # stable: among equal plans the earlier ordering
     packed.sort(key=lambda item: item[0][1:], reverse=True)
-    best, packs = _descend(packer, packed[0], packs)
+    best, packs = _descend(packer, packed[0], packs, by_work)
     # Budget left once the moves are exhausted: descend from the best start of the other size
     # rule too (each rule reaches plans the other's moves cannot).
     other = next((p for p in packed if p[2] != packed[0][2]), None)
     if packs > 0 and other is not None:
-        found, packs = _descend(packer, other, packs)
+        found, packs = _descend(packer, other, packs, by_work)
         if found[0][1:] > best[0][1:]:
             best = found
     result, order, rule = best
     return (*result, order, rule)
 
 
-def _descend(packer, incumbent, packs):
+def _descend(packer, incumbent, packs, by_work=False):
     """First-improvement moves from `incumbent` (result, order, size rule, trace) within
     `packs` packings; returns the best (result, order, size rule) and the packings left. Each
     move packs from the incumbent's packing (`_Packer.pack`'s `base`): the jobs before the
     first it moves are not placed again, and where the packing comes back to the incumbent's
-    state the rest is not placed either."""
+    state the rest is not placed either. `by_work`: such a packing costs only the share of the
+    jobs it placed (a move that changes nothing downstream is nearly free)."""
     best, best_order, best_rule, best_trace = incumbent
     tried: set[tuple[str, int, int]] = set()
     while packs > 0:
@@ -1846,7 +1853,7 @@ def _descend(packer, incumbent, packs):
             narrower = replace(job, sizes=job.sizes[:keep], durations=job.durations[:keep])
             order = best_order[:position] + [narrower] + best_order[position + 1 :]
         result = packer.pack(order, best_rule, (best_order, best, best_trace))
-        packs -= 1
+        packs -= packer.work / len(order) if by_work else 1
         if result[1:] > best[1:]:
             best, best_order, best_trace = result, order, packer.trace
             tried.clear()
@@ -1945,6 +1952,7 @@ class _Packer:
             moved = set()  # the jobs placed here or there but not both, so far
         else:
             base = None
+        self.work = 0  # the jobs this packing placed (the others came from `base`)
         for k in range(first, len(order)):
             job = order[k]
             arrival = max(job.arrival, previous) if size_rule == "fifo" else job.arrival
@@ -1963,7 +1971,9 @@ class _Packer:
             if trace is not None:
                 trace.append((grid.sizes[1], len(placements), reward, cells))
                 if base is not None and self._rejoins(order, k, base, moved):
+                    self.work = k + 1 - first
                     return base[1]
+        self.work = len(order) - first
         return placements, reward, cells
 
     def _choose(self, job: _Candidate, arrival: int, search, by_value: bool):

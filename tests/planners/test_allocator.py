@@ -414,6 +414,17 @@ def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
     assert metrics(scenario, fixed)["objective"] < 31.9
 
 
+def test_a_small_problems_budget_is_one_of_work():
+    # scripts/allocator_gap.py's small-1063, wide and without serving (6 GPUs, 12 steps, 12
+    # jobs): many moves rejoin the incumbent's packing after a few jobs and cost only those,
+    # so the descent affords the moves that reach the optimum (266.0 when every move cost a
+    # whole packing).
+    from core.bench import small_case
+
+    scenario = small_case(1063, wide=True, realtime=0)
+    _at_proved_optimum(scenario, plan_allocator(scenario), 274.0)
+
+
 def test_a_window_that_fails_leaves_its_trial_to_another_job():
     # scripts/allocator_gap.py's small-47 with a 95% coverage target: the best-ranked window
     # (b5, 4 GPUs) clears but does not improve the plan; b3's window, tried next, does (J
@@ -750,3 +761,4 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
         from_base = packer.pack(order, rule, (base_order, base, base_trace))
         assert _cells(from_base[0]) == _cells(alone[0])
         assert from_base[1:] == alone[1:]
+        assert packer.work <= len(order)  # the jobs it placed, not the ones from the base
