@@ -93,7 +93,8 @@ class AllocatorParams:
     problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x
     24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
     size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
-    costs the share of the jobs it places again: a budget of work), and where one descent runs
+    costs the share of the jobs it places again: a budget of work; a real-time trial re-packs
+    with a descent of a quarter of it), and where one descent runs
     out of moves, a second starts from the other size rule's best ordering. Each real-time
     layout is screened with the first `screen` orderings. Clusters of up to `grid_gpus` GPUs on
     horizons of up to 48 steps search the free blocks of every GPU and step at once
@@ -232,13 +233,15 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     if len(styles) > 1 and pricing.mode != "fifo":
         moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
         windows = min(params.max_windows, params.rt_budget // size)
+        # on small problems a trial re-packs with a descent of its own, a quarter of the budget
+        trial = max(1, packs // 4) if by_work else 1
         realtime, result = _relax_realtime(
             scenario,
             running,
             style,
             discount,
             (realtime, result, candidates),
-            (windows, moves),
+            (windows, moves, trial),
             params,
             pricing,
         )
@@ -769,7 +772,7 @@ def _relax_realtime(
     layout: _Buddy,
     discount: list[float],
     incumbent: tuple[dict[int, list[int]], tuple, list[_Candidate]],
-    moves: tuple[int, int],
+    moves: tuple[int, int, int],
     params: AllocatorParams,
     pricing: _Targets,
 ) -> tuple[dict[int, list[int]], tuple]:
@@ -777,16 +780,17 @@ def _relax_realtime(
 
     The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
     of demand can also break an aligned block that a waiting job needs. `moves` is (windows,
-    caps). A window pins a waiting job on the block and start `_windows` ranks first, serving
-    moved off it by `_clear_window`, the rest of the batch work re-packed around it. A cap
-    move holds one job's count at `floor(demand)` (the fractional GPU given up) over a run of
-    steps, or keeps serving off a block a late job could start on; serving is re-placed under
-    the caps (ramps and swap caps still hold) and the batch work re-packed in the incumbent's
-    order with that job first. A move is kept when the true
-    objective (decayed batch reward minus priced shortfall) improves, and never where it would
-    take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
-    had, when it is below the target already). `incumbent` is (serving sets, batch result,
-    every batch candidate).
+    caps, packings per trial). A window pins a waiting job on the block and start `_windows`
+    ranks first, serving moved off it by `_clear_window`, the rest of the batch work re-packed
+    around it. A cap move holds one job's count at `floor(demand)` (the fractional GPU given up)
+    over a run of steps, or keeps serving off a block a late job could start on; serving is
+    re-placed under the caps (ramps and swap caps still hold) and the batch work re-packed in
+    the incumbent's order with that job first (a packing, or on small problems a descent from
+    it: a move that gives up serving often pays only once batch work is re-ordered). A move is
+    kept when the true objective (decayed batch reward minus priced shortfall) improves, and
+    never where it would take real-time coverage below `policy.rt_coverage_target` (or below
+    what the plan already had, when it is below the target already). `incumbent` is (serving
+    sets, batch result, every batch candidate).
     """
     realtime, result, candidates = incumbent
     search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, candidates)
@@ -827,6 +831,7 @@ class _RealtimeSearch:
         self.avoid = [0] * T
         self.pins: list[tuple[tuple[int, int, int, int], _Candidate]] = []
         self.budget = {"window": moves[0], "caps": moves[1]}
+        self.trial_packs = moves[2]
         self.misses = moves[0]  # window trials that may fail beyond the budget
         while any(self.budget.values()) and self._improve():
             pass
@@ -1000,7 +1005,9 @@ class _RealtimeSearch:
         if promoted is not None:
             order = [promoted] + [c for c in order if c is not promoted]
         packer = _Packer(G, T, self.discount, free, _use_grid(self.params, G, T))
-        placements, reward, cells, order, rule = _search(packer, order, 1, (order, result[4]))
+        placements, reward, cells, order, rule = _search(
+            packer, order, self.trial_packs, (order, result[4]), by_work=self.trial_packs > 1
+        )
         placements = list(placements)
         for (b, g, start, end), c in pins:
             placements.append((c.index, b, g, start, end))

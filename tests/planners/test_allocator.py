@@ -425,6 +425,16 @@ def test_a_small_problems_budget_is_one_of_work():
     _at_proved_optimum(scenario, plan_allocator(scenario), 274.0)
 
 
+def test_a_real_time_trial_on_a_small_problem_re_packs_with_a_descent():
+    # scripts/allocator_gap.py's small-1025 (6 GPUs, 8 steps, 5 jobs): the move that pays
+    # gives up serving and only earns it back once the batch work is re-ordered, which one
+    # packing in the incumbent's order does not do (100.39 then).
+    from core.bench import small_case
+
+    scenario = small_case(1025)
+    _at_proved_optimum(scenario, plan_allocator(scenario), 114.997765)
+
+
 def test_a_window_that_fails_leaves_its_trial_to_another_job():
     # scripts/allocator_gap.py's small-47 with a 95% coverage target: the best-ranked window
     # (b5, 4 GPUs) clears but does not improve the plan; b3's window, tried next, does (J
