@@ -272,12 +272,18 @@ def _no_worse_than_the_queues(scenario, running, candidates, discount, params, r
     best = (met, result[1] + price)
     serving = reserved_sets(scenario)
     met_q, price_q, _ = _coverage_key(scenario, serving)
-    packer = _Packer(G, T, discount, _free_masks(G, running, serving), _use_grid(params, G, T))
+    free = _free_masks(G, running, serving)
+    tolerance = 1e-9 * max(1.0, abs(best[1]))
+    if met_q < met or (
+        met_q == met
+        and _FluidBound(candidates, discount, T).reward(free) + price_q <= best[1] + tolerance
+    ):
+        return realtime, result  # no packing on their reservation could score higher
+    packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
     order = sorted(candidates, key=_VARIANTS[-1][0])
     for rule in ("fifo", "backfill"):
         placements, reward, cells = packer.pack(order, rule)
         score = (met_q, reward + price_q)
-        tolerance = 1e-9 * max(1.0, abs(best[1]))
         if score[0] > best[0] or (score[0] == best[0] and score[1] > best[1] + tolerance):
             best, realtime, result = score, serving, (placements, reward, cells, order, rule)
     return realtime, result
