@@ -65,7 +65,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -145,9 +146,9 @@ class AllocatorParams:
             raise ValueError("Expected give_up_serving to be True or False.")
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    """One batch job as the allocator sees it."""
+class _Candidate(NamedTuple):
+    """One batch job as the allocator sees it (a named tuple: the search makes and reads
+    thousands of them)."""
 
     index: int  # position in scenario.jobs: the number the grid stores
     priority: float
@@ -1863,7 +1864,7 @@ def _descend(packer, incumbent, packs, by_work=False):
         else:
             placed_size = next(p[2] for p in best[0] if p[0] == job.index)
             keep = job.sizes.index(placed_size)
-            narrower = replace(job, sizes=job.sizes[:keep], durations=job.durations[:keep])
+            narrower = job._replace(sizes=job.sizes[:keep], durations=job.durations[:keep])
             order = best_order[:position] + [narrower] + best_order[position + 1 :]
         result = packer.pack(order, best_rule, (best_order, best, best_trace))
         packs -= packer.work / len(order) if by_work else 1

@@ -766,7 +766,7 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
             order.insert(i, order.pop(j))
         elif len(order[i].sizes) > 1:
             job = order[i]
-            order[i] = dataclasses.replace(job, sizes=job.sizes[:-1], durations=job.durations[:-1])
+            order[i] = job._replace(sizes=job.sizes[:-1], durations=job.durations[:-1])
         alone = packer.pack(order, rule)
         from_base = packer.pack(order, rule, (base_order, base, base_trace))
         assert _cells(from_base[0]) == _cells(alone[0])
