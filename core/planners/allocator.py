@@ -1044,21 +1044,38 @@ class _FluidBound:
         )
 
     def reward(self, free: list[int]) -> float:
-        room = [m.bit_count() for m in free]
+        """The bound on the GPUs `free` leaves, per step; linear in the steps and jobs (steps
+        left without room are skipped for good, path-compressed)."""
         weights, T = self.weights, self.steps
+        room = [m.bit_count() for m in free]
+        after = [t if room[t] else t + 1 for t in range(T)] + [T]  # a step with room, or later
         total = 0.0
-        for minus_priority, t, cells in self.jobs:
+        for minus_priority, arrival, cells in self.jobs:
+            t = _next_with_room(after, arrival)
             earned = 0.0
             while cells and t < T:
                 here = room[t]
-                if here:
-                    take = here if here < cells else cells
-                    room[t] = here - take
-                    cells -= take
-                    earned += take * weights[t]
-                t += 1
+                if here > cells:
+                    room[t] = here - cells
+                    earned += cells * weights[t]
+                    break
+                cells -= here
+                earned += here * weights[t]
+                room[t] = 0
+                after[t] = t + 1
+                t = _next_with_room(after, t + 1)
             total -= minus_priority * earned
         return total
+
+
+def _next_with_room(after: list[int], t: int) -> int:
+    """The first step from t on with room left (`after` compressed on the way)."""
+    root = t
+    while after[root] != root:
+        root = after[root]
+    while after[t] != root:
+        after[t], t = root, after[t]
+    return root
 
 
 def _covers(demand: float, k: int) -> float:
