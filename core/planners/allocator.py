@@ -77,6 +77,7 @@ from .blocks import (
     FreeGrid,
     aligned_starts,
     bitsets_to_bool,
+    first_open,
     low_bits,
     mask_of,
     spread,
@@ -1051,7 +1052,7 @@ class _FluidBound:
         after = [t if room[t] else t + 1 for t in range(T)] + [T]  # a step with room, or later
         total = 0.0
         for minus_priority, arrival, cells in self.jobs:
-            t = _next_with_room(after, arrival)
+            t = first_open(after, arrival)
             earned = 0.0
             while cells and t < T:
                 here = room[t]
@@ -1063,19 +1064,9 @@ class _FluidBound:
                 earned += here * weights[t]
                 room[t] = 0
                 after[t] = t + 1
-                t = _next_with_room(after, t + 1)
+                t = first_open(after, t + 1)
             total -= minus_priority * earned
         return total
-
-
-def _next_with_room(after: list[int], t: int) -> int:
-    """The first step from t on with room left (`after` compressed on the way)."""
-    root = t
-    while after[root] != root:
-        root = after[root]
-    while after[t] != root:
-        after[t], t = root, after[t]
-    return root
 
 
 def _covers(demand: float, k: int) -> float:

@@ -47,7 +47,7 @@ def earliest_window(
     """
     if arrival >= steps:
         return None
-    s = _open_step(walls, arrival)
+    s = first_open(walls, arrival)
     front: list[int] = []
     end = s
     back = -1  # every bit: the AND of no steps
@@ -57,7 +57,7 @@ def earliest_window(
             here = blocks_at(end)
             if not here:
                 walls[end] = end + 1
-                s = end = _open_step(walls, end + 1)
+                s = end = first_open(walls, end + 1)
                 if front:
                     front = []
                 back = -1
@@ -79,13 +79,15 @@ def earliest_window(
     return None
 
 
-def _open_step(walls: list[int], t: int) -> int:
-    """The first step >= t not known to be a wall (path compression on the way)."""
+def first_open(skips: list[int], t: int) -> int:
+    """The first step >= t that skip pointers do not pass over (`skips[t]` is t, or a later
+    step with nothing open between), with path compression on the way: the walls of
+    `earliest_window`, the full steps of the allocator's fluid bound."""
     root = t
-    while walls[root] != root:
-        root = walls[root]
-    while walls[t] != root:
-        walls[t], t = root, walls[t]
+    while skips[root] != root:
+        root = skips[root]
+    while skips[t] != root:
+        skips[t], t = root, skips[t]
     return root
 
 
