@@ -27,27 +27,33 @@ Six phases, each legal by construction (the five constraints are its rules, not 
 3. **Cheap local search.** A few orderings and size rules, then first-improvement moves on the
    order (promote a job left out or cut short to the front, shrink a job to a narrower block,
    swap two neighbours), within a budget of re-packings that shrinks with the problem size
-   (and grows on small problems, where a packing is cheap; budget left when the moves run out
-   goes to a second descent, from the best ordering of the other size rule); the plan with the
-   best objective is kept (ties: more GPU-steps delivered).
+   (and grows on small problems, where a packing is cheap and a move costs only the jobs it
+   places again; budget left when the moves run out goes to a second descent, from the best
+   ordering of the other size rule); the plan with the best objective is kept (ties: more
+   GPU-steps delivered). A move packs from the incumbent's packing: the jobs before the first
+   it moves keep their places, and where the packing comes back to the incumbent's state the
+   rest is not placed again.
 4. **Real-time moves.** The real-time curve and layout were fixed before batch work was packed;
    a few moves revisit them, each judged by the true objective (decayed batch reward minus
-   priced shortfall) after re-packing the batch work. First a *window*: a job placed late (or
-   not at all) pinned on the block and start where what it would earn, less the serving and
-   batch work it displaces, is largest (prefix sums price every block and start at once);
-   serving moves off that window only (to an idle GPU, or onto the cheapest serving unit or
-   batch cell), so a low-priority service can give up a fraction for a high-priority job, or
+   priced shortfall) after re-packing the batch work (on small problems with a descent of its
+   own). A trial that an upper bound on any packing (`_FluidBound`, the fluid relaxation of the
+   batch work on the GPUs serving leaves) says cannot win is not packed. First a *window*: a job
+   placed late (or not at all) pinned on the block and start where what it would earn, less the
+   serving and batch work it displaces, is largest (prefix sums price every block and start at
+   once); serving moves off that window only (to an idle GPU, or onto the cheapest serving unit
+   or batch cell), so a low-priority service can give up a fraction for a high-priority job, or
    a job can start a step later where demand is lower; serving that cannot return to its GPUs
-   within its swap cap after the window is placed again from where it stands. Then keep
-   serving off the block where a late job could start earliest, or cap serving at
-   `floor(demand)` where a rounded-up fraction breaks a block. Swap caps, ranges and
-   `previous_gpus` hold as in phase 1 (a GPU is gained a step early or released a step late
-   where a cap is too small to move at once); a move never takes real-time coverage below
-   `policy.rt_coverage_target` (none by default: then the allocator optimises the same
-   objective as `full`) or below what the plan already had.
+   within its swap cap after the window is placed again from where it stands. Then keep serving
+   off the block where a late job could start earliest, or cap serving at `floor(demand)` where
+   a rounded-up fraction breaks a block. Swap caps, ranges and `previous_gpus` hold as in phase
+   1 (a GPU is gained a step early or released a step late where a cap is too small to move at
+   once); a move never takes real-time coverage below `policy.rt_coverage_target` (none by
+   default: then the allocator optimises the same objective as `full`) or below what the plan
+   already had.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
    reservation, their packing rules) and win where they score higher, so the allocator never
-   returns less than either (`tests/planners/test_slo.py`).
+   returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
+   reservation is no better than the plan, they are not packed.
 6. **Top-up.** Serving still short of its demand takes GPUs the finished plan leaves idle
    (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
