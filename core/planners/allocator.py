@@ -102,25 +102,25 @@ class AllocatorParams:
     24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
     size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
     costs the share of the jobs it places again: a budget of work; a real-time trial re-packs
-    with a descent of a quarter of it), and where one descent runs
-    out of moves, a second starts from the other size rule's best ordering. Each real-time
-    layout is screened with the first `screen` orderings. Clusters of up to `grid_gpus` GPUs on
-    horizons of up to 48 steps search the free blocks of every GPU and step at once
-    (`blocks.FreeGrid`, one integer for the whole grid) instead of computing and caching them
-    per step (on 256 GPUs the two cost the same; on 1,024, `FreeBlocks` takes half the time).
-    The real-time moves of the local search: at most `max_windows` pinned windows (as many more
-    tried where one fails to improve the plan, each for another job) and `max_rt_moves` caps,
-    fewer on large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond
-    it), and never below `policy.rt_coverage_target`. On clusters of up to `guard_cells`
-    GPU-steps the plan is compared with the queue baselines' and the better one returned: a
-    last-resort guard, off by default (0), because the allocator's own plan does not lose to
-    them (a Hypothesis property in tests/planners/test_slo.py) and the baselines cost as much
-    again as the allocator on 8 GPUs. It always runs when the plan misses the coverage target.
-    `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less
-    than the batch work (its job gives it up), and a service short of a whole unit takes the GPU
-    of a lower-priority one that covers less (a hand-over); the rolling horizon turns it off,
-    because there demand is a forecast and serving given up against it turns into realised
-    shortfall when demand comes in above it.
+    with a descent of a quarter of it), and where one descent runs out of moves, a second starts
+    from the other size rule's best ordering. Each real-time layout is screened with the first
+    `screen` orderings. Clusters of up to `grid_gpus` GPUs on horizons of up to 48 steps search
+    the free blocks of every GPU and step at once (`blocks.FreeGrid`, one integer for the whole
+    grid) instead of computing and caching them per step (on 256 GPUs the two cost the same; on
+    1,024, `FreeBlocks` takes half the time). The real-time moves of the local search: at most
+    `max_windows` pinned windows (as many more tried where one fails to improve the plan, each
+    for another job) and `max_rt_moves` caps, fewer on large clusters (`rt_budget`, the same
+    units as `pack_budget`; no windows beyond it), and never below `policy.rt_coverage_target`.
+    On clusters of up to `guard_cells` GPU-steps the plan is compared with the queue baselines'
+    and the better one returned: a last-resort guard, off by default (0), because the
+    allocator's own plan does not lose to them (a Hypothesis property in
+    tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs.
+    It always runs when the plan misses the coverage target. `give_up_serving`: a window may
+    also take a serving GPU whose unit of demand is worth less than the batch work (its job
+    gives it up), and a service short of a whole unit takes the GPU of a lower-priority one that
+    covers less (a hand-over); the rolling horizon turns it off, because there demand is a
+    forecast and serving given up against it turns into realised shortfall when demand comes in
+    above it.
     """
 
     max_packs: int = 18
@@ -236,6 +236,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         screened += _screen(scenario, running, candidates, discount, params, peak, screen)
         screened.sort(key=lambda item: item[0], reverse=True)
     _, realtime, packer, style, pricing = screened[0]
+    fluid = _FluidBound(candidates, discount, T)  # the bound on any packing, for the moves below
     packs = max(1, packs - screen * len(configurations))
     result = _search(packer, candidates, packs, by_work=by_work)
     if len(styles) > 1 and pricing.mode != "fifo":
@@ -248,14 +249,14 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
             running,
             style,
             discount,
-            (realtime, result, candidates),
+            (realtime, result, fluid),
             (windows, moves, trial),
             params,
             pricing,
         )
 
     realtime, result = _no_worse_than_the_queues(
-        scenario, running, candidates, discount, params, realtime, result
+        scenario, running, (candidates, fluid), discount, params, realtime, result
     )
     realtime = _top_up(scenario, running, realtime, result[0])
     plan = Plan.empty(scenario, "allocator")
@@ -268,24 +269,23 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     return plan
 
 
-def _no_worse_than_the_queues(scenario, running, candidates, discount, params, realtime, result):
+def _no_worse_than_the_queues(scenario, running, batch, discount, params, realtime, result):
     """The incumbent, or the queue baselines' own plans where one scores higher (target met
     first, then J): their serving reservation with their batch packing reproduced (arrival
     order, earliest start, lowest-indexed block; fifo never before the previous job's start),
     so the allocator never returns less than fifo or backfill. A buddy block choice can lose
     to the lowest one (a long job on the one aligned block a wide job needs), and a search
-    that tries a few orderings cannot rule that out."""
+    that tries a few orderings cannot rule that out. `batch` is (candidates, their
+    `_FluidBound`)."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    candidates, fluid = batch
     met, price, _ = _coverage_key(scenario, realtime)
     best = (met, result[1] + price)
     serving = reserved_sets(scenario)
     met_q, price_q, _ = _coverage_key(scenario, serving)
     free = _free_masks(G, running, serving)
     tolerance = 1e-9 * max(1.0, abs(best[1]))
-    if met_q < met or (
-        met_q == met
-        and _FluidBound(candidates, discount, T).reward(free) + price_q <= best[1] + tolerance
-    ):
+    if met_q < met or (met_q == met and fluid.reward(free) + price_q <= best[1] + tolerance):
         return realtime, result  # no packing on their reservation could score higher
     packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
     order = sorted(candidates, key=_VARIANTS[-1][0])
@@ -371,11 +371,12 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
                 scenario, running, style, pricing, hand_over=params.give_up_serving
             )
         free = _free_masks(G, running, realtime)
-        packer, reward = seen.get(tuple(free), (None, None))
+        key = tuple(free)
+        packer, reward = seen.get(key, (None, None))
         if packer is None:
             packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
             reward = _search(packer, candidates, screen)[1:3] if screen else (0.0, 0.0)
-            seen[tuple(free)] = packer, reward
+            seen[key] = packer, reward
         met, price, short = _coverage_key(scenario, realtime)
         out.append(((met, price + reward[0], reward[1], -short), realtime, packer, style, pricing))
     out.sort(key=lambda item: item[0], reverse=True)  # stable: the first of equals wins
@@ -785,7 +786,7 @@ def _relax_realtime(
     running: list[int],
     layout: _Buddy,
     discount: list[float],
-    incumbent: tuple[dict[int, list[int]], tuple, list[_Candidate]],
+    incumbent: tuple[dict[int, list[int]], tuple, _FluidBound],
     moves: tuple[int, int, int],
     params: AllocatorParams,
     pricing: _Targets,
@@ -804,23 +805,23 @@ def _relax_realtime(
     kept when the true objective (decayed batch reward minus priced shortfall) improves, and
     never where it would take real-time coverage below `policy.rt_coverage_target` (or below
     what the plan already had, when it is below the target already). `incumbent` is (serving
-    sets, batch result, every batch candidate).
+    sets, batch result, the `_FluidBound` of the batch work).
     """
-    realtime, result, candidates = incumbent
-    search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, candidates)
+    realtime, result, fluid = incumbent
+    search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, fluid)
     return search.run(realtime, result, moves)
 
 
 class _RealtimeSearch:
     """The state of `_relax_realtime`: the incumbent and the caps and avoided GPUs behind it."""
 
-    def __init__(self, scenario, running, layout, discount, params, pricing, candidates):
+    def __init__(self, scenario, running, layout, discount, params, pricing, fluid):
         self.scenario, self.running, self.layout = scenario, running, layout
         self.discount, self.params, self.pricing = discount, params, pricing
         self.G, self.T = scenario.cluster.gpus, scenario.cluster.horizon_steps
         self.weight = scenario.policy.penalty_weight
         self.jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
-        self.fluid = _FluidBound(candidates, discount, self.T)
+        self.fluid = fluid
 
     def shortfall(self, sets: dict[int, list[int]]) -> tuple[float, float, dict[int, float]]:
         """Priced shortfall, units of shortfall, units per job."""
@@ -1933,6 +1934,7 @@ class _Packer:
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.screened: dict[int, tuple] = {}  # `_search`'s k-th ordering: (packing, trace)
         self.trace: list[tuple[int, int, float, float]] | None = None  # of the last packing
+        self.work = 0  # the jobs the last packing placed itself (not taken from a base)
         self.align = aligned_starts(gpus)
         self.grid = FreeGrid(free, gpus, steps) if use_grid else None
 
@@ -1959,8 +1961,8 @@ class _Packer:
         # Small clusters search every block at once in `FreeGrid`; larger ones search
         # `FreeBlocks`, which caches blocks per step and bounds starts.
         grid = self.grid.copy() if self.grid else None
-        blocks_free = FreeBlocks(self.free, self.gpus, T) if grid is None else None
-        search = grid.earliest if grid else blocks_free.earliest
+        space = grid if grid is not None else FreeBlocks(self.free, self.gpus, T)
+        search = space.earliest
         placements = []
         reward = cells = 0.0
         by_value, queue = size_rule == "value", size_rule in ("fifo", "backfill")
@@ -1980,7 +1982,6 @@ class _Packer:
             moved = set()  # the jobs placed here or there but not both, so far
         else:
             base = None
-        self.work = 0  # the jobs this packing placed (the others came from `base`)
         for k in range(first, len(order)):
             job = order[k]
             arrival = max(job.arrival, previous) if size_rule == "fifo" else job.arrival
@@ -1990,9 +1991,9 @@ class _Packer:
                 if queue:  # the lowest-indexed block, as the queue baselines take
                     b = (blocks & -blocks).bit_length() - 1
                 else:
-                    b = self._pick_block(blocks, (grid or blocks_free).free_over(start, end), g)
+                    b = self._pick_block(blocks, space.free_over(start, end), g)
                 previous = start
-                (grid or blocks_free).take(b, g, start, end)
+                space.take(b, g, start, end)
                 placements.append((job.index, b, g, start, end))
                 reward += job.priority * g * (discount[end] - discount[start])
                 cells += g * (end - start)
