@@ -848,8 +848,13 @@ class _RealtimeSearch:
         self.budget = {"window": moves[0], "caps": moves[1]}
         self.trial_packs = moves[2]
         self.misses = moves[0]  # window trials that may fail beyond the budget
+        self.chains = 0
         while any(self.budget.values()) and self._improve():
             pass
+        if self.trial_packs > 1 and moves[0]:  # small problems: then window pairs
+            self.budget, self.misses, self.chains = {"window": _CHAINS, "caps": 0}, 0, _CHAINS
+            while self.budget["window"] and self._improve():
+                pass
         return self.realtime, self.result
 
     def _improve(self) -> bool:
@@ -875,7 +880,9 @@ class _RealtimeSearch:
         realtime, result = self.realtime, self.result
         windows = []
         if self.budget["window"]:
-            windows = list(_windows(scenario, jobs, running, realtime, result, self.discount))
+            windows = list(
+                _windows(scenario, jobs, running, realtime, result, self.discount, self.chains > 0)
+            )
         # Serving moves to idle GPUs in every window before it moves onto batch work in any;
         # a job whose window was tried is not tried again at another start or block.
         tried = set()
@@ -953,7 +960,8 @@ class _RealtimeSearch:
         if units > self.allowed:
             return False
         free = _free_masks(self.G, self.running, sets)
-        if self.fluid.reward(free) - self.weight * price <= self.best + 1e-9:
+        chain = pin is not None and self.chains > 0
+        if not chain and self.fluid.reward(free) - self.weight * price <= self.best + 1e-9:
             return False  # no packing of the GPUs serving leaves can make up for it
         pins = self.pins
         if pin is not None:  # the job goes on the window the move cleared, the rest around it
@@ -962,16 +970,38 @@ class _RealtimeSearch:
         if trial_result is None:
             return False
         score = trial_result[1] - self.weight * price
-        if score <= self.best + 1e-9:
-            return False
-        self.best, self.realtime, self.result = score, sets, trial_result
-        self.missing, self.ceilings, self.avoid = trial_missing, trial_ceilings, trial_avoid
+        trial = (score, sets, trial_result, trial_missing, trial_ceilings, trial_avoid, pins, pin)
+        if score > self.best + 1e-9:
+            self._adopt(trial)
+            return True
+        if chain:
+            self.chains -= 1
+            return self._chain(trial)
+        return False
+
+    def _adopt(self, trial) -> None:
+        score, self.realtime, self.result, self.missing, self.ceilings, avoid, pins, pin = trial
+        self.best, self.avoid, self.pins = score, avoid, pins
         if pin is not None:  # later re-placements keep serving off the pinned window
             b, g, start, end = pin
             block = ((1 << g) - 1) << b
-            self.avoid = [a | block if start <= t < end else a for t, a in enumerate(self.avoid)]
-        self.pins = pins
-        return True
+            self.avoid = [a | block if start <= t < end else a for t, a in enumerate(avoid)]
+
+    def _chain(self, trial) -> bool:
+        """A window that does not pay alone, kept where a second window on top of it makes the
+        pair pay: clearing one block can push batch work that needs room the serving moved
+        into, whose own window then gives a little serving up (small problems only)."""
+        saved = (self.best, self.realtime, self.result, self.missing, self.ceilings)
+        saved += (self.avoid, self.pins, self.budget, self.misses)
+        self._adopt(trial)
+        self.best = saved[0]
+        self.budget, self.misses = {"window": _CHAIN_WINDOWS, "caps": 0}, 0
+        found = self._improve()
+        self.budget, self.misses = saved[7], saved[8]
+        if not found:
+            self.best, self.realtime, self.result, self.missing, self.ceilings = saved[:5]
+            self.avoid, self.pins = saved[5], saved[6]
+        return found
 
     def _replace_serving(self, job, caps, trial_ceilings, trial_avoid):
         """Serving re-placed under a move's ceilings and avoided GPUs, from the first step they
@@ -1159,10 +1189,11 @@ def _realtime_moves(
             t += 1
 
 
+_CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, second windows tried per pair
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
 
 
-def _windows(scenario, jobs, running, realtime, result, discount):
+def _windows(scenario, jobs, running, realtime, result, discount, widen=False):
     """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
     value first (the job's decayed reward there, minus what it has now, the priced serving it
     displaces and the reward of batch work on the block then, which must re-pack: counted
@@ -1174,6 +1205,8 @@ def _windows(scenario, jobs, running, realtime, result, discount):
     for job in result[3]:
         where = placed.get(job.index)
         latest = T if where is None else where[3]
+        if widen and where is not None and job.sizes[-1] > where[2]:
+            latest += 1  # a wider block from its start finishes earlier
         if latest > job.arrival:
             late.append((job, where, latest))
     if not late:

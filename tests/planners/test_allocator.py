@@ -435,6 +435,18 @@ def test_a_real_time_trial_on_a_small_problem_re_packs_with_a_descent():
     _at_proved_optimum(scenario, plan_allocator(scenario), 114.997765)
 
 
+def test_a_small_problem_tries_a_pair_of_windows():
+    # scripts/allocator_gap.py's small-44, wide (12 GPUs, 8 steps): b1 (priority 4) runs 4 GPUs
+    # wide from its arrival; 8 wide on GPUs 0-7 it ends 3 steps earlier. Clearing that block
+    # pushes serving onto GPUs 8-11 and b2 (2 GPUs) with nowhere to start until step 5, so the
+    # window alone loses; b2's own window on top, where a serving job gives up 0.1 of a unit,
+    # makes the pair pay (91.82 before).
+    from core.bench import small_case
+
+    scenario = small_case(44, wide=True)
+    _at_proved_optimum(scenario, plan_allocator(scenario), 97.145614)
+
+
 def test_a_window_that_fails_leaves_its_trial_to_another_job():
     # scripts/allocator_gap.py's small-47 with a 95% coverage target: the best-ranked window
     # (b5, 4 GPUs) clears but does not improve the plan; b3's window, tried next, does (J
