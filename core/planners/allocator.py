@@ -49,11 +49,16 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    1 (a GPU is gained a step early or released a step late where a cap is too small to move at
    once); a move never takes real-time coverage below `policy.rt_coverage_target` (none by
    default: then the allocator optimises the same objective as `full`) or below what the plan
-   already had.
+   already had. On small problems, once these moves run out, a window that loses alone is
+   kept where a second window on top of it pays (clearing one block can push batch work
+   into room the serving moved to; that job's own window then gives a little serving up),
+   and a job placed at its arrival may also take a wider block there.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
    reservation, their packing rules) and win where they score higher, so the allocator never
    returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
-   reservation is no better than the plan, they are not packed.
+   reservation is no better than the plan, they are not packed. On small problems the final
+   plan's batch work then descends once more under wider moves (the other size rule, a job
+   inserted at any earlier position) and keeps what earns more.
 6. **Top-up.** Serving still short of its demand takes GPUs the finished plan leaves idle
    (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
@@ -102,7 +107,8 @@ class AllocatorParams:
     24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
     size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
     costs the share of the jobs it places again: a budget of work; a real-time trial re-packs
-    with a descent of a quarter of it), and where one descent runs out of moves, a second starts
+    with a descent of a quarter of it; window pairs and a polish of the final plan's batch work
+    under wider moves follow), and where one descent runs out of moves, a second starts
     from the other size rule's best ordering. Each real-time layout is screened with the first
     `screen` orderings. Clusters of up to `grid_gpus` GPUs on horizons of up to 48 steps search
     the free blocks of every GPU and step at once (`blocks.FreeGrid`, one integer for the whole
@@ -258,6 +264,10 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     realtime, result = _no_worse_than_the_queues(
         scenario, running, (candidates, fluid), discount, params, realtime, result
     )
+    if by_work and candidates:  # small problems: the final plan's batch work, once more
+        free = _free_masks(G, running, realtime)
+        packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
+        result = _polish(packer, candidates, result, packs)
     realtime = _top_up(scenario, running, realtime, result[0])
     plan = Plan.empty(scenario, "allocator")
     grid = plan.grid
@@ -295,6 +305,23 @@ def _no_worse_than_the_queues(scenario, running, batch, discount, params, realti
         if score[0] > best[0] or (score[0] == best[0] and score[1] > best[1] + tolerance):
             best, realtime, result = score, serving, (placements, reward, cells, order, rule)
     return realtime, result
+
+
+def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs: float) -> tuple:
+    """The final plan's batch work descended again on the GPUs its serving leaves (`packer`),
+    by the wider moves of `_wide_move` until one pays (the main descent tried the others),
+    within a budget of work of `packs`; kept where it earns more. For small problems, where a
+    packing is cheap: these moves reach plans two of the main descent's moves away whose first
+    loses (the other size rule and then a promotion; a job inserted a few places earlier)."""
+    order = list(result[3])
+    listed = {c.index for c in order}  # jobs pinned on a window are not in the order: first
+    placed = {p[0] for p in result[0]} - listed
+    order = [c for c in candidates if c.index in placed] + order
+    start = packer.pack(order, result[4])
+    best, _ = _descend(packer, (start, order, result[4], packer.trace), packs, True, wide=True)
+    if best[0][1:] > tuple(result[1:3]):
+        return (*best[0], best[1], best[2])
+    return result
 
 
 def _top_up(
@@ -1888,22 +1915,37 @@ def _search(
     return (*result, order, rule)
 
 
-def _descend(packer, incumbent, packs, by_work=False):
+def _descend(packer, incumbent, packs, by_work=False, wide=False):
     """First-improvement moves from `incumbent` (result, order, size rule, trace) within
     `packs` packings; returns the best (result, order, size rule) and the packings left. Each
     move packs from the incumbent's packing (`_Packer.pack`'s `base`): the jobs before the
     first it moves are not placed again, and where the packing comes back to the incumbent's
     state the rest is not placed either. `by_work`: such a packing costs only the share of the
-    jobs it placed (a move that changes nothing downstream is nearly free)."""
+    jobs it placed (a move that changes nothing downstream is nearly free). `wide`: the moves
+    of `_next_move` count as tried until one of `_wide_move`'s improves the incumbent."""
     best, best_order, best_rule, best_trace = incumbent
     tried: set[tuple[str, int, int]] = set()
+    if wide:  # the incumbent's own moves were tried: the wider ones first, until one pays
+        while (move := _next_move(best[0], best_order, tried)) is not None:
+            tried.add(move)
     while packs > 0:
         move = _next_move(best[0], best_order, tried)
+        if move is None and wide:
+            move = _wide_move(best_order, tried)
         if move is None:
             break
         tried.add(move)
         kind, position, to = move
         job = best_order[position]
+        if kind == "rule":
+            rule = "early" if best_rule == "value" else "value"
+            result = packer.pack(best_order, rule)
+            packs -= 1
+            if result[1:] >= best[1:]:  # on a tie too: the moves are tried again under it
+                better = result[1:] > best[1:]
+                best, best_rule, best_trace = result, rule, packer.trace
+                tried = set() if better else {move}
+            continue
         if kind == "insert":
             order = best_order[:to] + [job] + best_order[to:position] + best_order[position + 1 :]
         elif kind == "swap":
@@ -1920,6 +1962,18 @@ def _descend(packer, incumbent, packs, by_work=False):
             best, best_order, best_trace = result, order, packer.trace
             tried.clear()
     return (best, best_order, best_rule), packs
+
+
+def _wide_move(order, tried):
+    """The moves of a wider neighbourhood, once `_next_move`'s are exhausted: pack the order
+    under the other size rule, then insert a job at any earlier position (nearest first)."""
+    if ("rule", 0, 0) not in tried:
+        return ("rule", 0, 0)
+    for position in range(3, len(order)):
+        for to in range(position - 2, 0, -1):  # (to position - 1 is a swap of neighbours)
+            if ("insert", position, to) not in tried:
+                return ("insert", position, to)
+    return None
 
 
 def _next_move(

@@ -435,6 +435,18 @@ def test_a_real_time_trial_on_a_small_problem_re_packs_with_a_descent():
     _at_proved_optimum(scenario, plan_allocator(scenario), 114.997765)
 
 
+def test_a_small_problems_final_batch_work_descends_under_wider_moves():
+    # scripts/allocator_gap.py's small-15, wide and batch only (6 GPUs, 8 steps, 11 jobs): the
+    # descent ends under the "early" size rule; the optimum needs the "value" rule (no better
+    # alone) and then b6 (priority 8) first, 4 GPUs wide for a step, which lets b8 in at the
+    # end (152.41 before).
+    from core.bench import small_case
+
+    scenario = small_case(15, wide=True)
+    assert not scenario.realtime_jobs
+    _at_proved_optimum(scenario, plan_allocator(scenario), 162.09439)
+
+
 def test_a_small_problem_tries_a_pair_of_windows():
     # scripts/allocator_gap.py's small-44, wide (12 GPUs, 8 steps): b1 (priority 4) runs 4 GPUs
     # wide from its arrival; 8 wide on GPUs 0-7 it ends 3 steps earlier. Clearing that block
