@@ -58,7 +58,7 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
    reservation is no better than the plan, they are not packed. On small problems the final
    plan's batch work then descends once more under wider moves (the other size rule, a job
-   inserted at any earlier position) and keeps what earns more.
+   moved to any earlier or later position) and keeps what earns more.
 6. **Top-up.** Serving still short of its demand takes GPUs the finished plan leaves idle
    (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
@@ -312,16 +312,24 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     by the wider moves of `_wide_move` until one pays (the main descent tried the others),
     within a budget of work of `packs`; kept where it earns more. For small problems, where a
     packing is cheap: these moves reach plans two of the main descent's moves away whose first
-    loses (the other size rule and then a promotion; a job inserted a few places earlier)."""
+    loses (the other size rule and then a promotion; a job moved a few places)."""
     order = list(result[3])
     listed = {c.index for c in order}  # jobs pinned on a window are not in the order: first
     placed = {p[0] for p in result[0]} - listed
     order = [c for c in candidates if c.index in placed] + order
     start = packer.pack(order, result[4])
-    best, _ = _descend(packer, (start, order, result[4], packer.trace), packs, True, wide=True)
-    if best[0][1:] > tuple(result[1:3]):
-        return (*best[0], best[1], best[2])
-    return result
+    incumbent = (start, order, result[4], packer.trace)
+    best = (result[:3], result[3], result[4])
+    # where the descent went on under the other size rule (it tied), also without that move
+    for wide in ("tried", "same rule"):
+        found, _ = _descend(packer, incumbent, packs, True, wide)
+        if found[0][1:] > tuple(best[0][1:]):
+            best = found
+        if found[2] == result[4]:
+            break
+    if best[0] is result[:3]:
+        return result
+    return (*best[0], best[1], best[2])
 
 
 def _top_up(
@@ -1915,19 +1923,22 @@ def _search(
     return (*result, order, rule)
 
 
-def _descend(packer, incumbent, packs, by_work=False, wide=False):
+def _descend(packer, incumbent, packs, by_work=False, wide: bool | str = False):
     """First-improvement moves from `incumbent` (result, order, size rule, trace) within
     `packs` packings; returns the best (result, order, size rule) and the packings left. Each
     move packs from the incumbent's packing (`_Packer.pack`'s `base`): the jobs before the
     first it moves are not placed again, and where the packing comes back to the incumbent's
     state the rest is not placed either. `by_work`: such a packing costs only the share of the
     jobs it placed (a move that changes nothing downstream is nearly free). `wide`: the moves
-    of `_next_move` count as tried until one of `_wide_move`'s improves the incumbent."""
+    of `_next_move` count as tried until one improves the incumbent, and `_wide_move`'s go
+    first ("same rule": without its change of size rule)."""
     best, best_order, best_rule, best_trace = incumbent
     tried: set[tuple[str, int, int]] = set()
-    if wide:  # the incumbent's own moves were tried: the wider ones first, until one pays
+    if wide:  # the incumbent's own moves were tried: the wider ones first
         while (move := _next_move(best[0], best_order, tried)) is not None:
             tried.add(move)
+        if wide == "same rule":
+            tried.add(("rule", 0, 0))
     while packs > 0:
         move = _next_move(best[0], best_order, tried)
         if move is None and wide:
@@ -1948,6 +1959,9 @@ def _descend(packer, incumbent, packs, by_work=False, wide=False):
             continue
         if kind == "insert":
             order = best_order[:to] + [job] + best_order[to:position] + best_order[position + 1 :]
+        elif kind == "demote":
+            order = best_order[:position] + best_order[position + 1 : to + 1] + [job]
+            order += best_order[to + 1 :]
         elif kind == "swap":
             order = list(best_order)
             order[position], order[position + 1] = order[position + 1], order[position]
@@ -1966,13 +1980,18 @@ def _descend(packer, incumbent, packs, by_work=False, wide=False):
 
 def _wide_move(order, tried):
     """The moves of a wider neighbourhood, once `_next_move`'s are exhausted: pack the order
-    under the other size rule, then insert a job at any earlier position (nearest first)."""
+    under the other size rule, insert a job at any earlier position (nearest first), then at
+    any later one (farthest first)."""
     if ("rule", 0, 0) not in tried:
         return ("rule", 0, 0)
     for position in range(3, len(order)):
         for to in range(position - 2, 0, -1):  # (to position - 1 is a swap of neighbours)
             if ("insert", position, to) not in tried:
                 return ("insert", position, to)
+    for position in range(len(order) - 2):
+        for to in range(len(order) - 1, position + 1, -1):
+            if ("demote", position, to) not in tried:
+                return ("demote", position, to)
     return None
 
 

@@ -447,6 +447,17 @@ def test_a_small_problems_final_batch_work_descends_under_wider_moves():
     _at_proved_optimum(scenario, plan_allocator(scenario), 162.09439)
 
 
+def test_a_small_problems_polish_also_moves_a_job_later():
+    # scripts/allocator_gap.py's small-13, wide and batch only (8 GPUs, 16 steps, 6 jobs): the
+    # optimum starts job 4 (priority 8) two steps after its arrival, so that job 1 (priority
+    # 3, cut by the horizon) starts at its own and runs two steps longer; moving job 4 to the
+    # end of the order reaches it, no promotion or swap does (206.83 before).
+    from core.bench import small_case
+
+    scenario = small_case(13, wide=True, realtime=0)
+    _at_proved_optimum(scenario, plan_allocator(scenario), 213.365221)
+
+
 def test_a_small_problem_tries_a_pair_of_windows():
     # scripts/allocator_gap.py's small-44, wide (12 GPUs, 8 steps): b1 (priority 4) runs 4 GPUs
     # wide from its arrival; 8 wide on GPUs 0-7 it ends 3 steps earlier. Clearing that block
