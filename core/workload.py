@@ -29,7 +29,7 @@ from .formats.jobrow import (
 from .formats.jobrow import (
     NO_GPUS as NO_GPUS,  # the editor's pages show this notation
 )
-from .model import REALTIME_TYPE, BatchJob, RealtimeJob, Scenario, ScenarioError
+from .model import REALTIME_TYPE, BatchJob, RealtimeJob, Scenario, ScenarioError, shown
 
 
 def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tuple[Scenario, str]:
@@ -161,11 +161,10 @@ def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
     for r in sorted(result.row_issues):
         job_id = jobs.iloc[r]["id"] if r < len(jobs) else ""
         for problem in result.row_issues[r]:
-            lines.append(
-                {"row": r + 1, "job": "" if pd.isna(job_id) else str(job_id), "issue": problem}
-            )
+            job = "" if pd.isna(job_id) else shown(str(job_id))  # a lone surrogate, escaped
+            lines.append({"row": r + 1, "job": job, "issue": shown(problem)})
     for problem in result.general:
-        lines.append({"row": None, "job": "", "issue": problem})
+        lines.append({"row": None, "job": "", "issue": shown(problem)})
     return pd.DataFrame(lines, columns=["row", "job", "issue"])
 
 

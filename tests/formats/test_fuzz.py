@@ -288,6 +288,7 @@ def test_near_valid_history(text):
         max_size=5,
     )
 )
+@example([(0, "id", "\ud800")])  # an id holding a lone surrogate: its issue line, not a crash
 def test_random_editor_cells(changes):
     base = _base_scenario()
     jobs, demand = workload.editor_tables(base)
