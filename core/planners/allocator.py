@@ -1946,9 +1946,7 @@ def _descend(packer, incumbent, packs, by_work=False, wide: bool | str = False):
         if move is None:
             break
         tried.add(move)
-        kind, position, to = move
-        job = best_order[position]
-        if kind == "rule":
+        if move[0] == "rule":
             rule = "early" if best_rule == "value" else "value"
             result = packer.pack(best_order, rule)
             packs -= 1
@@ -1957,25 +1955,33 @@ def _descend(packer, incumbent, packs, by_work=False, wide: bool | str = False):
                 best, best_rule, best_trace = result, rule, packer.trace
                 tried = set() if better else {move}
             continue
-        if kind == "insert":
-            order = best_order[:to] + [job] + best_order[to:position] + best_order[position + 1 :]
-        elif kind == "demote":
-            order = best_order[:position] + best_order[position + 1 : to + 1] + [job]
-            order += best_order[to + 1 :]
-        elif kind == "swap":
-            order = list(best_order)
-            order[position], order[position + 1] = order[position + 1], order[position]
-        else:
-            placed_size = next(p[2] for p in best[0] if p[0] == job.index)
-            keep = job.sizes.index(placed_size)
-            narrower = job._replace(sizes=job.sizes[:keep], durations=job.durations[:keep])
-            order = best_order[:position] + [narrower] + best_order[position + 1 :]
+        order = _moved(best_order, move, best[0])
         result = packer.pack(order, best_rule, (best_order, best, best_trace))
         packs -= packer.work / len(order) if by_work else 1
         if result[1:] > best[1:]:
             best, best_order, best_trace = result, order, packer.trace
             tried.clear()
     return (best, best_order, best_rule), packs
+
+
+def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> list[_Candidate]:
+    """The order after a move (kind, position, to): "insert" the job at `position` before
+    position `to` (earlier), "demote" it to just after position `to` (later), "swap" it with
+    the next one, "shrink" it to the sizes narrower than the one it is placed at."""
+    kind, position, to = move
+    job = order[position]
+    if kind == "insert":
+        return order[:to] + [job] + order[to:position] + order[position + 1 :]
+    if kind == "demote":
+        return order[:position] + order[position + 1 : to + 1] + [job] + order[to + 1 :]
+    if kind == "swap":
+        out = list(order)
+        out[position], out[position + 1] = out[position + 1], out[position]
+        return out
+    placed_size = next(p[2] for p in placements if p[0] == job.index)
+    keep = job.sizes.index(placed_size)
+    narrower = job._replace(sizes=job.sizes[:keep], durations=job.durations[:keep])
+    return order[:position] + [narrower] + order[position + 1 :]
 
 
 def _wide_move(order, tried):

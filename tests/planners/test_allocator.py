@@ -807,3 +807,43 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
         assert _cells(from_base[0]) == _cells(alone[0])
         assert from_base[1:] == alone[1:]
         assert packer.work <= len(order)  # the jobs it placed, not the ones from the base
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 9), st.data())
+def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n, data):
+    from core.planners import allocator
+
+    jobs = [allocator._Candidate(k, 1.0, 0, (1, 2, 4), (4, 2, 1), 4.0, 1.0) for k in range(n)]
+    sizes = data.draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n))
+    placements = [(k, 0, g, 0, 1) for k, g in enumerate(sizes)]
+    tried: set = set()
+    moves = []  # every move of both neighbourhoods, as the descent meets them
+    while (move := allocator._next_move(placements, jobs, tried)) is not None:
+        tried.add(move)
+        moves.append(move)
+    while (move := allocator._wide_move(jobs, tried)) is not None:
+        tried.add(move)
+        moves.append(move)
+    kinds = {m[0] for m in moves}
+    assert n < 2 or {"insert", "swap"} <= kinds
+    assert n < 3 or "demote" in kinds
+    for kind, position, to in moves:
+        if kind == "rule":
+            continue
+        order = allocator._moved(jobs, (kind, position, to), placements)
+        job = jobs[position]
+        if kind == "shrink":
+            assert [c.index for c in order] == list(range(n))
+            assert (
+                max(order[position].sizes)
+                < sizes[position]
+                == max(job.sizes[: len(order[position].sizes) + 1])
+            )
+            continue
+        assert sorted(c.index for c in order) == list(range(n))  # a permutation
+        rest = [c for c in order if c is not job]
+        assert rest == [c for c in jobs if c is not job]  # the others keep their order
+        where = order.index(job)
+        assert where == {"insert": to, "demote": to, "swap": position + 1}[kind]
+        assert where != position
