@@ -104,7 +104,8 @@ class AllocatorParams:
     The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
     (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
     problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x
-    24 steps) get as many packings as fit in it, up to `small_packs`: a packing costs about its
+    24 steps; twice that without serving, which has no layouts to screen and no real-time
+    moves) get as many packings as fit in it, up to `small_packs`: a packing costs about its
     size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
     costs the share of the jobs it places again: a budget of work; a real-time trial re-packs
     with a descent of a quarter of it; window pairs and a polish of the final plan's batch work
@@ -204,8 +205,11 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
     size = max(1, len(candidates) * G * T)
     packs = max(1, min(params.max_packs, params.pack_budget // size))
-    if size < params.small_work:  # a packing costs about its size: more of them, same time
-        packs = max(packs, min(params.small_packs, params.small_work // size))
+    # a packing costs about its size: more of them, same time; without serving there is
+    # neither a screen of layouts nor real-time moves, so twice as many fit
+    small_work = params.small_work * (1 if scenario.realtime_jobs else 2)
+    if size < small_work:
+        packs = max(packs, min(params.small_packs, small_work // size))
     by_work = packs > params.max_packs  # a budget of work: a packing costs the jobs it places
 
     # Serving targets priced against batch work, and (where that gives up demand) every unit
