@@ -15,7 +15,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    pricing gives up demand, every unit served is screened too; where several serving jobs
    contend and demand still goes short, peaks held all horizon (by priority, and the baselines'
    own reservation). Each configuration is screened with a quick batch packing; the best is
-   kept, a plan that meets `policy.rt_coverage_target` first.
+   kept, a plan that meets `policy.rt_coverage_target` first (where a peak reservation wins
+   the screen, the best priced serving goes on through phases 2-4 too, and the better plan
+   is kept: a screen cannot see the real-time moves a reservation goes without).
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
    arrival) that earn it the most decayed value (ties: the size that ends first, then the
@@ -245,25 +247,38 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         configurations += peak
         screened += _screen(scenario, running, candidates, discount, params, peak, screen)
         screened.sort(key=lambda item: item[0], reverse=True)
-    _, realtime, packer, style, pricing = screened[0]
     fluid = _FluidBound(candidates, discount, T)  # the bound on any packing, for the moves below
     packs = max(1, packs - screen * len(configurations))
-    result = _search(packer, candidates, packs, by_work=by_work)
-    if len(styles) > 1 and pricing.mode != "fifo":
-        moves = min(params.max_rt_moves, max(1, params.rt_budget // size))
-        windows = min(params.max_windows, params.rt_budget // size)
-        # on small problems a trial re-packs with a descent of its own, a quarter of the budget
-        trial = max(1, packs // 4) if by_work else 1
-        realtime, result = _relax_realtime(
-            scenario,
-            running,
-            style,
-            discount,
-            (realtime, result, fluid),
-            (windows, moves, trial),
-            params,
-            pricing,
-        )
+    # (windows, caps, packings per trial); on small problems a trial re-packs with a descent of
+    # its own, a quarter of the budget
+    moves = (
+        min(params.max_windows, params.rt_budget // size),
+        min(params.max_rt_moves, max(1, params.rt_budget // size)),
+        max(1, packs // 4) if by_work else 1,
+    )
+    kept = [screened[0]]
+    if screened[0][4].mode in ("peak", "fifo"):
+        # A reservation of peaks won a screen of one packing; the priced serving still has
+        # its search and real-time moves to come, so the best of it goes on too.
+        kept += [item for item in screened if item[4].mode not in ("peak", "fifo")][:1]
+    best = None
+    for _, realtime, packer, style, pricing in kept:
+        result = _search(packer, candidates, packs, by_work=by_work)
+        if len(styles) > 1 and pricing.mode != "fifo":
+            realtime, result = _relax_realtime(
+                scenario,
+                running,
+                style,
+                discount,
+                (realtime, result, fluid),
+                moves,
+                params,
+                pricing,
+            )
+        met, price, _ = _coverage_key(scenario, realtime)
+        if best is None or (met, result[1] + price) > best[0]:
+            best = ((met, result[1] + price), realtime, result)
+    _, realtime, result = best
 
     realtime, result = _no_worse_than_the_queues(
         scenario, running, (candidates, fluid), discount, params, realtime, result

@@ -469,6 +469,18 @@ def test_a_small_problems_polish_also_moves_a_job_later():
     _at_proved_optimum(scenario, plan_allocator(scenario), 213.365221)
 
 
+def test_a_peak_reservation_that_wins_the_screen_still_meets_the_priced_serving():
+    # scripts/allocator_gap.py's small-1027 (4 GPUs, 8 steps): fifo's own reservation ties
+    # the priced serving in a screen of one packing and goes first, and a fifo reservation
+    # has no real-time moves; the priced serving, searched and moved as well, gives GPU 0 to
+    # b1 (priority 8) for the last four steps: 32 earned for 1.4 units of rt1's demand, priced
+    # at 10 each (-54.0 with the reservation alone).
+    from core.bench import small_case
+
+    scenario = small_case(1027)
+    _at_proved_optimum(scenario, plan_allocator(scenario), -36.0)
+
+
 def test_a_small_problem_tries_a_pair_of_windows():
     # scripts/allocator_gap.py's small-44, wide (12 GPUs, 8 steps): b1 (priority 4) runs 4 GPUs
     # wide from its arrival; 8 wide on GPUs 0-7 it ends 3 steps earlier. Clearing that block
