@@ -1044,7 +1044,10 @@ class _RealtimeSearch:
     def _chain(self, trial) -> bool:
         """A window that does not pay alone, kept where a second window on top of it makes the
         pair pay: clearing one block can push batch work that needs room the serving moved
-        into, whose own window then gives a little serving up (small problems only)."""
+        into, whose own window then gives a little serving up (small problems only). While
+        pairs are left (`_CHAINS`), a second window that loses can take a third the same way
+        (measured: forbidding that lost 9.8% on one of 2,100 fresh cases, gained 0.5% on
+        another)."""
         saved = (self.best, self.realtime, self.result, self.missing, self.ceilings)
         saved += (self.avoid, self.pins, self.budget, self.misses)
         self._adopt(trial)
@@ -1243,7 +1246,7 @@ def _realtime_moves(
             t += 1
 
 
-_CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, second windows tried per pair
+_CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, next windows tried per pair
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
 
 
