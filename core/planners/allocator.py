@@ -105,31 +105,31 @@ class AllocatorParams:
 
     The local search re-packs the batch work at most `max_packs` times, fewer on large clusters
     (`pack_budget` is in units of batch jobs x GPUs x steps), so the hot path keeps its speed;
-    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x
-    24 steps; twice that without serving, which has no layouts to screen and no real-time
-    moves) get as many packings as fit in it, up to `small_packs`: a packing costs about its
-    size, so a plan takes no longer than one of the 8-GPU benchmarks (there a move's packing
-    costs the share of the jobs it places again: a budget of work; a real-time trial re-packs
-    with a descent of a quarter of it; window pairs and a polish of the final plan's batch work
-    under wider moves follow), and where one descent runs out of moves, a second starts
-    from the other size rule's best ordering. Each real-time layout is screened with the first
-    `screen` orderings. Clusters of up to `grid_gpus` GPUs on horizons of up to 48 steps search
-    the free blocks of every GPU and step at once (`blocks.FreeGrid`, one integer for the whole
-    grid) instead of computing and caching them per step (on 256 GPUs the two cost the same; on
-    1,024, `FreeBlocks` takes half the time). The real-time moves of the local search: at most
-    `max_windows` pinned windows (as many more tried where one fails to improve the plan, each
-    for another job) and `max_rt_moves` caps, fewer on large clusters (`rt_budget`, the same
-    units as `pack_budget`; no windows beyond it), and never below `policy.rt_coverage_target`.
-    On clusters of up to `guard_cells` GPU-steps the plan is compared with the queue baselines'
-    and the better one returned: a last-resort guard, off by default (0), because the
-    allocator's own plan does not lose to them (a Hypothesis property in
-    tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs.
-    It always runs when the plan misses the coverage target. `give_up_serving`: a window may
-    also take a serving GPU whose unit of demand is worth less than the batch work (its job
-    gives it up), and a service short of a whole unit takes the GPU of a lower-priority one that
-    covers less (a hand-over); the rolling horizon turns it off, because there demand is a
-    forecast and serving given up against it turns into realised shortfall when demand comes in
-    above it.
+    problems smaller than `small_work` such units (about 18 packings of 8 batch jobs on 8 GPUs x 24
+    steps; twice that without serving, which has no layouts to screen and no real-time moves) get as
+    many packings as fit in it, up to `small_packs`: a packing costs about its size, so their search
+    takes about as long as on one of the 8-GPU benchmarks (there a move's packing costs the share of
+    the jobs it places again: a budget of work; a real-time trial re-packs with a descent of a
+    quarter of it; window pairs and a polish of the final plan's batch work under wider moves
+    follow, which take about as long again: a median of 2.7 ms on the gap script's small cases,
+    against 1.8 ms without them), and where one descent runs out of moves, a second starts from the
+    other size rule's best ordering. Each real-time layout is screened with the first `screen`
+    orderings. Clusters of up to `grid_gpus` GPUs on horizons of up to 48 steps search the free
+    blocks of every GPU and step at once (`blocks.FreeGrid`, one integer for the whole grid) instead
+    of computing and caching them per step (on 256 GPUs the two cost the same; on 1,024,
+    `FreeBlocks` takes half the time). The real-time moves of the local search: at most
+    `max_windows` pinned windows (as many more tried where one fails to improve the plan, each for
+    another job) and `max_rt_moves` caps, fewer on large clusters (`rt_budget`, the same units as
+    `pack_budget`; no windows beyond it), and never below `policy.rt_coverage_target`. On clusters
+    of up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
+    one returned: a last-resort guard, off by default (0), because the allocator's own plan does not
+    lose to them (a Hypothesis property in tests/planners/test_slo.py) and the baselines cost as
+    much again as the allocator on 8 GPUs. It always runs when the plan misses the coverage target.
+    `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
+    the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
+    lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
+    there demand is a forecast and serving given up against it turns into realised shortfall when
+    demand comes in above it.
     """
 
     max_packs: int = 18
