@@ -17,7 +17,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    own reservation). Each configuration is screened with a quick batch packing; the best is
    kept, a plan that meets `policy.rt_coverage_target` first (where a peak reservation wins
    the screen, the best priced serving goes on through phases 2-4 too, and the better plan
-   is kept: a screen cannot see the real-time moves a reservation goes without).
+   is kept: a screen cannot see the real-time moves a reservation goes without; on small
+   problems where services contend, so does the winner's pricing under a layout that keeps
+   from each service the GPUs a higher-priority one gains next step).
 2. **Batch, by value across the horizon.** Every queued job is seen before any is placed; jobs go
    in order of priority (value per GPU-step), each to the size and earliest start (not before its
    arrival) that earn it the most decayed value (ties: the size that ends first, then the
@@ -257,7 +259,10 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         max(1, packs // 4) if by_work else 1,
     )
     kept = [screened[0]]
-    if screened[0][4].mode in ("peak", "fifo"):
+    lead = screened[0][4]
+    if by_work and len(scenario.realtime_jobs) > 1 and lead.mode != "fifo":
+        kept += _laid_out_ahead(scenario, running, discount, params, screened[0])
+    if lead.mode in ("peak", "fifo"):
         # A reservation of peaks won a screen of one packing; the priced serving still has
         # its search and real-time moves to come, so the best of it goes on too.
         kept += [item for item in screened if item[4].mode not in ("peak", "fifo")][:1]
@@ -296,6 +301,21 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     for index, gpu_start, gpus, start, end in result[0]:
         grid[gpu_start : gpu_start + gpus, start:end] = index
     return plan
+
+
+def _laid_out_ahead(scenario, running, discount, params, winner) -> list[tuple]:
+    """Small problems where services contend: the screen winner's pricing laid out once more
+    so that no service takes a GPU a higher-priority one gains next step (`_Buddy`'s
+    `ahead`), as a screened item to take through the search and real-time moves too (a screen
+    of one packing misjudges it); none where that serving is the winner's."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    pricing = winner[4]
+    ahead = _Buddy(G, ahead=True)
+    sets = _place_realtime(scenario, running, ahead, pricing, hand_over=params.give_up_serving)
+    if sets == winner[1]:
+        return []
+    packer = _Packer(G, T, discount, _free_masks(G, running, sets), _use_grid(params, G, T))
+    return [(None, sets, packer, ahead, pricing)]
 
 
 def _no_worse_than_the_queues(scenario, running, batch, discount, params, realtime, result):
@@ -651,6 +671,7 @@ class _Serving:
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
         self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
+        self.kept_from: dict[int, int] = {}  # with an `ahead` layout, per job (see `_ahead`)
         self.settled = False  # the last step changed nothing (and was not step 0)
 
     def step(self, t: int) -> None:
@@ -675,6 +696,8 @@ class _Serving:
 
     def _step(self, t: int) -> None:
         current = self.current
+        if self.kept_from:
+            self.kept_from = {}
         self.budget, self.want = budget, want = {}, {}
         held = self.running[t]
         short = False  # a job holds fewer GPUs than it wants (or than its gpus_min)
@@ -696,6 +719,8 @@ class _Serving:
         for i, _ in self.jobs:
             if current[i].bit_count() > want[i]:
                 self._release(i)
+        if self.layout.ahead:
+            self._ahead(t, self.free & ~self.shun)
         if short:
             self._gain(True, t)
         if self.shun:
@@ -780,13 +805,32 @@ class _Serving:
             need = min(amount, self.budget[i])
             if need <= 0 or not pool:
                 continue
-            got = self.layout.gains(pool & self.spare, need)  # the incumbent's spare GPUs first
+            usable = pool & ~self.kept_from.get(i, 0)
+            got = self.layout.gains(usable & self.spare, need)  # the incumbent's spare GPUs first
             if got.bit_count() < need:
-                got |= self.layout.gains(pool ^ got, need - got.bit_count())
+                got |= self.layout.gains(usable ^ got, need - got.bit_count())
+            if got.bit_count() < need:
+                got |= self.layout.gains(pool & ~got, need - got.bit_count())
             self.current[i] |= got
             self.free ^= got
             pool ^= got
             self.budget[i] -= got.bit_count()
+
+    def _ahead(self, t: int, pool: int) -> None:
+        """Per job, the GPUs kept from it at this step (gains and trades take them last): those
+        the layout would give a higher-priority job that holds its target now but gains next
+        step, from the pool as it stands."""
+        self.kept_from = kept = {}
+        if t + 1 >= len(self.targets[self.jobs[0][0]]):
+            return
+        held = 0
+        for i, job in self.jobs:  # by priority
+            if held:
+                kept[i] = held
+            now = self.current[i].bit_count()
+            grow = min(self.targets[i][t + 1], job.gpus_max) - max(now, self.want[i])
+            if grow > 0 and self.want[i] <= now:
+                held |= self.layout.gains(pool & ~held, min(grow, job.swap_cap))
 
     def _hand_over(self, t: int) -> None:
         """Where a job is still short and no GPU is free, it takes one from a job whose last
@@ -824,10 +868,11 @@ class _Serving:
         """Spare budget: trade a GPU for another while it leaves a larger free block than it
         takes."""
         layout = self.layout
+        kept = self.kept_from.get(i, 0)
         while self.budget[i] >= 2 and self.free & ~self.shun and self.current[i]:
             out = layout.best_release(self.current[i], self.free)
             after = self.free | out
-            into = layout.best_gain(after & ~self.shun & self.spare)
+            into = layout.best_gain(after & ~self.shun & self.spare & ~kept)
             if not into or into == out or not layout.improves(out, into, after):
                 break
             self.current[i] = (self.current[i] ^ out) | into
@@ -1695,12 +1740,17 @@ class _Buddy:
     A gain takes the free GPU whose wholly free aligned block is smallest (serving fills blocks
     that running work or other serving already broke; ties to the highest GPU); a release gives
     back the GPU in the largest aligned block made only of free GPUs and the job's own; a trade
-    is worth it while it frees a larger block than it breaks.
+    is worth it while it frees a larger block than it breaks. `ahead`: the GPUs a service that
+    holds its target gains at the next step (as this layout would give them now) are kept from
+    lower-priority services at this step, in gains and trades, unless nothing else is free: a
+    low-priority service then does not take the GPU beside a growing high-priority one, which
+    would have to break a whole block a step later.
     """
 
-    def __init__(self, gpus: int):
+    def __init__(self, gpus: int, ahead: bool = False):
         starts = aligned_starts(gpus)
         self.sizes, self.align = list(starts), list(starts.values())
+        self.ahead = ahead
 
     def starts(self, mask: int) -> list[int]:
         """For each block size (1, 2, 4, ...): a bit at the first GPU of every aligned block
