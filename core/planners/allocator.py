@@ -358,17 +358,15 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     order = [c for c in candidates if c.index in placed] + order
     start = packer.pack(order, result[4])
     incumbent = (start, order, result[4], packer.trace)
-    best = (result[:3], result[3], result[4])
+    best = None
     # where the descent went on under the other size rule (it tied), also without that move
     for wide in ("tried", "same rule"):
         found, _ = _descend(packer, incumbent, packs, True, wide)
-        if found[0][1:] > tuple(best[0][1:]):
+        if found[0][1:] > tuple(result[1:3]) and (best is None or found[0][1:] > best[0][1:]):
             best = found
         if found[2] == result[4]:
             break
-    if best[0] is result[:3]:
-        return result
-    return (*best[0], best[1], best[2])
+    return result if best is None else (*best[0], best[1], best[2])
 
 
 def _top_up(
@@ -671,7 +669,7 @@ class _Serving:
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
         self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
-        self.kept_from: dict[int, int] = {}  # with an `ahead` layout, per job (see `_ahead`)
+        self.kept_from: dict[int, int] = {}  # with an `ahead` layout, per job, set each step
         self.settled = False  # the last step changed nothing (and was not step 0)
 
     def step(self, t: int) -> None:
@@ -696,8 +694,6 @@ class _Serving:
 
     def _step(self, t: int) -> None:
         current = self.current
-        if self.kept_from:
-            self.kept_from = {}
         self.budget, self.want = budget, want = {}, {}
         held = self.running[t]
         short = False  # a job holds fewer GPUs than it wants (or than its gpus_min)
@@ -805,11 +801,12 @@ class _Serving:
             need = min(amount, self.budget[i])
             if need <= 0 or not pool:
                 continue
-            usable = pool & ~self.kept_from.get(i, 0)
+            kept = self.kept_from.get(i, 0)
+            usable = pool & ~kept
             got = self.layout.gains(usable & self.spare, need)  # the incumbent's spare GPUs first
             if got.bit_count() < need:
                 got |= self.layout.gains(usable ^ got, need - got.bit_count())
-            if got.bit_count() < need:
+            if kept and got.bit_count() < need:  # those kept for a higher priority last
                 got |= self.layout.gains(pool & ~got, need - got.bit_count())
             self.current[i] |= got
             self.free ^= got
@@ -1177,11 +1174,13 @@ class _FluidBound:
     def __init__(self, candidates: Sequence[_Candidate], discount: list[float], steps: int):
         self.steps = steps
         self.weights = [discount[t + 1] - discount[t] for t in range(steps)]
-        self.jobs = sorted(
-            (-c.priority, c.arrival, max(g * min(d, steps - c.arrival) for g, d in sizes))
-            for c in candidates
-            for sizes in [list(zip(c.sizes, c.durations, strict=True))]
-        )
+        jobs = []  # (-priority, arrival, the most cells any of its sizes holds)
+        for c in candidates:
+            pairs = zip(c.sizes, c.durations, strict=True)
+            jobs.append(
+                (-c.priority, c.arrival, max(g * min(d, steps - c.arrival) for g, d in pairs))
+            )
+        self.jobs = sorted(jobs)
 
     def reward(self, free: list[int]) -> float:
         """The bound on the GPUs `free` leaves, per step; linear in the steps and jobs (steps
@@ -1995,7 +1994,7 @@ def _search(
     return (*result, order, rule)
 
 
-def _descend(packer, incumbent, packs, by_work=False, wide: bool | str = False):
+def _descend(packer, incumbent, packs, by_work=False, wide: str = ""):
     """First-improvement moves from `incumbent` (result, order, size rule, trace) within
     `packs` packings; returns the best (result, order, size rule) and the packings left. Each
     move packs from the incumbent's packing (`_Packer.pack`'s `base`): the jobs before the
@@ -2003,7 +2002,7 @@ def _descend(packer, incumbent, packs, by_work=False, wide: bool | str = False):
     state the rest is not placed either. `by_work`: such a packing costs only the share of the
     jobs it placed (a move that changes nothing downstream is nearly free). `wide`: the moves
     of `_next_move` count as tried until one improves the incumbent, and `_wide_move`'s go
-    first ("same rule": without its change of size rule)."""
+    first ("tried"; "same rule": without its change of size rule)."""
     best, best_order, best_rule, best_trace = incumbent
     tried: set[tuple[str, int, int]] = set()
     if wide:  # the incumbent's own moves were tried: the wider ones first
