@@ -328,16 +328,23 @@ class FreeGrid:
 
     def _size(self, g: int) -> int | None:
         """The aligned blocks of g: two free halves (made and kept on the way)."""
-        aligned = self.geometry.aligned.get(g)
-        if aligned is None:
-            return None
-        half = g // 2
-        x = self.sizes.get(half)
-        if x is None:
-            x = self._size(half)
-        x = x & (x >> half) & aligned
-        self.sizes[g] = x
-        return x
+        return grid_blocks(self.sizes, self.geometry.aligned, g)
+
+
+def grid_blocks(sizes: dict[int, int], aligned: dict[int, int], g: int) -> int | None:
+    """`FreeGrid`'s aligned free blocks of size g (its `sizes[g]`), from two free halves, made
+    and kept in `sizes` on the way; None where the cluster has no aligned block of g
+    (`aligned` is the geometry's)."""
+    mask = aligned.get(g)
+    if mask is None:
+        return None
+    half = g // 2
+    x = sizes.get(half)
+    if x is None:
+        x = grid_blocks(sizes, aligned, half)
+    x = x & (x >> half) & mask
+    sizes[g] = x
+    return x
 
 
 class _GridGeometry:
