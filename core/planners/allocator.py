@@ -1370,6 +1370,8 @@ def _job_windows(job, where, now, starts, costs, discount):
                 net -= cum[e] - cum[s]
                 if saved is not None:
                     net += saved[e] - saved[s]
+                if net <= 0:
+                    continue  # the batch work beside only costs more
                 for _, a, z, value, width in beside:
                     if a < e and s < z and width > room:
                         net -= value
