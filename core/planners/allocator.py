@@ -698,15 +698,19 @@ class _Serving:
         self.budget, self.want = budget, want = {}, {}
         held = self.running[t]
         short = False  # a job holds fewer GPUs than it wants (or than its gpus_min)
+        targets = self.targets
         for i, job in self.jobs:
             count = current[i].bit_count()
             held |= current[i]
             cap = 2 * self.gpus if t == 0 and job.previous_gpus is None else job.swap_cap
             budget[i] = cap  # step 0 is free
-            low = max(job.gpus_min, count - cap)
-            high = min(job.gpus_max, count + cap)
-            want[i] = goal = min(max(self.targets[i][t], low), high)
-            short = short or count < goal or count < job.gpus_min
+            # the target within the job's range and what the swap cap reaches (written out)
+            goal, floor = targets[i][t], job.gpus_min
+            low = count - cap if count - cap > floor else floor
+            high = count + cap if count + cap < job.gpus_max else job.gpus_max
+            goal = low if goal < low else goal
+            want[i] = goal = high if goal > high else goal
+            short = short or count < goal or count < floor
         self.free = self.all_gpus & ~held
         self.shun = self.avoid[t] if self.avoid else 0
         self.spare = ~(self.keep[t] if self.keep else 0)  # GPUs the incumbent's batch leaves
