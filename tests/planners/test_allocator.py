@@ -714,6 +714,55 @@ def test_the_free_grid_answers_as_the_definition_through_placements(case):
 
 
 @settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 10).flatmap(
+        lambda gpus: st.tuples(
+            st.just(gpus),
+            st.lists(st.integers(0, 2**gpus - 1), min_size=1, max_size=48),
+            st.lists(
+                st.tuples(st.integers(0, 3), st.integers(1, 60), st.integers(0, 50)),
+                min_size=1,
+                max_size=8,
+            ),
+        )
+    )
+)
+def test_the_grid_packer_places_as_the_definition(case):
+    # The grid packer writes `FreeGrid`'s searches out in its loop: under the queue rule
+    # ("backfill": earliest start, lowest-indexed block) each job lands where the definition
+    # puts it on what the jobs before it left free, and its trace holds those free GPUs.
+    from core.planners.allocator import _Candidate, _Packer
+
+    gpus, free, queries = case
+    steps = len(free)
+    jobs = [
+        _Candidate(k, 1.0, arrival, (2**log_g,), (d,), float(d), 1.0)
+        for k, (log_g, d, arrival) in enumerate(queries)
+    ]
+    packer = _Packer(gpus, steps, [0.0] * (steps + 1), list(free), use_grid=True)
+    placements, _, cells = packer.pack(jobs, "backfill")
+    free = list(free)
+    expected = []
+    for job in jobs:
+        g, d = job.sizes[0], job.durations[0]
+        found = None
+        if g <= gpus and job.arrival < steps:
+            blocks = [_aligned_free(m, g, gpus) for m in free]
+            found = _earliest_brute(blocks, g, d, job.arrival, steps)
+        if found is not None:
+            start, firsts = found
+            b = (firsts & -firsts).bit_length() - 1
+            end = min(start + d, steps)
+            expected.append((job.index, b, g, start, end))
+            for t in range(start, end):
+                free[t] &= ~(((1 << g) - 1) << b)
+    assert placements == expected
+    assert cells == sum(g * (end - start) for _, _, g, start, end in expected)
+    last = packer.trace[-1][0]
+    assert [(last >> (t * gpus)) & ((1 << gpus) - 1) for t in range(steps)] == free
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.integers(1, 70).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, 2**n - 1))))
 def test_gaining_many_gpus_at_once_is_gaining_them_one_by_one(case):
     # The batched gain (one call per chunk of a step, the hot path of 65,536-GPU clusters) is
