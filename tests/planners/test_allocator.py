@@ -665,20 +665,21 @@ def _aligned_free(free, g, gpus):
     return out
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.integers(1, 10).flatmap(
+def _free_grids(query, most: int):
+    """(gpus, free masks per step, queries): up to 10 GPUs, 48 steps and `most` queries."""
+    return st.integers(1, 10).flatmap(
         lambda gpus: st.tuples(
             st.just(gpus),
             st.lists(st.integers(0, 2**gpus - 1), min_size=1, max_size=48),
-            st.lists(
-                st.tuples(
-                    st.integers(0, 3), st.integers(0, 9), st.integers(1, 60), st.integers(0, 50)
-                ),
-                min_size=1,
-                max_size=6,
-            ),
+            st.lists(query, min_size=1, max_size=most),
         )
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _free_grids(
+        st.tuples(st.integers(0, 3), st.integers(0, 9), st.integers(1, 60), st.integers(0, 50)), 6
     )
 )
 def test_the_free_grid_answers_as_the_definition_through_placements(case):
@@ -714,19 +715,7 @@ def test_the_free_grid_answers_as_the_definition_through_placements(case):
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.integers(1, 10).flatmap(
-        lambda gpus: st.tuples(
-            st.just(gpus),
-            st.lists(st.integers(0, 2**gpus - 1), min_size=1, max_size=48),
-            st.lists(
-                st.tuples(st.integers(0, 3), st.integers(1, 60), st.integers(0, 50)),
-                min_size=1,
-                max_size=8,
-            ),
-        )
-    )
-)
+@given(_free_grids(st.tuples(st.integers(0, 3), st.integers(1, 60), st.integers(0, 50)), 8))
 def test_the_grid_packer_places_as_the_definition(case):
     # The grid packer writes `FreeGrid`'s searches out in its loop: under the queue rule
     # ("backfill": earliest start, lowest-indexed block) each job lands where the definition
