@@ -2185,7 +2185,8 @@ class _Packer:
         geometry = self.grid.geometry
         gpus, all_gpus = geometry.gpus, geometry.all_gpus
         shifts, repeat = geometry.shifts, geometry.repeat
-        sizes = dict(self.grid.sizes)
+        sizes = self.grid.sizes  # the free state before any job: its larger sizes made here
+        # serve every packing's first job (a placement makes a new dict)
         placements = []
         reward = cells = 0.0
         queue, fifo = size_rule in ("fifo", "backfill"), size_rule == "fifo"

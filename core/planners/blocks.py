@@ -289,11 +289,6 @@ class FreeGrid:
         self.geometry = geometry
         self.sizes = {1: x}  # the larger sizes are made when first searched
 
-    def copy(self) -> FreeGrid:
-        out = FreeGrid.__new__(FreeGrid)
-        out.geometry, out.sizes = self.geometry, dict(self.sizes)
-        return out
-
     def earliest(self, g: int, d: int, arrival: int) -> tuple[int, int] | None:
         """(start, blocks): the earliest start >= arrival where some aligned block of g stays
         free for d steps (cut at the horizon), and the bitset of the first GPUs of every such

@@ -683,9 +683,9 @@ def _free_grids(query, most: int):
     )
 )
 def test_the_free_grid_answers_as_the_definition_through_placements(case):
-    # Random free masks on up to 10 GPUs and 48 steps: every search of `FreeGrid` (the
-    # allocator's small-cluster packer) returns the earliest start and all its blocks as the
-    # definition does, and each block it then takes leaves the blocks of every size right.
+    # Random free masks on up to 10 GPUs and 48 steps: every search of `FreeGrid` (which the
+    # allocator's small-cluster packer writes out) returns the earliest start and all its
+    # blocks as the definition does, and each block it then takes leaves every size right.
     from core.planners.blocks import FreeGrid
 
     gpus, free, queries = case
