@@ -982,7 +982,15 @@ class _RealtimeSearch:
         windows = []
         if self.budget["window"]:
             windows = list(
-                _windows(scenario, jobs, running, realtime, result, self.discount, self.chains > 0)
+                _windows(
+                    scenario,
+                    jobs,
+                    running,
+                    (realtime, result),
+                    self.discount,
+                    self.chains > 0,
+                    self.trial_packs > 1,
+                )
             )
         # Serving moves to idle GPUs in every window before it moves onto batch work in any;
         # a job whose window was tried is not tried again at another start or block.
@@ -1299,12 +1307,18 @@ _CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, next windows tried per 
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
 
 
-def _windows(scenario, jobs, running, realtime, result, discount, widen=False):
+def _windows(scenario, jobs, running, incumbent, discount, widen=False, small=False):
     """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
     value first (the job's decayed reward there, minus what it has now, the priced serving it
     displaces and the reward of batch work on the block then, which must re-pack: counted
     unless it is no wider than the GPUs the job leaves beside the block, where it can go), as
-    (job, start, end, block). Costs are prefix sums per block, so a window costs O(1)."""
+    (job, start, end, block). Costs are prefix sums per block, so a window costs O(1).
+
+    On `small` problems, whose search affords more trials, a window that loses may still be
+    tried where the cells the job gives up could pay for it: each at the highest priority among
+    the other late jobs (one may take them: a job that starts a step earlier on a block ends a
+    step earlier too, and the step it leaves can hold work that fits nowhere else)."""
+    realtime, result = incumbent
     T = scenario.cluster.horizon_steps
     placed = {p[0]: p for p in result[0]}
     late = []
@@ -1341,17 +1355,23 @@ def _windows(scenario, jobs, running, realtime, result, discount, widen=False):
     for bound, job, where, latest, now in bounds:
         if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
             break
-        out += _job_windows(job, where, now, range(job.arrival, latest), costs, discount)
+        spare = 0
+        if small and where is not None:
+            spare = max((other.priority for other, _, _ in late if other is not job), default=0)
+        out += _job_windows(job, (where, now, spare), range(job.arrival, latest), costs, discount)
         out.sort(key=lambda w: w[:5], reverse=True)
         del out[_WINDOWS:]
     for *_, s, e, block, job in out:
         yield job, s, e, block
 
 
-def _job_windows(job, where, now, starts, costs, discount):
+def _job_windows(job, incumbent, starts, costs, discount):
     """(net value, -priority, index, start, end, block, job) of each window of the job, at each
     size, block and start, that serving breaks, that can be cleared and that is worth it;
-    `now` is what its placement `where` earns (0 unplaced)."""
+    `incumbent` is (where the job is placed or None, what that earns (0 unplaced), the price
+    per discounted GPU-step of the cells it gives up, or 0): a window is worth it where its net
+    value plus those cells at that price is positive."""
+    where, now, spare = incumbent
     T = costs.T
     out = []
     for g, d in zip(job.sizes, job.durations, strict=True):
@@ -1374,14 +1394,26 @@ def _job_windows(job, where, now, starts, costs, discount):
                 net -= cum[e] - cum[s]
                 if saved is not None:
                     net += saved[e] - saved[s]
-                if net <= 0:
+                credit = spare * _given_up(where, block, s, e, discount) if spare else 0.0
+                if net + credit <= 0:
                     continue  # the batch work beside only costs more
                 for _, a, z, value, width in beside:
                     if a < e and s < z and width > room:
                         net -= value
-                if net > 0:
+                if net + credit > 0:
                     out.append((net, -job.priority, job.index, s, e, block, job))
     return out
+
+
+def _given_up(where, block: int, start: int, end: int, discount) -> float:
+    """The discounted GPU-steps of a job's placement `where` (index, b, g, start, end) that a
+    window (block, start, end) does not hold."""
+    _, b, g, s, e = where
+    given = g * (discount[e] - discount[s])
+    lo, hi = max(start, s), min(end, e)
+    if lo < hi:
+        given -= ((((1 << g) - 1) << b) & block).bit_count() * (discount[hi] - discount[lo])
+    return given
 
 
 class _BlockCosts:
