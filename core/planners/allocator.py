@@ -1394,13 +1394,15 @@ def _job_windows(job, incumbent, starts, costs, discount):
                 net -= cum[e] - cum[s]
                 if saved is not None:
                     net += saved[e] - saved[s]
-                credit = spare * _given_up(where, block, s, e, discount) if spare else 0.0
-                if net + credit <= 0:
+                # a window that loses may still pay with the GPU-steps it gives up, at `spare`
+                if net <= 0 and (
+                    not spare or net + spare * _given_up(where, block, s, e, discount) <= 0
+                ):
                     continue  # the batch work beside only costs more
                 for _, a, z, value, width in beside:
                     if a < e and s < z and width > room:
                         net -= value
-                if net + credit > 0:
+                if net > 0 or (spare and net + spare * _given_up(where, block, s, e, discount) > 0):
                     out.append((net, -job.priority, job.index, s, e, block, job))
     return out
 
