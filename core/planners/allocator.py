@@ -950,12 +950,20 @@ class _RealtimeSearch:
         self.trial_packs = moves[2]
         self.misses = moves[0]  # window trials that may fail beyond the budget
         self.chains = 0
+        self.stuck: set[tuple] = set()  # (incumbent id, job, pin, onto batch) a swap cap held
+        self.late = False
         while any(self.budget.values()) and self._improve():
             pass
         if self.trial_packs > 1 and moves[0]:  # small problems: then window pairs
             self.budget, self.misses, self.chains = {"window": _CHAINS, "caps": 0}, 0, _CHAINS
             while self.budget["window"] and self._improve():
                 pass
+            # and one more window among those a swap cap held on this incumbent, the GPU
+            # gained a step late (`_clear_window`'s `late`)
+            if self.params.give_up_serving and any(k[0] == id(self.result) for k in self.stuck):
+                self.budget, self.misses, self.chains = {"window": 1, "caps": 0}, 0, 0
+                self.late = True
+                self._improve()
         return self.realtime, self.result
 
     def _improve(self) -> bool:
@@ -1002,6 +1010,9 @@ class _RealtimeSearch:
                 if job.index in tried:
                     continue
                 pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
+                key = (id(result), job.index, pin, onto_batch)
+                if self.late and key not in self.stuck:
+                    continue
                 sets = _clear_window(
                     scenario,
                     jobs,
@@ -1010,7 +1021,11 @@ class _RealtimeSearch:
                     (pin, job.index, onto_batch),
                     self.params.give_up_serving,
                     functools.partial(self._resume_after, job),
+                    self.late,
                 )
+                if sets is _STUCK:
+                    self.stuck.add(key)
+                    continue
                 if sets is not None:
                     tried.add(job.index)
                     yield "window", job, None, (sets, self.ceilings, self.avoid, pin)
@@ -1558,7 +1573,10 @@ def _displaced(prefix, batch, block, k, room):
     return math.inf
 
 
-def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=None):
+_STUCK: dict = {}  # `_clear_window`: serving left the window but a swap cap held it
+
+
+def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=None, late=False):
     """Serving moved off the window (b, g, start, end) of a batch job, `window` being
     ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
     serving cannot leave. `incumbent` is (serving sets, batch result, discount).
@@ -1572,7 +1590,9 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     whole reward) (`_clear_steps`). After the window serving is as before; where a swap cap is
     too small to release and gain at once, a GPU is gained a step early or released a step late
     (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
-    serving again from the window's end on, from where the moves left it."""
+    serving again from the window's end on, from where the moves left it. Where a swap cap
+    still holds (and serving may be given up), `_STUCK` is returned instead of None; with
+    `late`, the GPU gained is then taken a step late instead (its job goes without it)."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -1585,14 +1605,16 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     _rehome_runs(sets, running, batch, block, (start, end, off_block), onto_batch)
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
-    if _within_swap_caps(jobs, running, batch, window[0], sets):
+    late = give_up and late
+    if _within_swap_caps(jobs, running, batch, window[0], sets, late):
         return sets
+    stuck = _STUCK if give_up else None
     if resume is None or end >= T:
-        return None
+        return stuck
     sets = resume(sets, end)  # serving placed again after the window, from where it stands
     if not give_up and _covers_less(jobs, realtime, sets):
         return None  # that placement gave serving up (off an avoided block, within a swap cap)
-    return sets if _within_swap_caps(jobs, running, batch, window[0], sets) else None
+    return sets if _within_swap_caps(jobs, running, batch, window[0], sets, late) else stuck
 
 
 def _covers_less(jobs, before, after) -> bool:
@@ -1644,7 +1666,7 @@ def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> b
     return True
 
 
-def _within_swap_caps(jobs, running, batch, window, sets) -> bool:
+def _within_swap_caps(jobs, running, batch, window, sets, late=False) -> bool:
     """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
     b, g, start, end = window
     block = ((1 << g) - 1) << b
@@ -1653,7 +1675,7 @@ def _within_swap_caps(jobs, running, batch, window, sets) -> bool:
     for v in sets.values():
         for t, m in enumerate(v):
             held[t] |= m
-    return all(_within_swap_cap(job, sets[i], held) for i, job in jobs)
+    return all(_within_swap_cap(job, sets[i], held, late) for i, job in jobs)
 
 
 def _rehome_runs(sets, running, batch, block, window, onto_batch):
@@ -1733,11 +1755,13 @@ def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
     return None if best is None else best[1:]
 
 
-def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int]) -> bool:
+def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_late=False) -> bool:
     """Whether the job's sets keep its swap cap, where need be after making a move before its
     break: where the cap is too small to release and gain at once, the GPU gained is taken a
     step early, or the one released kept a step longer (while it is free and the job within
-    its range). Edits `sets` and `held` in place."""
+    its range), or with `gain_late`, the GPU gained is taken a step later (the job goes without it
+    while it keeps gpus_min; the trial prices the shortfall). Edits `sets` and `held` in
+    place."""
     before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
     T = len(sets)
     for t in range(T):
@@ -1764,6 +1788,12 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int]) -> bool
             late ^= bit
             sets[t] |= bit
             held[t] |= bit
+            excess -= 1
+        gained = sets[t] & ~prev if gain_late else 0
+        while excess > 0 and gained and sets[t].bit_count() > job.gpus_min:
+            bit = gained & -gained
+            gained ^= bit
+            sets[t] ^= bit
             excess -= 1
         if excess > 0:
             return False
