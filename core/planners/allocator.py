@@ -959,7 +959,7 @@ class _RealtimeSearch:
             while self.budget["window"] and self._improve():
                 pass
             # and one more window among those a swap cap held on this incumbent, the GPU
-            # gained a step late (`_clear_window`'s `late`)
+            # gained a step late (`_clear_window`'s `gain_late`)
             if self.params.give_up_serving and any(k[0] == id(self.result) for k in self.stuck):
                 self.budget, self.misses, self.chains = {"window": 1, "caps": 0}, 0, 0
                 self.late = True
@@ -1410,15 +1410,23 @@ def _job_windows(job, incumbent, starts, costs, discount):
                 if saved is not None:
                     net += saved[e] - saved[s]
                 # a window that loses may still pay with the GPU-steps it gives up, at `spare`
-                if net <= 0 and (
-                    not spare or net + spare * _given_up(where, block, s, e, discount) <= 0
-                ):
-                    continue  # the batch work beside only costs more
+                credit = 0.0
+                if net <= 0:
+                    if not spare:
+                        continue  # the batch work beside only costs more
+                    credit = spare * _given_up(where, block, s, e, discount)
+                    if net + credit <= 0:
+                        continue
                 for _, a, z, value, width in beside:
                     if a < e and s < z and width > room:
                         net -= value
-                if net > 0 or (spare and net + spare * _given_up(where, block, s, e, discount) > 0):
-                    out.append((net, -job.priority, job.index, s, e, block, job))
+                if net <= 0:  # the batch work beside made it lose (or it lost alone)
+                    if not spare:
+                        continue
+                    credit = credit or spare * _given_up(where, block, s, e, discount)
+                    if net + credit <= 0:
+                        continue
+                out.append((net, -job.priority, job.index, s, e, block, job))
     return out
 
 
@@ -1573,10 +1581,12 @@ def _displaced(prefix, batch, block, k, room):
     return math.inf
 
 
-_STUCK: dict = {}  # `_clear_window`: serving left the window but a swap cap held it
+_STUCK = object()  # `_clear_window`: serving left the window but a swap cap held it
 
 
-def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=None, late=False):
+def _clear_window(
+    scenario, jobs, running, incumbent, window, give_up, resume=None, gain_late=False
+):
     """Serving moved off the window (b, g, start, end) of a batch job, `window` being
     ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
     serving cannot leave. `incumbent` is (serving sets, batch result, discount).
@@ -1592,7 +1602,7 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
     serving again from the window's end on, from where the moves left it. Where a swap cap
     still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `late`, the GPU gained is then taken a step late instead (its job goes without it)."""
+    `gain_late`, the GPU gained is then taken a step late instead (its job goes without it)."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -1605,8 +1615,8 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     _rehome_runs(sets, running, batch, block, (start, end, off_block), onto_batch)
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
-    late = give_up and late
-    if _within_swap_caps(jobs, running, batch, window[0], sets, late):
+    gain_late = give_up and gain_late
+    if _within_swap_caps(jobs, running, batch, window[0], sets, gain_late):
         return sets
     stuck = _STUCK if give_up else None
     if resume is None or end >= T:
@@ -1614,7 +1624,7 @@ def _clear_window(scenario, jobs, running, incumbent, window, give_up, resume=No
     sets = resume(sets, end)  # serving placed again after the window, from where it stands
     if not give_up and _covers_less(jobs, realtime, sets):
         return None  # that placement gave serving up (off an avoided block, within a swap cap)
-    return sets if _within_swap_caps(jobs, running, batch, window[0], sets, late) else stuck
+    return sets if _within_swap_caps(jobs, running, batch, window[0], sets, gain_late) else stuck
 
 
 def _covers_less(jobs, before, after) -> bool:
@@ -1666,7 +1676,7 @@ def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> b
     return True
 
 
-def _within_swap_caps(jobs, running, batch, window, sets, late=False) -> bool:
+def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False) -> bool:
     """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
     b, g, start, end = window
     block = ((1 << g) - 1) << b
@@ -1675,7 +1685,7 @@ def _within_swap_caps(jobs, running, batch, window, sets, late=False) -> bool:
     for v in sets.values():
         for t, m in enumerate(v):
             held[t] |= m
-    return all(_within_swap_cap(job, sets[i], held, late) for i, job in jobs)
+    return all(_within_swap_cap(job, sets[i], held, gain_late) for i, job in jobs)
 
 
 def _rehome_runs(sets, running, batch, block, window, onto_batch):
