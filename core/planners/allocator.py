@@ -56,7 +56,10 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    already had. On small problems, once these moves run out, a window that loses alone is
    kept where a second window on top of it pays (clearing one block can push batch work
    into room the serving moved to; that job's own window then gives a little serving up),
-   and a job placed at its arrival may also take a wider block there.
+   and a job placed at its arrival may also take a wider block there. There a window that
+   loses alone is also tried where the GPU-steps its job gives up could pay for it (another
+   late job may take them), and last, one window a swap cap held is tried with its service
+   gaining the GPU a step late (a step short, priced like any shortfall).
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
    reservation, their packing rules) and win where they score higher, so the allocator never
    returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
