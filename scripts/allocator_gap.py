@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core.bench import small_case  # noqa: E402
 from core.plan import check, metrics, objective  # noqa: E402
 from core.planners import solve  # noqa: E402
-from core.planners.allocator import plan_allocator  # noqa: E402
+from core.planners.allocator import plan_allocator, search_effort  # noqa: E402
 from core.planners.full import plan_full  # noqa: E402
 
 
@@ -54,6 +54,7 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
                 "gpus": scenario.cluster.gpus,
                 "steps": scenario.cluster.horizon_steps,
                 "jobs": len(scenario.jobs),
+                "path": "small" if search_effort(scenario)[1] else "fast",
                 "realtime": len(scenario.realtime_jobs),
                 "allocator": j_alloc,
                 "optimum" if optimal else "best": j_full,
@@ -69,7 +70,7 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
             f"{scenario.name:>10} G={scenario.cluster.gpus} T={scenario.cluster.horizon_steps:2d}"
             f" jobs={len(scenario.jobs)} rt={len(scenario.realtime_jobs)}"
             f" allocator={j_alloc:10.3f} full={j_full:10.3f} {full.stats['status']:>22}"
-            f" gap={100 * gap:6.2f}% {seconds:6.1f}s"
+            f" gap={100 * gap:6.2f}% {rows[-1]['path']:>5} {seconds:6.1f}s"
             f"{' BELOW BASELINE' if rows[-1]['below_baseline'] else ''}",
             file=sys.stderr,
             flush=True,
@@ -92,9 +93,25 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
         "within_5pct": sum(1 for g in solved if g <= 0.05),
         "share_optimal": sum(1 for g in solved if g <= 1e-9) / len(solved) if solved else math.nan,
         "below_baseline": sum(1 for r in rows if r["below_baseline"]),
+        # the small-problem path (`search_effort`) searches more: its gaps and the others'
+        "by_path": {
+            path: _gaps(
+                [r["gap"] for r in optimal if r["path"] == path and not math.isnan(r["gap"])]
+            )
+            for path in ("small", "fast")
+        },
         "allocator_missed_slo": sum(1 for r in rows if r["slo_met"] is False),
     }
     return {"summary": summary, "rows": rows}
+
+
+def _gaps(gaps: list[float]) -> dict:
+    return {
+        "count": len(gaps),
+        "mean_gap": statistics.fmean(gaps) if gaps else math.nan,
+        "worst_gap": max(gaps) if gaps else math.nan,
+        "allocator_optimal": sum(1 for g in gaps if g <= 1e-9),
+    }
 
 
 def benchmarks(time_limit: float) -> list[dict]:
@@ -178,6 +195,13 @@ def main(argv: list[str] | None = None) -> int:
             f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}; below a baseline on "
             f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}"
         )
+        for path, p in s["by_path"].items():
+            if p["count"]:
+                print(
+                    f"  {path} path (allocator.search_effort): {p['count']} scenarios, gap mean"
+                    f" {100 * p['mean_gap']:.2f}%, worst {100 * p['worst_gap']:.2f}%, optimal on"
+                    f" {p['allocator_optimal']}"
+                )
     return 0
 
 

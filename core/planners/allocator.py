@@ -198,6 +198,24 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
     return plan
 
 
+def search_effort(scenario: Scenario, params: AllocatorParams | None = None) -> tuple[int, bool]:
+    """(packings the local search may spend, whether they are a budget of work): True is the
+    small-problem path of `AllocatorParams` (trials with a descent of their own, window pairs,
+    windows that lose alone, a last polish); `scripts/allocator_gap.py` reports gaps per path."""
+    return _effort(scenario, params or AllocatorParams(), len(_candidates(scenario)))
+
+
+def _effort(scenario: Scenario, params: AllocatorParams, batch: int) -> tuple[int, bool]:
+    size = max(1, batch * scenario.cluster.gpus * scenario.cluster.horizon_steps)
+    packs = max(1, min(params.max_packs, params.pack_budget // size))
+    # a packing costs about its size: more of them, same time; without serving there is
+    # neither a screen of layouts nor real-time moves, so twice as many fit
+    small_work = params.small_work * (1 if scenario.realtime_jobs else 2)
+    if size < small_work:
+        packs = max(packs, min(params.small_packs, small_work // size))
+    return packs, packs > params.max_packs  # by work: a packing costs the jobs it places
+
+
 def _misses_target(scenario: Scenario, plan: Plan) -> bool:
     if scenario.policy.rt_coverage_target is None or not scenario.realtime_jobs:
         return False
@@ -212,13 +230,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     candidates = _candidates(scenario)
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
     size = max(1, len(candidates) * G * T)
-    packs = max(1, min(params.max_packs, params.pack_budget // size))
-    # a packing costs about its size: more of them, same time; without serving there is
-    # neither a screen of layouts nor real-time moves, so twice as many fit
-    small_work = params.small_work * (1 if scenario.realtime_jobs else 2)
-    if size < small_work:
-        packs = max(packs, min(params.small_packs, small_work // size))
-    by_work = packs > params.max_packs  # a budget of work: a packing costs the jobs it places
+    packs, by_work = _effort(scenario, params, len(candidates))
 
     # Serving targets priced against batch work, and (where that gives up demand) every unit
     # served; three layouts of the serving GPUs (buddy best fit, packed at the top, packed at
@@ -2419,4 +2431,4 @@ class _Packer:
         return (candidates & -candidates).bit_length() - 1
 
 
-__all__ = ["plan_allocator", "realtime_targets"]
+__all__ = ["plan_allocator", "realtime_targets", "search_effort"]

@@ -414,6 +414,26 @@ def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
     assert metrics(scenario, fixed)["objective"] < 31.9
 
 
+def test_the_small_problem_path_is_for_problems_under_a_budget_of_work():
+    # size = batch jobs x GPUs x steps (running jobs are not searched); the small path where
+    # small_work // size packings (twice the work without serving) exceed the 18 of max_packs
+    from core.planners.allocator import AllocatorParams, search_effort
+
+    service = RealtimeJob("rt0", 4, 1, 1, 3, (1.0,) * 24)
+    eight = [_batch(f"b{k}", 2, 1, 4.0) for k in range(8)]
+    # 8 x 8 x 24 = 1536 units: 27,000 // 1536 = 17 packings, so the 18 of larger problems
+    assert search_effort(_scenario(8, 24, [*eight, service])) == (18, False)
+    # without serving: 54,000 // 1536 = 35 packings of work
+    assert search_effort(_scenario(8, 24, eight)) == (35, True)
+    # 7 x 8 x 24 = 1344: 20 packings; a running job adds no size
+    running = _batch("r", 2, 1, 4.0, running=Running(0, 1, 2))
+    assert search_effort(_scenario(8, 24, [*eight[:7], running, service])) == (20, True)
+    # tiny problems: at most small_packs
+    short = dataclasses.replace(service, demand=(1.0,) * 8)
+    assert search_effort(_scenario(4, 8, [eight[0], short])) == (60, True)
+    assert search_effort(_scenario(4, 8, [eight[0]]), AllocatorParams(small_work=0)) == (18, False)
+
+
 def test_a_small_problems_budget_is_one_of_work():
     # scripts/allocator_gap.py's small-1063, wide and without serving (6 GPUs, 12 steps, 12
     # jobs): many moves rejoin the incumbent's packing after a few jobs and cost only those,
