@@ -1718,6 +1718,7 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_la
                 sets[t - 1] |= bit
                 held[t - 1] |= bit
                 excess -= 1
+            prev = sets[t - 1]  # a GPU gained early is no longer gained at t
         late = prev & ~sets[t] & ~held[t]  # release late
         while excess > 0 and late and sets[t].bit_count() < job.gpus_max:
             bit = late & -late

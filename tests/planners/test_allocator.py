@@ -580,6 +580,24 @@ def test_a_swap_cap_is_kept_by_gaining_a_gpu_a_step_late():
     assert not _within_swap_cap(floor, list(sets), list(held), gain_late=True)
 
 
+def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
+    # Found by the cleared-window property below (wide seed 909): GPUs 2-3 to 4-5 at step 2
+    # is four swaps for a cap of 2. GPU 4 is gained a step early (step 1 then holds 3, the
+    # most); the late gain must then drop GPU 5, not GPU 4, which step 1 already holds:
+    # dropping GPU 4 made steps 1-2 go from GPUs 2-4 to GPU 5 alone, four swaps again.
+    from core.planners.allocator import _within_swap_cap
+
+    job = RealtimeJob("rt0", 8, 1, 3, swap_cap=2, demand=(3.0, 2.0, 2.0))
+    block = 0b1111  # GPUs 0-3, held by a window from step 2
+    sets, held = [0b1110, 0b1100, 0b110000], [0b1110, 0b1100, 0b110000 | block]
+    assert not _within_swap_cap(job, list(sets), list(held))
+    late = list(sets)
+    assert _within_swap_cap(job, late, list(held), gain_late=True)
+    assert late == [0b1110, 0b11100, 0b10000]  # GPU 4 a step early, GPU 5 a step late
+    for before, after in zip(late, late[1:], strict=False):
+        assert (before ^ after).bit_count() <= job.swap_cap
+
+
 def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
     # scripts/allocator_gap.py's small-47 with a 95% coverage target: the best-ranked window
     # (b5, 4 GPUs) clears but does not improve the plan; b3's window, tried next, does (J
