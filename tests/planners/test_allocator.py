@@ -598,6 +598,42 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
         assert (before ^ after).bit_count() <= job.swap_cap
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
+    # `_within_swap_cap` on random sets: where it says yes, every step keeps the cap, the
+    # range and gpus_min, and a GPU it adds at a step is one nobody held there.
+    from core.planners.allocator import _within_swap_cap
+
+    gpus, steps = 6, 6
+    low = data.draw(st.integers(0, 2))
+    high = data.draw(st.integers(max(low, 1), 4))
+    cap = data.draw(st.integers(1, 3))
+    count = st.integers(low, high)
+    sets = [
+        sum(1 << g for g in data.draw(st.permutations(range(gpus)))[: data.draw(count)])
+        for _ in range(steps)
+    ]
+    others = [data.draw(st.integers(0, (1 << gpus) - 1)) & ~m for m in sets]
+    previous = data.draw(st.none() | st.just(sets[0]))
+    demand = tuple(float(high) for _ in range(steps))
+    job = RealtimeJob("rt", 4, low, high, swap_cap=cap, demand=demand)
+    if previous is not None:
+        job = dataclasses.replace(
+            job, previous_gpus=tuple(g for g in range(gpus) if previous >> g & 1)
+        )
+    repaired = list(sets)
+    held = [m | o for m, o in zip(sets, others, strict=True)]
+    if not _within_swap_cap(job, repaired, list(held), data.draw(st.booleans())):
+        return
+    for t, mask in enumerate(repaired):
+        assert low <= mask.bit_count() <= high
+        assert not mask & ~sets[t] & held[t]  # added only where nobody held the GPU
+        prior = previous if t == 0 else repaired[t - 1]
+        if prior is not None:
+            assert (prior ^ mask).bit_count() <= cap
+
+
 def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
     # scripts/allocator_gap.py's small-47 with a 95% coverage target: the best-ranked window
     # (b5, 4 GPUs) clears but does not improve the plan; b3's window, tried next, does (J
