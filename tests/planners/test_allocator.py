@@ -598,7 +598,7 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
         assert (before ^ after).bit_count() <= job.swap_cap
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
     # `_within_swap_cap` on random sets: where it says yes, every step keeps the cap, the
