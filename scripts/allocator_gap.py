@@ -77,6 +77,7 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
         )
     optimal = [r for r in rows if r["status"] == "optimal"]
     solved = [r["gap"] for r in optimal if not math.isnan(r["gap"])]
+    overall = _gaps(solved)
     summary = {
         "scenarios": len(rows),
         "solved_to_optimality": len(optimal),
@@ -85,10 +86,10 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
         "nonpositive_optimum_abs_gaps": [
             r["optimum"] - r["allocator"] for r in optimal if math.isnan(r["gap"])
         ],
-        "mean_gap": statistics.fmean(solved) if solved else math.nan,
+        "mean_gap": overall["mean_gap"],
         "median_gap": statistics.median(solved) if solved else math.nan,
-        "worst_gap": max(solved) if solved else math.nan,
-        "allocator_optimal": sum(1 for g in solved if g <= 1e-9),
+        "worst_gap": overall["worst_gap"],
+        "allocator_optimal": overall["allocator_optimal"],
         "within_2pct": sum(1 for g in solved if g <= 0.02),
         "within_5pct": sum(1 for g in solved if g <= 0.05),
         "share_optimal": sum(1 for g in solved if g <= 1e-9) / len(solved) if solved else math.nan,

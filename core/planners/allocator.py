@@ -894,18 +894,17 @@ def _relax_realtime(
     """Local search on the real-time side: give up a little demand where batch work earns more.
 
     The targets price each GPU against the cheapest batch work, but a GPU that serves a fraction
-    of demand can also break an aligned block that a waiting job needs. `moves` is (windows,
-    blocks kept clear, packings per trial). A window pins a waiting job on the block and start
-    `_windows` ranks first, serving moved off it by `_clear_window`, the rest of the batch work
-    re-packed around it. A block move keeps serving off a block a late job could start on
-    (`_block_moves`); serving is re-placed around it (ramps and swap caps still hold) and the
-    batch work re-packed in the incumbent's order with that job first (a packing, or on small
-    problems a descent from it: a move that gives up serving often pays only once batch work is
-    re-ordered). A move is
-    kept when the true objective (decayed batch reward minus priced shortfall) improves, and
-    never where it would take real-time coverage below `policy.rt_coverage_target` (or below
-    what the plan already had, when it is below the target already). `incumbent` is (serving
-    sets, batch result, the `_FluidBound` of the batch work).
+    of demand can also break an aligned block that a waiting job needs. `moves` is (windows, blocks
+    kept clear, packings per trial). A window pins a waiting job on the block and start `_windows`
+    ranks first, serving moved off it by `_clear_window`, the rest of the batch work re-packed
+    around it. A block move keeps serving off a block a late job could start on (`_block_moves`);
+    serving is re-placed around it (ramps and swap caps still hold) and the batch work re-packed in
+    the incumbent's order with that job first (a packing, or on small problems a descent from it: a
+    move that gives up serving often pays only once batch work is re-ordered). A move is kept when
+    the true objective (decayed batch reward minus priced shortfall) improves, and never where it
+    would take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
+    had, when it is below the target already). `incumbent` is (serving sets, batch result, the
+    `_FluidBound` of the batch work).
     """
     realtime, result, fluid = incumbent
     search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, fluid)
@@ -1090,7 +1089,7 @@ class _RealtimeSearch:
         the incumbent's batch cells where it can (but the promoted job's)."""
         keep = [0] * self.T
         for index, b, g, start, end in self.result[0]:
-            if job is None or index != job.index:
+            if index != job.index:
                 block = ((1 << g) - 1) << b
                 for t in range(start, end):
                     keep[t] |= block
