@@ -582,6 +582,23 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     assert metrics(scenario, plan)["objective"] == pytest.approx(336.0, abs=1e-6)
 
 
+def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
+    # scripts/allocator_gap.py's day-shape small-30, of the benchmarks' size (the fast path):
+    # b8 (48 GPU-hours, up to 8 GPUs) started at step 15 on one GPU, GPU 4, while serving held
+    # GPUs 6-7 all horizon; a window at its own start on GPUs 6-7 (serving moved off them) does
+    # more of it by the horizon: 184.60 -> 186.39 (the optimum is 191.84).
+    from core.bench import small_case
+    from core.planners.allocator import search_effort
+
+    scenario = small_case(30, day=True)
+    assert search_effort(scenario)[1] is False
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    b8 = batch_placements(scenario, plan)["b8"]
+    assert (b8.gpu_start, b8.gpus, b8.start_step) == (6, 2, 15)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(186.3858, abs=1e-4)
+
+
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     from core.planners import allocator
 
