@@ -1009,6 +1009,7 @@ class _RealtimeSearch:
         self.weight = scenario.policy.penalty_weight
         self.jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
         self.fluid = fluid
+        self.whole = {c.index: c for c in fluid.candidates}  # the batch work before any shrink
 
     def shortfall(self, sets: dict[int, list[int]]) -> tuple[float, float]:
         """Priced shortfall, units of shortfall."""
@@ -1047,7 +1048,23 @@ class _RealtimeSearch:
                 self.budget, self.misses, self.chains = {"window": 1, "block": 0}, 0, 0
                 self.late = True
                 self._improve()
+        if self.result is not result:
+            self._grow()
         return self.realtime, self.result
+
+    def _grow(self) -> None:
+        """The final incumbent's batch work packed once more with every job the main search
+        shrank given back its wider sizes: a shrink that paid on the serving the moves then
+        changed may only cost now (day-shape small-24: a priority-8 job kept to 2 GPUs
+        beside a block a window cleared). Kept where it earns more."""
+        order = self.result[3]
+        whole = [self.whole[c.index] if c.sizes != self.whole[c.index].sizes else c for c in order]
+        if all(a is b for a, b in zip(whole, order, strict=True)):
+            return
+        free = _free_masks(self.G, self.running, self.realtime)
+        grown = self._pack_around(free, self.pins, None, whole, 1)
+        if grown[1:3] > tuple(self.result[1:3]):
+            self.result = grown
 
     def _improve(self) -> bool:
         """Try moves on the incumbent until one improves it, or the moves or budgets run out."""
@@ -1201,11 +1218,12 @@ class _RealtimeSearch:
             hand_over=self.params.give_up_serving,
         )
 
-    def _pack_around(self, free, pins, promoted):
-        """The batch work re-packed (in the incumbent's order, `promoted` first) on the GPUs
-        serving leaves `free` and around the pinned windows, or None where serving still holds
-        a pinned window."""
+    def _pack_around(self, free, pins, promoted, order=None, packs=None):
+        """The batch work re-packed (in the incumbent's order or `order`, `promoted` first,
+        with a trial's packings or `packs`) on the GPUs serving leaves `free` and around the
+        pinned windows, or None where serving still holds a pinned window."""
         G, T, result = self.G, self.T, self.result
+        packs = packs or self.trial_packs
         free = list(free)
         for (b, g, start, end), _ in pins:
             block = ((1 << g) - 1) << b
@@ -1214,12 +1232,12 @@ class _RealtimeSearch:
                     return None
                 free[t] ^= block
         pinned = {c.index for _, c in pins}
-        order = [c for c in result[3] if c.index not in pinned]
+        order = [c for c in (order or result[3]) if c.index not in pinned]
         if promoted is not None:
             order = [promoted] + [c for c in order if c is not promoted]
         packer = _Packer(G, T, self.discount, free, _use_grid(self.params, G, T))
         placements, reward, cells, order, rule = _search(
-            packer, order, self.trial_packs, (order, result[4]), by_work=self.trial_packs > 1
+            packer, order, packs, (order, result[4]), by_work=packs > 1
         )
         placements = list(placements)
         for (b, g, start, end), c in pins:
@@ -1241,7 +1259,7 @@ class _FluidBound:
     """
 
     def __init__(self, candidates: Sequence[_Candidate], discount: list[float], steps: int):
-        self.steps = steps
+        self.candidates, self.steps = candidates, steps  # the batch work it bounds
         self.weights = [discount[t + 1] - discount[t] for t in range(steps)]
         jobs = []  # (-priority, arrival, the most cells any of its sizes holds)
         for c in candidates:

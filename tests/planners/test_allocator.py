@@ -599,6 +599,23 @@ def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
     assert metrics(scenario, plan)["objective"] == pytest.approx(186.3858, abs=1e-4)
 
 
+def test_a_job_shrunk_for_the_serving_a_move_changed_gets_its_wider_sizes_back():
+    # Day-shape small-24 (the fast path): the main search shrank b8 (priority 8, 6 GPU-hours)
+    # to 2 GPUs, where serving broke the 4-GPU block beside it; the window that then cleared
+    # GPUs 0-3 for b7 left GPUs 2-3 idle at steps 6-8 beside b8. Packed again with b8 given
+    # back its sizes, it takes GPUs 0-3 at steps 6-7: 261.90 -> 276.54 (the optimum 278.96).
+    from core.bench import small_case
+    from core.planners.allocator import search_effort
+
+    scenario = small_case(24, day=True)
+    assert search_effort(scenario)[1] is False
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    b8 = batch_placements(scenario, plan)["b8"]
+    assert (b8.gpu_start, b8.gpus, b8.start_step, b8.end_step) == (0, 4, 6, 8)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(276.5389, abs=1e-4)
+
+
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     from core.planners import allocator
 
