@@ -985,14 +985,16 @@ def _relax_realtime(
     of demand can also break an aligned block that a waiting job needs. `moves` is (windows, blocks
     kept clear, packings per trial). A window pins a waiting job on the block and start `_windows`
     ranks first, serving moved off it by `_clear_window`, the rest of the batch work re-packed
-    around it. A block move keeps serving off a block a late job could start on (`_block_moves`);
-    serving is re-placed around it (ramps and swap caps still hold) and the batch work re-packed in
-    the incumbent's order with that job first (a packing, or on small problems a descent from it: a
-    move that gives up serving often pays only once batch work is re-ordered). A move is kept when
-    the true objective (decayed batch reward minus priced shortfall) improves, and never where it
-    would take real-time coverage below `policy.rt_coverage_target` (or below what the plan already
-    had, when it is below the target already). `incumbent` is (serving sets, batch result, the
-    `_FluidBound` of the batch work).
+    around it (the jobs earlier windows pinned too, or where that earns less, held there). A block
+    move keeps serving off a block a late job could start on (`_block_moves`); serving is
+    re-placed around it (ramps and swap caps still hold) and the batch work re-packed in the
+    incumbent's order with that job first (a packing, or on small problems a descent from it: a move
+    that gives up serving often pays only once batch work is re-ordered). A move is kept when the
+    true objective (decayed batch reward minus priced shortfall) improves, and never where it would
+    take real-time coverage below `policy.rt_coverage_target` (or below what the plan already had,
+    when it is below the target already). `incumbent` is (serving sets, batch result, the
+    `_FluidBound` of the batch work). Last, where a move changed the incumbent, its shrunk jobs
+    get their sizes back once (`_RealtimeSearch._grow`).
     """
     realtime, result, fluid = incumbent
     search = _RealtimeSearch(scenario, running, layout, discount, params, pricing, fluid)
@@ -1095,7 +1097,7 @@ class _RealtimeSearch:
                     running,
                     (realtime, result),
                     self.discount,
-                    self.chains > 0 or self.trial_packs == 1,
+                    "own start" if self.chains > 0 else "wider" if self.trial_packs == 1 else "",
                     self.trial_packs > 1,
                 )
             )
@@ -1148,9 +1150,17 @@ class _RealtimeSearch:
         if not chain and self.fluid.reward(free) - self.weight * price <= self.best + 1e-9:
             return False  # no packing of the GPUs serving leaves can make up for it
         pins = self.pins
-        if pin is not None:  # the job goes on the window the move cleared, the rest around it
-            pins = [p for p in pins if p[1] is not job] + [(pin, job)]
+        if pin is not None:
+            # the job on the window the move cleared, the rest around it: the jobs earlier
+            # windows pinned re-pack first (serving keeps off their windows), or where that
+            # earns less, stay pinned
+            kept = [p for p in pins if p[1] is not job] + [(pin, job)]
+            pins = [(pin, job)]
         trial_result = self._pack_around(free, pins, job if pin is None else None)
+        if pin is not None and len(kept) > 1:
+            other = self._pack_around(free, kept, None)
+            if other is not None and (trial_result is None or other[1:3] > trial_result[1:3]):
+                trial_result, pins = other, kept
         if trial_result is None:
             return False
         score = trial_result[1] - self.weight * price
@@ -1233,6 +1243,8 @@ class _RealtimeSearch:
                 free[t] ^= block
         pinned = {c.index for _, c in pins}
         order = [c for c in (order or result[3]) if c.index not in pinned]
+        # jobs a move unpinned (their window overlaps its own) re-pack first
+        order = [c for _, c in self.pins if c.index not in pinned] + order
         if promoted is not None:
             order = [promoted] + [c for c in order if c is not promoted]
         packer = _Packer(G, T, self.discount, free, _use_grid(self.params, G, T))
@@ -1353,7 +1365,7 @@ _CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, next windows tried per 
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
 
 
-def _windows(scenario, jobs, running, incumbent, discount, widen=False, small=False):
+def _windows(scenario, jobs, running, incumbent, discount, widen="", small=False):
     """Windows for batch jobs placed late or not at all, whose block serving breaks: best net
     value first (the job's decayed reward there, minus what it has now, the priced serving it
     displaces and the reward of batch work on the block then, which must re-pack: counted
@@ -1365,12 +1377,14 @@ def _windows(scenario, jobs, running, incumbent, discount, widen=False, small=Fa
     the other late jobs (one may take them: a job that starts a step earlier on a block ends a
     step earlier too, and the step it leaves can hold work that fits nowhere else).
 
-    With `widen`, a job placed narrower than its widest size also counts as late at its own
-    start, where a wider block would finish it sooner (window pairs on small problems; every
-    window round on larger ones, where a serving GPU often breaks the block a job needs at its
-    arrival: measured on 800 fresh day-shape cases, 13 better by up to 6.4%, 3 worse by up to
-    4.1%; on small problems, widening their first round too made 9 of 900 fresh cases better
-    and 6 worse, one by 15%)."""
+    `widen` lets jobs count as late at their own start too: "wider", a job placed narrower
+    than its widest size, where a wider block would finish it sooner (every window round on
+    larger problems, where a serving GPU often breaks the block a job needs at its arrival:
+    measured on 800 fresh day-shape cases, 13 better by up to 6.4%, 3 worse by up to 4.1%; on
+    small problems, widening their first round too made 9 of 900 fresh cases better and 6
+    worse, one by 15%); "own start", every placed job, on any block and size (the window pairs
+    of small problems: moving a job to another block at its start can make the room a second
+    window needs)."""
     realtime, result = incumbent
     T = scenario.cluster.horizon_steps
     placed = {p[0]: p for p in result[0]}
@@ -1378,7 +1392,7 @@ def _windows(scenario, jobs, running, incumbent, discount, widen=False, small=Fa
     for job in result[3]:
         where = placed.get(job.index)
         latest = T if where is None else where[3]
-        if widen and where is not None and job.sizes[-1] > where[2]:
+        if where is not None and (widen == "own start" or widen and job.sizes[-1] > where[2]):
             latest += 1  # a wider block from its start finishes earlier
         if latest > job.arrival:
             late.append((job, where, latest))
