@@ -637,6 +637,21 @@ def test_a_window_re_packs_the_job_an_earlier_window_pinned():
     _at_proved_optimum(scenario, plan_allocator(scenario), 234.717741)
 
 
+def test_a_window_pair_prices_the_batch_work_on_its_block_at_the_delay():
+    # Day-shape small-8 (no decay): b3 (priority 8, 4 GPU-hours) runs 4 GPUs wide at step 10
+    # beside serving; all 8 GPUs for that step earn 32 more, less 24 of serving given up, but
+    # b4 holds two of them from step 1 to 12. Priced at all it earns (96) the window never
+    # ranked (219.0); b4 only has to start again at step 11, which costs it nothing, and the
+    # pair reaches the optimum.
+    from core.bench import small_case
+
+    scenario = small_case(8, day=True)
+    plan = plan_allocator(scenario)
+    b3 = batch_placements(scenario, plan)["b3"]
+    assert (b3.gpu_start, b3.gpus, b3.start_step) == (0, 8, 10)
+    _at_proved_optimum(scenario, plan, 227.0)
+
+
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     from core.planners import allocator
 
