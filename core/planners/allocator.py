@@ -308,7 +308,7 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
         free = _free_masks(G, running, realtime)
         packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
         result = _polish(packer, candidates, result, packs)
-    realtime = _serve_around(scenario, running, realtime, result[0], pricings, params)
+    realtime = _serve_around(scenario, running, realtime, result[0], pricings, params, by_work)
     plan = Plan.empty(scenario, "allocator")
     grid = plan.grid
     pin_running(scenario, grid)
@@ -385,7 +385,7 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     return result if best is None else (*best[0], best[1], best[2])
 
 
-def _serve_around(scenario, running, realtime, placements, pricings, params):
+def _serve_around(scenario, running, realtime, placements, pricings, params, small=False):
     """The final serving topped up (`_top_up`), or where it is short, serving placed again
     around the final batch work where that covers more (target met first, then priced
     shortfall; the batch work stays as it is).
@@ -394,7 +394,8 @@ def _serve_around(scenario, running, realtime, placements, pricings, params):
     of 1 cannot release a GPU and gain another at the same step, so where batch work later
     takes a GPU it holds at its peak, it goes short there. Placed again with the batch cells
     of each step avoided and the GPUs batch takes later gained only for `gpus_min` and left
-    early (`_place_realtime`'s `around`), serving moves while its demand is low."""
+    early (`_place_realtime`'s `around`), serving moves while its demand is low. Each pricing is
+    placed in the buddy layout, on `small` problems in all three."""
     topped = _top_up(scenario, running, realtime, placements)
     key = _coverage_key(scenario, topped)[:2]
     if key[1] >= 0.0 or not placements:
@@ -405,8 +406,9 @@ def _serve_around(scenario, running, realtime, placements, pricings, params):
         block = ((1 << g) - 1) << b
         for t in range(start, end):
             cells[t] |= block
-    layout = _Buddy(scenario.cluster.gpus)
-    for pricing in pricings:
+    G = scenario.cluster.gpus
+    layouts = (_Buddy(G), _Top(G), _Low(G)) if small else (_Buddy(G),)
+    for pricing, layout in [(p, style) for p in pricings for style in layouts]:
         sets = _place_realtime(
             scenario,
             running,

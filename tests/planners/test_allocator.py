@@ -567,14 +567,21 @@ def test_a_window_a_swap_cap_holds_is_tried_with_the_gpu_gained_a_step_late(monk
     assert metrics(scenario, plan)["objective"] == pytest.approx(307.0, abs=1e-6)
 
 
-def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early():
+def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(monkeypatch):
     # small-21 again: b6 takes GPUs 0-3 at steps 18-23 and rt1 (priority 8, swap cap 1) sits on
     # GPU 2 at its peak, so it went a GPU short at step 18 (307.0, 61 of priced shortfall).
     # Placed again with the batch work fixed, it leaves GPU 2 while its demand is low; the
-    # batch work is the same and the plan is 29 better (the optimum is 354.0).
+    # batch work is the same and the plan is 29 better in the buddy layout (336.0), 33 in the
+    # best of the three this small problem tries (the optimum is 354.0).
     from core.bench import small_case
+    from core.planners import allocator
 
     scenario = small_case(21, day=True)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert metrics(scenario, plan)["objective"] == pytest.approx(340.0, abs=1e-6)
+    original = allocator._serve_around
+    monkeypatch.setattr(allocator, "_serve_around", lambda *args: original(*args[:6], False))
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["objective"] == pytest.approx(336.0, abs=1e-6)
