@@ -592,16 +592,8 @@ def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
     # b8 (48 GPU-hours, up to 8 GPUs) started at step 15 on one GPU, GPU 4, while serving held
     # GPUs 6-7 all horizon; a window at its own start on GPUs 6-7 (serving moved off them) does
     # more of it by the horizon: 184.60 -> 186.39 (the optimum is 191.84).
-    from core.bench import small_case
-    from core.planners.allocator import search_effort
-
-    scenario = small_case(30, day=True)
-    assert search_effort(scenario)[1] is False
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
-    b8 = batch_placements(scenario, plan)["b8"]
+    b8 = _day_case_on_the_fast_path(30, "b8", 186.3858)
     assert (b8.gpu_start, b8.gpus, b8.start_step) == (6, 2, 15)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(186.3858, abs=1e-4)
 
 
 def test_a_job_shrunk_for_the_serving_a_move_changed_gets_its_wider_sizes_back():
@@ -609,16 +601,22 @@ def test_a_job_shrunk_for_the_serving_a_move_changed_gets_its_wider_sizes_back()
     # to 2 GPUs, where serving broke the 4-GPU block beside it; the window that then cleared
     # GPUs 0-3 for b7 left GPUs 2-3 idle at steps 6-8 beside b8. Packed again with b8 given
     # back its sizes, it takes GPUs 0-3 at steps 6-7: 261.90 -> 276.54 (the optimum 278.96).
+    b8 = _day_case_on_the_fast_path(24, "b8", 276.5389)
+    assert (b8.gpu_start, b8.gpus, b8.start_step, b8.end_step) == (0, 4, 6, 8)
+
+
+def _day_case_on_the_fast_path(seed: int, job_id: str, objective: float):
+    """scripts/allocator_gap.py's day-shape small-`seed`, of the benchmarks' size: the plan is
+    legal and scores `objective`; returns `job_id`'s placement."""
     from core.bench import small_case
     from core.planners.allocator import search_effort
 
-    scenario = small_case(24, day=True)
+    scenario = small_case(seed, day=True)
     assert search_effort(scenario)[1] is False
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
-    b8 = batch_placements(scenario, plan)["b8"]
-    assert (b8.gpu_start, b8.gpus, b8.start_step, b8.end_step) == (0, 4, 6, 8)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(276.5389, abs=1e-4)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(objective, abs=1e-4)
+    return batch_placements(scenario, plan)[job_id]
 
 
 def test_a_window_pair_also_tries_a_job_on_another_block_at_its_own_start():
