@@ -1002,7 +1002,28 @@ class _FullModel:
         reporter: _ProgressReporter | None,
     ) -> dict[str, Any]:
         """Solve the shape model: its bound (valid for J) and the (job, size, start) of its best
-        solution (None when it has none), for the full model's shape phase."""
+        solution (None when it has none), for the full model's shape phase.
+
+        HiGHS 1.16 can take a MIP start of this maximising model with an objective constant at
+        more than its value and stop at the root claiming it optimal: the objective it reports
+        is then not its solution's (uniform-priority, with the allocator's plan of 362.65 as
+        the start: "optimal" at 410.65, the solution 362.65, the optimum 375.29). Where the two
+        disagree, the model is solved again without the start in the time left."""
+        started = time.perf_counter()
+        shaped = self._solve_shapes(time_limit, start, mip_gap, reporter)
+        if start is not None and shaped.pop("inconsistent"):
+            left = time_limit - (time.perf_counter() - started)
+            if left > 0.05:
+                again = self._solve_shapes(left, None, mip_gap, reporter)
+                again.pop("inconsistent")
+                again["build_ms"] += shaped["build_ms"]
+                again["solver_status"] += " (solved again without the MIP start)"
+                return again
+            shaped.update(optimal=False, solver_status="MIP start scored inconsistently")
+        shaped.pop("inconsistent", None)
+        return shaped
+
+    def _solve_shapes(self, time_limit, start, mip_gap, reporter) -> dict[str, Any]:
         import highspy
 
         build_started = time.perf_counter()
@@ -1042,25 +1063,30 @@ class _FullModel:
         if not abs(bound) < 1e30:
             bound = math.inf
         bound = min(bound, best_bound[0])
-        if status == highspy.HighsModelStatus.kOptimal:
-            bound = max(bound, float(info.objective_function_value))
-        chosen = None
+        chosen, inconsistent = None, False
         if info.primal_solution_status == 2:  # kSolutionStatusFeasible
             values = np.asarray(h.getSolution().col_value)
+            lp = h.getLp()
+            scored = float(np.dot(lp.col_cost_, values)) + lp.offset_
+            reported = float(info.objective_function_value)
+            inconsistent = abs(scored - reported) > 1e-6 * max(1.0, abs(scored))
             chosen = {
                 (i, size, start)
                 for (i, size, start, *_rest), value in zip(self.shapes, values, strict=False)
                 if value > 0.5
             }
+        if status == highspy.HighsModelStatus.kOptimal and not inconsistent:
+            bound = max(bound, float(info.objective_function_value))
         return {
             "bound": bound,
             "infeasible": status == highspy.HighsModelStatus.kInfeasible,
-            "optimal": status == highspy.HighsModelStatus.kOptimal,
+            "optimal": status == highspy.HighsModelStatus.kOptimal and not inconsistent,
             "incumbent": float(info.objective_function_value) if chosen is not None else math.nan,
             "shapes": chosen,
             "solver_status": h.modelStatusToString(status),
             "mip_nodes": int(max(0, info.mip_node_count)),
             "build_ms": build_s * 1000.0,
+            "inconsistent": inconsistent,
         }
 
     # -- solving ---------------------------------------------------------------------------

@@ -218,6 +218,48 @@ def test_uniform_priority_is_proved_optimal_by_the_shape_model(scenarios_dir):
     assert math.isclose(plan.stats["relaxation_bound"], objective(scenario, plan), rel_tol=1e-4)
 
 
+def test_uniform_priority_with_the_allocators_plan_as_the_start_is_proved_at_the_shape_root(
+    scenarios_dir,
+):
+    # HiGHS 1.16 took the allocator's plan (J 362.65) as a MIP start of the shape model and
+    # stopped at the root "optimal" at 410.65, its solution the start's 362.65; the full
+    # model then needed about 20 s to prove 375.29. Solved again without the start, the shape
+    # model's bound is the optimum.
+    scenario = load_scenario(scenarios_dir / "uniform-priority.json")
+    start = solve(scenario, "allocator")
+    model = full_module._FullModel(scenario)
+    shaped = model.solve_shapes(30.0, start.grid, 0.0, None)
+    assert shaped["optimal"]
+    assert math.isclose(shaped["bound"], 375.291369, abs_tol=1e-5)
+
+
+def test_a_shape_solution_scored_other_than_reported_is_solved_again_without_the_start(
+    monkeypatch,
+):
+    # Where HiGHS reports an objective its own solution does not have, its "optimal" is not
+    # trusted: the model is solved again without the MIP start, and that result comes back.
+    from tests.planners.test_full import _contended
+
+    scenario = _contended()
+    model = full_module._FullModel(scenario)
+    honest = model._solve_shapes
+    calls = []
+
+    def confused(time_limit, start, mip_gap, reporter):
+        calls.append(start is not None)
+        shaped = honest(time_limit, start, mip_gap, reporter)
+        if start is not None:
+            shaped.update(bound=shaped["bound"] + 40.0, inconsistent=True)
+        return shaped
+
+    monkeypatch.setattr(model, "_solve_shapes", confused)
+    start = solve(scenario, "allocator")
+    shaped = model.solve_shapes(10.0, start.grid, 0.0, None)
+    assert calls == [True, False]
+    assert "without the MIP start" in shaped["solver_status"]
+    assert math.isclose(shaped["bound"], honest(10.0, None, 0.0, None)["bound"], rel_tol=1e-9)
+
+
 def test_when_the_shape_model_uses_up_the_time_the_warm_start_comes_back_with_its_bound(
     monkeypatch,
 ):
