@@ -605,6 +605,16 @@ def test_a_job_shrunk_for_the_serving_a_move_changed_gets_its_wider_sizes_back()
     assert (b8.gpu_start, b8.gpus, b8.start_step, b8.end_step) == (0, 4, 6, 8)
 
 
+def test_a_job_left_out_is_promoted_to_just_before_the_jobs_that_start_after_it_arrives():
+    # Day-shape small-17 (the fast path): b4 (priority 4, 4 GPUs for 2 steps, arriving at step
+    # 10) was left out. Promoted to the front it took GPUs 4-7 at step 10 from b5, which had
+    # started at step 9, and the budget ran out before b5 found its way back (284.58, 3.65%
+    # below the optimum). Inserted just before the first job placed at or after its arrival,
+    # it follows b5 on GPUs 4-7 from step 13: the optimum.
+    b4 = _day_case_on_the_fast_path(17, "b4", 295.3675)
+    assert (b4.gpu_start, b4.gpus, b4.start_step) == (4, 4, 13)
+
+
 def _day_case_on_the_fast_path(seed: int, job_id: str, objective: float):
     """scripts/allocator_gap.py's day-shape small-`seed`, of the benchmarks' size: the plan is
     legal and scores `objective`; returns `job_id`'s placement."""
