@@ -559,7 +559,7 @@ def test_a_window_a_swap_cap_holds_is_tried_with_the_gpu_gained_a_step_late(monk
     from core.planners import allocator
 
     monkeypatch.setattr(
-        allocator, "_serve_around", lambda s, r, rt, p, *_: allocator._top_up(s, r, rt, p)
+        allocator, "_serve_around", lambda s, r, rt, *_: allocator._top_up(s, r, *rt)
     )
     scenario = small_case(21, day=True)
     plan = plan_allocator(scenario)
@@ -581,7 +581,8 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["objective"] == pytest.approx(340.0, abs=1e-6)
     original = allocator._serve_around
-    monkeypatch.setattr(allocator, "_serve_around", lambda *args: original(*args[:6], False))
+    buddy = (allocator._Buddy(scenario.cluster.gpus),)
+    monkeypatch.setattr(allocator, "_serve_around", lambda *args: original(*args[:5], buddy))
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["objective"] == pytest.approx(336.0, abs=1e-6)
@@ -680,14 +681,25 @@ def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     incumbent = {0: [0b0001] * 3 + [0b0101] * 2 + [0b0100] + [0b1100] * 2}
     pricings = [allocator._Targets("priced", tuple(allocator.batch_worth(scenario)))]
     params = allocator.AllocatorParams()
-    out = allocator._serve_around(scenario, [0] * 8, incumbent, placements, pricings, params)
+    layouts = (allocator._Buddy(4),)
+    out = allocator._serve_around(
+        scenario, [0] * 8, (incumbent, placements), pricings, params, layouts
+    )
     sets = out[0]
     assert [m.bit_count() for m in sets] == [1, 1, 1, 2, 2, 2, 2, 2]  # nothing short
     assert all(m & 0b0011 == 0 for m in sets[5:])  # off b's GPUs
     assert all((a ^ b).bit_count() <= 1 for a, b in zip(sets, sets[1:], strict=False))
     # where the incumbent is short of nothing, it is returned as it is (topped up)
     whole = {0: [0b0100] * 3 + [0b1100] * 5}
-    assert allocator._serve_around(scenario, [0] * 8, whole, placements, pricings, params) == whole
+    kept = allocator._serve_around(
+        scenario, [0] * 8, (whole, placements), pricings, params, layouts
+    )
+    assert kept == whole
+    # without layouts (larger problems) the short incumbent is only topped up
+    alone = allocator._serve_around(
+        scenario, [0] * 8, (incumbent, placements), pricings, params, ()
+    )
+    assert alone == allocator._top_up(scenario, [0] * 8, incumbent, placements)
 
 
 def test_a_swap_cap_is_kept_by_gaining_a_gpu_a_step_late():
