@@ -70,10 +70,10 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    reservation is no better than the plan, they are not packed. On small problems the final
    plan's batch work then descends once more under wider moves (the other size rule, a job
    moved to any earlier or later position) and keeps what earns more.
-6. **Serving, once more.** Serving short of its demand is placed again around the finished batch
-   work (a service with a swap cap of 1 leaves the GPUs batch work takes later while its demand is
-   low), kept where it covers more; then it takes GPUs the plan leaves idle (within its range and
-   swap cap): the pricing gave them up for batch work that did not come.
+6. **Serving, once more.** On small problems, serving short of its demand is placed again around
+   the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
+   while its demand is low), kept where it covers more; then it takes GPUs the plan leaves idle
+   (within its range and swap cap): the pricing gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
