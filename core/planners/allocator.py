@@ -409,9 +409,11 @@ def _serve_around(scenario, running, incumbent, pricings, params, layouts):
     placed in each of `layouts` (none: the top-up alone)."""
     realtime, placements = incumbent
     topped = _top_up(scenario, running, realtime, placements)
+    if not layouts or not placements:
+        return topped
     key = _coverage_key(scenario, topped)[:2]
-    if key[1] >= 0.0 or not placements or not layouts:
-        return topped  # nothing short (or nothing to try): nothing to gain
+    if key[1] >= 0.0:
+        return topped  # nothing short: nothing to gain
     T = scenario.cluster.horizon_steps
     cells = [0] * T
     for _, b, g, start, end in placements:
@@ -689,10 +691,9 @@ def _place_realtime(
     GPU one job gives back can serve another at the same step; then gains, what `gpus_min`
     forces first, then by priority). Which GPUs move is the layout's choice; spare swap budget
     trades a held GPU for a free one while the layout says that improves the free pool.
-    `around`: per step, the cells of fixed batch work (`_serve_around`): serving avoids them as
-    `avoid`; the GPUs they take at a later step it gains only for `gpus_min`, releases first
-    and leaves while its swap cap lets it, where it would still hold them then
-    (`_Serving._step_aside`).
+    `around`: per step, the cells of fixed batch work (`_serve_around`, which also passes them
+    as `avoid`); the GPUs they take at a later step serving gains only for `gpus_min`, releases
+    first and leaves while its swap cap lets it (`_Serving._step_aside`).
     """
     jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
     if not jobs:
@@ -1255,7 +1256,7 @@ class _RealtimeSearch:
                 free[t] ^= block
         pinned = {c.index for _, c in pins}
         order = [c for c in (order or result[3]) if c.index not in pinned]
-        # jobs a move unpinned (their window overlaps its own) re-pack first
+        # the jobs of the incumbent's pins that these pins leave out re-pack first
         order = [c for _, c in self.pins if c.index not in pinned] + order
         if promoted is not None:
             order = [promoted] + [c for c in order if c is not promoted]
@@ -1408,7 +1409,7 @@ def _windows(scenario, jobs, running, incumbent, discount, widen="", small=False
         where = placed.get(job.index)
         latest = T if where is None else where[3]
         if where is not None and (widen == "pairs" or widen and job.sizes[-1] > where[2]):
-            latest += 1  # a wider block from its start finishes earlier
+            latest += 1  # its own start too: a wider block (or with "pairs", any) from there
         if latest > job.arrival:
             late.append((job, where, latest))
     if not late:

@@ -1011,17 +1011,17 @@ class _FullModel:
         disagree, the model is solved again without the start in the time left."""
         started = time.perf_counter()
         shaped = self._solve_shapes(time_limit, start, mip_gap, reporter)
-        if start is not None and shaped.pop("inconsistent"):
-            left = time_limit - (time.perf_counter() - started)
-            if left > 0.05:
-                again = self._solve_shapes(left, None, mip_gap, reporter)
-                again.pop("inconsistent")
-                again["build_ms"] += shaped["build_ms"]
-                again["solver_status"] += " (solved again without the MIP start)"
-                return again
+        if not shaped.pop("inconsistent") or start is None:
+            return shaped
+        left = time_limit - (time.perf_counter() - started)
+        if left <= 0.05:
             shaped.update(optimal=False, solver_status="MIP start scored inconsistently")
-        shaped.pop("inconsistent", None)
-        return shaped
+            return shaped
+        again = self._solve_shapes(left, None, mip_gap, reporter)
+        again.pop("inconsistent")
+        again["build_ms"] += shaped["build_ms"]
+        again["solver_status"] += " (solved again without the MIP start)"
+        return again
 
     def _solve_shapes(self, time_limit, start, mip_gap, reporter) -> dict[str, Any]:
         import highspy
