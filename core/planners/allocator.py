@@ -187,6 +187,10 @@ class _Candidate(NamedTuple):
     durations: tuple[int, ...]
     work: float
     worth: float  # priority x decay^arrival: what a GPU-step of it earns at its earliest start
+    # (size, duration) pairs in the order the packer searches them: the most a size could earn
+    # from the arrival first (ties: the earlier end, the wider), so that the sizes which cannot
+    # beat the best found are skipped (the choice is the same in any order); empty: as listed
+    shapes: tuple[tuple[int, int], ...] = ()
 
 
 def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) -> Plan:
@@ -235,8 +239,8 @@ def _misses_target(scenario: Scenario, plan: Plan) -> bool:
 def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     running = _running_masks(scenario, T)
-    candidates = _candidates(scenario)
-    discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
+    discount = _discounts(scenario)
+    candidates = _candidates(scenario, discount)
     size = max(1, len(candidates) * G * T)
     packs, by_work = _effort(scenario, params, len(candidates))
 
@@ -328,6 +332,13 @@ def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     for index, gpu_start, gpus, start, end in result[0]:
         grid[gpu_start : gpu_start + gpus, start:end] = index
     return plan
+
+
+def _discounts(scenario: Scenario) -> list[float]:
+    """Prefix sums of decay^t: a GPU-step at step t earns priority x (discount[t + 1] -
+    discount[t])."""
+    T = scenario.cluster.horizon_steps
+    return np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
 
 
 def _laid_out_ahead(scenario, running, discount, params, winner) -> list[tuple]:
@@ -2077,22 +2088,32 @@ class _Low(_Buddy):
 # --------------------------------------------------------------------------- batch phase
 
 
-def _candidates(scenario: Scenario) -> list[_Candidate]:
+def _candidates(scenario: Scenario, discount: list[float] | None = None) -> list[_Candidate]:
     T, decay = scenario.cluster.horizon_steps, scenario.policy.decay
+    discount = discount or _discounts(scenario)
     out = []
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
             continue
         sizes = tuple(job.sizes())
+        durations = tuple(scenario.duration(job, g) for g in sizes)
+        a = job.arrival_step
+
+        def earns(shape: tuple[int, int], a: int = a) -> tuple[float, int, int]:
+            g, d = shape
+            end = min(a + d, T)
+            return g * (discount[end] - discount[a]), -end, -g
+
         out.append(
             _Candidate(
                 i,
                 float(job.priority),
-                job.arrival_step,
+                a,
                 sizes,
-                tuple(scenario.duration(job, g) for g in sizes),
+                durations,
                 float(job.gpu_hours),
-                job.priority * decay**job.arrival_step,
+                job.priority * decay**a,
+                tuple(sorted(zip(sizes, durations, strict=True), key=earns, reverse=True)),
             )
         )
     return out
@@ -2217,7 +2238,11 @@ def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> l
         return out
     placed_size = next(p[2] for p in placements if p[0] == job.index)
     keep = job.sizes.index(placed_size)
-    narrower = job._replace(sizes=job.sizes[:keep], durations=job.durations[:keep])
+    narrower = job._replace(
+        sizes=job.sizes[:keep],
+        durations=job.durations[:keep],
+        shapes=tuple(shape for shape in job.shapes if shape[0] < placed_size),
+    )
     return order[:position] + [narrower] + order[position + 1 :]
 
 
@@ -2363,8 +2388,7 @@ class _Packer:
         placement)."""
         discount = self.discount
         geometry = self.grid.geometry
-        gpus, all_gpus = geometry.gpus, geometry.all_gpus
-        shifts, repeat = geometry.shifts, geometry.repeat
+        gpus, all_gpus, repeat = geometry.gpus, geometry.all_gpus, geometry.repeat
         sizes = self.grid.sizes  # the free state before any job: its larger sizes made here
         # serve every packing's first job (a placement makes a new dict)
         placements = []
@@ -2374,32 +2398,27 @@ class _Packer:
         trace = self.trace = []
         first = 0
         if base is not None and not fifo:
-            base_order, base_packing, base_trace = base
-            shared = min(len(order), len(base_order))
-            while first < shared and order[first] is base_order[first]:
-                first += 1
+            first = self._shared_front(order, base)
             if first:
-                free, placed, reward, cells = base_trace[first - 1]
+                free, placed, reward, cells = base[2][first - 1]
                 sizes = {1: free}
-                placements = base_packing[0][:placed]
-                trace = self.trace = base_trace[:first]
+                placements = base[1][0][:placed]
+                trace = self.trace = base[2][:first]
             moved = set()  # the jobs placed here or there but not both, so far
         else:
             base = None
-        choose = self._choose_on_grid
+        T, by_value, choose = self.steps, size_rule == "value", self._choose_on_grid
         for k in range(first, len(order)):
             job = order[k]
             arrival = max(job.arrival, previous) if fifo else job.arrival
-            best = choose(job, arrival, sizes, size_rule)
+            best = choose(job, arrival, sizes, by_value) if arrival < T else None
             if best is not None:
-                start, g, end, blocks = best
-                if queue:  # the lowest-indexed block, as the queue baselines take
+                _, start, g, end, blocks = best
+                blocks = (blocks >> (start * gpus)) & all_gpus
+                if queue or not blocks & (blocks - 1):  # the queue baselines': the lowest
                     b = (blocks & -blocks).bit_length() - 1
                 else:
-                    window = sizes[1]
-                    for shift in shifts[end - start]:
-                        window &= window >> shift
-                    b = self._pick_block(blocks, (window >> (start * gpus)) & all_gpus, g)
+                    b = self._pick_on_grid(blocks, sizes[1], start, end, g)
                 previous = start
                 cut = ((((1 << g) - 1) << b) * repeat[end - start]) << (start * gpus)
                 sizes = {1: sizes[1] & ~cut}
@@ -2413,16 +2432,19 @@ class _Packer:
         self.work = len(order) - first
         return placements, reward, cells
 
-    def _choose_on_grid(self, job: _Candidate, arrival: int, sizes: dict, size_rule: str):
-        """`_choose` with `FreeGrid.earliest` written out, on the grid's `sizes`."""
-        T, discount = self.steps, self.discount
-        if arrival >= T:
-            return None
-        geometry = self.grid.geometry
-        gpus, shifts, starts = geometry.gpus, geometry.shifts, geometry.starts
-        by_value, priority = size_rule == "value", job.priority
-        best = None  # (score, start, size, end, aligned blocks free there)
-        for g, d in zip(job.sizes, job.durations, strict=True):
+    def _choose_on_grid(self, job: _Candidate, arrival: int, sizes: dict, by_value: bool):
+        """`_choose` with `FreeGrid.earliest` written out, on the grid's `sizes` (arrival
+        before the horizon): (score, start, size, end, the aligned blocks free from then on
+        the grid's bits), or None."""
+        T, discount, geometry = self.steps, self.discount, self.grid.geometry
+        shifts, starts, gpus, priority = (
+            geometry.shifts,
+            geometry.starts,
+            geometry.gpus,
+            job.priority,
+        )
+        best = None
+        for g, d in job.shapes or zip(job.sizes, job.durations, strict=True):
             if best is not None:  # no start beats its arrival: skip sizes that cannot win
                 if by_value:
                     e = arrival + d if arrival + d < T else T
@@ -2448,17 +2470,24 @@ class _Packer:
             else:
                 score = (-start, g)
             if best is None or score > best[0]:
-                best = (score, start, g, end, x >> (start * gpus))
-        if best is None:
-            return None
-        return best[1], best[2], best[3], best[4] & geometry.all_gpus
+                best = (score, start, g, end, x)
+        return best
+
+    @staticmethod
+    def _shared_front(order, base: tuple) -> int:
+        """How many jobs `order` shares with the base's order at the front (the same objects)."""
+        base_order = base[0]
+        shared, first = min(len(order), len(base_order)), 0
+        while first < shared and order[first] is base_order[first]:
+            first += 1
+        return first
 
     def _choose(self, job: _Candidate, arrival: int, search, by_value: bool):
         """The job's size and earliest start by the size rule (by value, or earliest): (start,
         size, end, blocks), or None where no size fits."""
         T, discount = self.steps, self.discount
         best = None  # (score, start, size, end, block mask)
-        for g, d in zip(job.sizes, job.durations, strict=True):
+        for g, d in job.shapes or zip(job.sizes, job.durations, strict=True):
             if best is not None:  # no start beats its arrival: skip sizes that cannot win
                 if by_value:
                     e = arrival + d if arrival + d < T else T
@@ -2494,6 +2523,13 @@ class _Packer:
             return False
         self.trace = base_trace
         return True
+
+    def _pick_on_grid(self, blocks: int, free: int, start: int, end: int, g: int) -> int:
+        """`_pick_block` on the grid's free GPUs `free`, for a window [start, end)."""
+        geometry = self.grid.geometry
+        for shift in geometry.shifts[end - start]:
+            free &= free >> shift
+        return self._pick_block(blocks, (free >> (start * geometry.gpus)) & geometry.all_gpus, g)
 
     def _pick_block(self, blocks: int, window: int, g: int) -> int:
         """Buddy best fit: among feasible blocks, one whose parent is not wholly free, lowest.
