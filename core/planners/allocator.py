@@ -542,11 +542,15 @@ def _coverage_key(scenario: Scenario, realtime: dict[int, list[int]]) -> tuple[f
     served = demanded = price = 0.0
     for i, sets in realtime.items():
         job = scenario.jobs[i]
+        priority = job.priority
         for d, m in zip(job.demand, sets, strict=True):
             n = m.bit_count()
-            served += min(d, n)
             demanded += d
-            price += job.priority * max(0.0, d - n)
+            if n < d:
+                served += n
+                price += priority * (d - n)
+            else:
+                served += d
     target = scenario.policy.rt_coverage_target
     short = demanded - served
     if target is None:
@@ -1041,9 +1045,11 @@ class _RealtimeSearch:
         """Priced shortfall, units of shortfall."""
         price = units = 0.0
         for i, job in self.jobs:
-            short = sum(
-                max(0.0, d - m.bit_count()) for d, m in zip(job.demand, sets[i], strict=True)
-            )
+            short = 0.0
+            for d, m in zip(job.demand, sets[i], strict=True):
+                n = m.bit_count()
+                if n < d:
+                    short += d - n
             price += job.priority * short
             units += short
         return price, units
@@ -2096,14 +2102,16 @@ def _candidates(scenario: Scenario, discount: list[float] | None = None) -> list
         if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
             continue
         sizes = tuple(job.sizes())
-        durations = tuple(scenario.duration(job, g) for g in sizes)
+        durations = tuple([scenario.duration(job, g) for g in sizes])
         a = job.arrival_step
-
-        def earns(shape: tuple[int, int], a: int = a) -> tuple[float, int, int]:
-            g, d = shape
-            end = min(a + d, T)
-            return g * (discount[end] - discount[a]), -end, -g
-
+        shapes = ((sizes[0], durations[0]),)
+        if len(sizes) > 1:  # what each size could earn per unit of priority from the
+            # arrival, ties to the earlier end, then the wider
+            ranked = sorted(
+                (g * (discount[min(a + d, T)] - discount[a]), -min(a + d, T), -g, d)
+                for g, d in zip(sizes, durations, strict=True)
+            )
+            shapes = tuple([(-minus_g, d) for *_, minus_g, d in reversed(ranked)])
         out.append(
             _Candidate(
                 i,
@@ -2113,7 +2121,7 @@ def _candidates(scenario: Scenario, discount: list[float] | None = None) -> list
                 durations,
                 float(job.gpu_hours),
                 job.priority * decay**a,
-                tuple(sorted(zip(sizes, durations, strict=True), key=earns, reverse=True)),
+                shapes,
             )
         )
     return out
@@ -2516,8 +2524,8 @@ class _Packer:
         base_order, _, base_trace = base
         if k >= len(base_order):
             return False
-        moved ^= {id(order[k])}
-        moved ^= {id(base_order[k])}
+        if order[k] is not base_order[k]:
+            moved ^= {id(order[k]), id(base_order[k])}
         here = self.trace[-1]
         if moved or here[0] != base_trace[k][0] or here[2:] != base_trace[k][2:]:
             return False

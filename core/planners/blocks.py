@@ -333,15 +333,16 @@ def grid_blocks(sizes: dict[int, int], aligned: dict[int, int], g: int) -> int |
     """`FreeGrid`'s aligned free blocks of size g (its `sizes[g]`), from two free halves, made
     and kept in `sizes` on the way; None where the cluster has no aligned block of g
     (`aligned` is the geometry's)."""
-    mask = aligned.get(g)
-    if mask is None:
+    if g not in aligned:
         return None
     half = g // 2
-    x = sizes.get(half)
-    if x is None:
-        x = grid_blocks(sizes, aligned, half)
-    x = x & (x >> half) & mask
-    sizes[g] = x
+    while half not in sizes:  # the sizes made so far are 1, 2, 4, ... up to some size
+        half //= 2
+    x = sizes[half]
+    while half < g:
+        x &= (x >> half) & aligned[2 * half]
+        half *= 2
+        sizes[half] = x
     return x
 
 
