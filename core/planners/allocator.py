@@ -1118,26 +1118,28 @@ class _RealtimeSearch:
         a block whose serving `_clear_window` moves off; then the blocks of `_block_moves`."""
         scenario, jobs, running = self.scenario, self.jobs, self.running
         realtime, result = self.realtime, self.result
-        windows = []
+        windows = ()
         if self.budget["window"]:
-            windows = list(
-                _windows(
-                    scenario,
-                    jobs,
-                    running,
-                    (realtime, result),
-                    self.discount,
-                    "pairs" if self.chains > 0 else "wider" if self.trial_packs == 1 else "",
-                    self.trial_packs > 1,
-                )
+            windows = _windows(
+                scenario,
+                jobs,
+                running,
+                (realtime, result),
+                self.discount,
+                "pairs" if self.chains > 0 else "wider" if self.trial_packs == 1 else "",
+                self.trial_packs > 1,
             )
         # Serving moves to idle GPUs in every window before it moves onto batch work in any;
-        # a job whose window was tried is not tried again at another start or block.
+        # a job whose window was tried is not tried again at another start or block. (The
+        # budget is checked before the next window is asked for: they are ranked as asked.)
         tried = set()
         for onto_batch in (False, True):
-            for job, start, end, block in windows:
-                if not self.budget["window"]:
+            ranked = iter(windows)
+            while self.budget["window"]:
+                window = next(ranked, None)
+                if window is None:
                     break
+                job, start, end, block = window
                 if job.index in tried:
                     continue
                 pin = ((block & -block).bit_length() - 1, block.bit_count(), start, end)
@@ -1430,7 +1432,7 @@ def _windows(scenario, jobs, running, incumbent, discount, widen="", small=False
         if latest > job.arrival:
             late.append((job, where, latest))
     if not late:
-        return
+        return ()
     serving = [0] * T
     for sets in realtime.values():
         for t, m in enumerate(sets):
@@ -1451,19 +1453,52 @@ def _windows(scenario, jobs, running, incumbent, discount, widen="", small=False
         )
         bounds.append((best - now, job, where, latest, now))
     bounds.sort(key=lambda item: (-item[0], item[1].index))
-    out: list[tuple] = []
-    for bound, job, where, latest, now in bounds:
-        if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
-            break
+
+    def evaluate(item) -> list[tuple]:
+        _, job, where, latest, now = item
         spare = 0
         if small and where is not None:
             spare = max((other.priority for other, _, _ in late if other is not job), default=0)
         starts = range(job.arrival, latest)
-        out += _job_windows(job, (where, now, spare), starts, costs, discount, widen == "pairs")
-        out.sort(key=lambda w: w[:5], reverse=True)
-        del out[_WINDOWS:]
-    for *_, s, e, block, job in out:
-        yield job, s, e, block
+        return _job_windows(job, (where, now, spare), starts, costs, discount, widen == "pairs")
+
+    return _Ranked(bounds, evaluate)
+
+
+class _Ranked:
+    """`_windows`' list, ranked as it is read: the best `_WINDOWS` windows (net value, then
+    -priority, job, start, end; stable) of the jobs taken in order of their bound, until that
+    list is full and the next bound is no better than its last. A window is read once no job
+    left could place one before it (the next bound is below its net value), so a search that
+    stops after a few windows never prices the jobs behind them. Iterable more than once."""
+
+    def __init__(self, bounds: list[tuple], evaluate: Callable[[tuple], list[tuple]]):
+        self.bounds, self.evaluate = bounds, evaluate
+        self.out: list[tuple] = []
+        self.next = 0  # the next job of `bounds` to price
+
+    def __iter__(self):
+        p = 0
+        while self._settled(p):
+            *_, s, e, block, job = self.out[p]
+            yield job, s, e, block
+            p += 1
+
+    def _settled(self, p: int) -> bool:
+        """Whether the list has a p-th window that no job left to price can come before."""
+        out, bounds = self.out, self.bounds
+        while self.next < len(bounds):
+            bound = bounds[self.next][0]
+            if len(out) >= _WINDOWS and bound <= out[_WINDOWS - 1][0]:
+                self.next = len(bounds)  # the list is final
+                break
+            if p < len(out) and bound < out[p][0]:
+                return True
+            out += self.evaluate(bounds[self.next])
+            self.next += 1
+            out.sort(key=lambda w: w[:5], reverse=True)
+            del out[_WINDOWS:]
+        return p < len(out)
 
 
 def _job_windows(job, incumbent, starts, costs, discount, delay=False):
