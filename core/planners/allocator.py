@@ -754,10 +754,9 @@ class _Serving:
     def step(self, t: int) -> None:
         if self.settled and self._as_before(t):
             return  # the same inputs as the step before, which moved nothing: nothing moves
-        current = self.current
-        before = [current[i] for i, _ in self.jobs]
+        before = tuple(self.current.values())
         self._step(t)
-        self.settled = t > 0 and before == [current[i] for i, _ in self.jobs]
+        self.settled = t > 0 and before == tuple(self.current.values())
 
     def _as_before(self, t: int) -> bool:
         """Step t sees what step t - 1 saw: the same running work, avoided and kept GPUs, and
@@ -771,7 +770,10 @@ class _Serving:
         if self.later and self.later[t] != self.later[t - 1]:
             return False
         current, targets = self.current, self.targets
-        return all(targets[i][t] == current[i].bit_count() for i, _ in self.jobs)
+        for i, _ in self.jobs:
+            if targets[i][t] != current[i].bit_count():
+                return False
+        return True
 
     def _step(self, t: int) -> None:
         self.t = t
@@ -779,6 +781,7 @@ class _Serving:
         self.budget, self.want = budget, want = {}, {}
         held = self.running[t]
         short = False  # a job holds fewer GPUs than it wants (or than its gpus_min)
+        below = False  # a job holds fewer GPUs than its gpus_min
         targets = self.targets
         for i, job in self.jobs:
             count = current[i].bit_count()
@@ -792,6 +795,7 @@ class _Serving:
             goal = low if goal < low else goal
             want[i] = goal = high if goal > high else goal
             short = short or count < goal or count < floor
+            below = below or count < floor
         self.free = self.all_gpus & ~held
         self.shun = self.avoid[t] if self.avoid else 0
         self.spare = ~(self.keep[t] if self.keep else 0)  # GPUs the incumbent's batch leaves
@@ -805,7 +809,7 @@ class _Serving:
                 self._release(i)
         if self.layout.ahead:
             self._ahead(t, self.free & ~self.shun)
-        if short:
+        if below:
             self._gain(True, t)
         if self.shun:
             for i, job in self.jobs:
