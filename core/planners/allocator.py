@@ -770,10 +770,7 @@ class _Serving:
         if self.later and self.later[t] != self.later[t - 1]:
             return False
         current, targets = self.current, self.targets
-        for i, _ in self.jobs:
-            if targets[i][t] != current[i].bit_count():
-                return False
-        return True
+        return all(targets[i][t] == current[i].bit_count() for i, _ in self.jobs)
 
     def _step(self, t: int) -> None:
         self.t = t
