@@ -95,6 +95,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
+from ..model import duration_steps as duration
 from ..plan import Plan, pin_running
 from .blocks import (
     FreeBlocks,
@@ -2133,21 +2134,23 @@ class _Low(_Buddy):
 def _candidates(scenario: Scenario, discount: list[float] | None = None) -> list[_Candidate]:
     T, decay = scenario.cluster.horizon_steps, scenario.policy.decay
     discount = discount or _discounts(scenario)
+    minutes = scenario.cluster.step_minutes
     out = []
     for i, job in enumerate(scenario.jobs):
         if not isinstance(job, BatchJob) or job.running is not None or job.arrival_step >= T:
             continue
         sizes = tuple(job.sizes())
-        durations = tuple([scenario.duration(job, g) for g in sizes])
+        durations = tuple([duration(job, g, minutes) for g in sizes])
         a = job.arrival_step
         shapes = ((sizes[0], durations[0]),)
         if len(sizes) > 1:  # what each size could earn per unit of priority from the
-            # arrival, ties to the earlier end, then the wider
-            ranked = sorted(
-                (g * (discount[min(a + d, T)] - discount[a]), -min(a + d, T), -g, d)
-                for g, d in zip(sizes, durations, strict=True)
-            )
-            shapes = tuple([(-minus_g, d) for *_, minus_g, d in reversed(ranked)])
+            # arrival, the most first; ties to the earlier end, then the wider
+            keyed = []
+            for g, d in zip(sizes, durations, strict=True):
+                end = a + d if a + d < T else T
+                keyed.append((g * (discount[end] - discount[a]), -end, g, d))
+            keyed.sort(key=lambda k: k[:3], reverse=True)
+            shapes = tuple([(g, d) for _, _, g, d in keyed])
         out.append(
             _Candidate(
                 i,
