@@ -2484,13 +2484,8 @@ class _Packer:
         before the horizon): (score, start, size, end, the aligned blocks free from then on
         the grid's bits), or None."""
         T, discount, geometry = self.steps, self.discount, self.grid.geometry
-        shifts, starts, gpus, priority = (
-            geometry.shifts,
-            geometry.starts,
-            geometry.gpus,
-            job.priority,
-        )
-        best = None
+        shifts, starts, gpus = geometry.shifts, geometry.starts, geometry.gpus
+        priority, best = job.priority, None
         for g, d in job.shapes or zip(job.sizes, job.durations, strict=True):
             if best is not None:  # no start beats its arrival: skip sizes that cannot win
                 if by_value:
