@@ -1135,6 +1135,7 @@ class _RealtimeSearch:
         # a job whose window was tried is not tried again at another start or block. (The
         # budget is checked before the next window is asked for: they are ranked as asked.)
         tried = set()
+        by_step = {}  # job: `_batch_by_step` of the incumbent but that job (read-only)
         for onto_batch in (False, True):
             ranked = iter(windows)
             while self.budget["window"]:
@@ -1148,6 +1149,8 @@ class _RealtimeSearch:
                 key = (id(result), job.index, pin, onto_batch)
                 if self.late and key not in self.stuck:
                     continue
+                if job.index not in by_step:
+                    by_step[job.index] = _batch_by_step(scenario, result, self.discount, job.index)
                 sets = _clear_window(
                     scenario,
                     jobs,
@@ -1157,6 +1160,7 @@ class _RealtimeSearch:
                     self.params.give_up_serving,
                     functools.partial(self._resume_after, job),
                     self.late,
+                    by_step[job.index],
                 )
                 if sets is _STUCK:
                     self.stuck.add(key)
@@ -1723,7 +1727,7 @@ _STUCK = object()  # `_clear_window`: serving left the window but a swap cap hel
 
 
 def _clear_window(
-    scenario, jobs, running, incumbent, window, give_up, resume=None, gain_late=False
+    scenario, jobs, running, incumbent, window, give_up, resume=None, gain_late=False, by_step=None
 ):
     """Serving moved off the window (b, g, start, end) of a batch job, `window` being
     ((b, g, start, end), the job's index: its incumbent placement is given up), or None where
@@ -1740,14 +1744,15 @@ def _clear_window(
     (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
     serving again from the window's end on, from where the moves left it. Where a swap cap
     still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `gain_late`, the GPU gained is then taken a step late instead (its job goes without it)."""
+    `gain_late`, the GPU gained is then taken a step late instead (its job goes without it).
+    `by_step`: `_batch_by_step` of the incumbent but the mover, where the caller has it."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
     block = ((1 << g) - 1) << b
     if any(running[t] & block for t in range(start, end)):
         return None
-    batch, cells = _batch_by_step(scenario, result, discount, mover)
+    batch, cells = by_step or _batch_by_step(scenario, result, discount, mover)
     off_block = ((1 << G) - 1) & ~block
     sets = {i: list(v) for i, v in realtime.items()}
     _rehome_runs(sets, running, batch, block, (start, end, off_block), onto_batch)
@@ -1841,11 +1846,15 @@ def _rehome_runs(sets, running, batch, block, window, onto_batch):
             hard[t] |= m
     taken = [hard[t] | batch[t] for t in range(T)]
     for v in sets.values():
+        stays = {}  # GPU: the end of its run, where that run found no home (nor will: the
+        # homes only fill up as runs move)
         for t in range(start, end):
             on = v[t] & block
             while on:
                 bit = on & -on
                 on ^= bit
+                if stays.get(bit, 0) > t:
+                    continue
                 a, z = t, t + 1
                 while a > 0 and v[a - 1] & bit:
                     a -= 1
@@ -1857,7 +1866,9 @@ def _rehome_runs(sets, running, batch, block, window, onto_batch):
                     free &= ~hard[k]
                 if onto_batch and not here:  # onto batch cells (their jobs re-pack)
                     here = free
-                if here:
+                if not here:
+                    stays[bit] = z
+                else:
                     gpu = here & -here
                     for k in range(a, z):
                         v[k] ^= bit | gpu

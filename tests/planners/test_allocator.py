@@ -812,8 +812,8 @@ def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, giv
     seen = []
     original = allocator._clear_window
 
-    def clear(scenario_, jobs, running, incumbent, window, give_up_, resume=None, late=False):
-        sets = original(scenario_, jobs, running, incumbent, window, give_up_, resume, late)
+    def clear(scenario_, jobs, running, incumbent, window, give_up_, *rest):
+        sets = original(scenario_, jobs, running, incumbent, window, give_up_, *rest)
         if sets is not None and sets is not allocator._STUCK:
             seen.append((incumbent[0], sets, window, give_up_))
         return sets
