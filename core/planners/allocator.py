@@ -2511,6 +2511,8 @@ class _Packer:
                 x = grid_blocks(sizes, geometry.aligned, g)
                 if x is None:  # no aligned block of g on this cluster
                     continue
+            if not x & starts[arrival]:  # no block of g free at any step from the arrival on
+                continue
             for shift in shifts[d if d < T else T]:
                 x &= x >> shift
             x &= starts[arrival]
