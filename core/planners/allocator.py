@@ -749,6 +749,8 @@ class _Serving:
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
         self.current = {i: mask_of(j.previous_gpus or ()) for i, j in jobs}
+        # per step, every job's target in the order of `current` (what a settled step holds)
+        self.goals = [list(step) for step in zip(*(targets[i] for i in self.current), strict=True)]
         self.kept_from: dict[int, int] = {}  # with an `ahead` layout, per job, set each step
         self.settled = False  # the last step changed nothing (and was not step 0)
 
@@ -770,8 +772,7 @@ class _Serving:
             return False
         if self.later and self.later[t] != self.later[t - 1]:
             return False
-        current, targets = self.current, self.targets
-        return all(targets[i][t] == current[i].bit_count() for i, _ in self.jobs)
+        return list(map(int.bit_count, self.current.values())) == self.goals[t]
 
     def _step(self, t: int) -> None:
         self.t = t

@@ -220,6 +220,8 @@ def top_bits(mask: int, count: int) -> int:
         return 0
     if mask.bit_count() <= count:
         return mask
+    if count == 1:  # the common case (serving gains a GPU at a time)
+        return 1 << (mask.bit_length() - 1)
     low, high = 0, mask.bit_length()  # the lowest cut keeping >= count bits above it
     while low < high:
         middle = (low + high + 1) // 2
@@ -236,6 +238,8 @@ def low_bits(mask: int, count: int) -> int:
         return 0
     if mask.bit_count() <= count:
         return mask
+    if count == 1:
+        return mask & -mask
     low, high = 1, mask.bit_length()  # the shortest prefix holding >= count bits
     while low < high:
         middle = (low + high) // 2
