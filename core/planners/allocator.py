@@ -61,7 +61,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    block or size at its own start and batch work on the block costs what it loses starting again
    after the window. There a window that loses alone is also tried where the GPU-steps its job
    gives up could pay for it (another late job may take them), and last, one window a swap cap held
-   is tried with its service gaining the GPU a step late (a step short, priced like any shortfall).
+   is tried with another service handing its service the GPU a step early (the other gives that
+   unit up), else with its service gaining the GPU a step late (a step short; both priced like any
+   shortfall).
    Last, where a move changed the plan, the jobs the search shrank for the serving it then moved
    get their wider sizes back in one packing.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
@@ -1686,7 +1688,10 @@ def _clear_window(
     (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
     serving again from the window's end on, from where the moves left it. Where a swap cap
     still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `gain_late`, the GPU gained is then taken a step late instead (its job goes without it)."""
+    `gain_late`, another service first hands the GPU over a step early where it holds it then
+    (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5, rt0's at step 0, so that b6
+    runs on GPUs 0-3 at step 1), else the GPU gained is taken a step late (its job goes without
+    it)."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -1700,6 +1705,10 @@ def _clear_window(
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
     gain_late = give_up and gain_late
+    if gain_late:  # first, another service hands the GPU over a step early (gives its unit up)
+        handed = {i: list(v) for i, v in sets.items()}
+        if _within_swap_caps(jobs, running, batch, window[0], handed, hand_over=True):
+            return handed
     if _within_swap_caps(jobs, running, batch, window[0], sets, gain_late):
         return sets
     stuck = _STUCK if give_up else None
@@ -1760,7 +1769,7 @@ def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> b
     return True
 
 
-def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False) -> bool:
+def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False, hand_over=False):
     """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
     b, g, start, end = window
     block = ((1 << g) - 1) << b
@@ -1769,7 +1778,8 @@ def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False) -> bo
     for v in sets.values():
         for t, m in enumerate(v):
             held[t] |= m
-    return all(_within_swap_cap(job, sets[i], held, gain_late) for i, job in jobs)
+    others = [(job, sets[i]) for i, job in jobs] if hand_over else ()
+    return all(_within_swap_cap(job, sets[i], held, gain_late, others) for i, job in jobs)
 
 
 def _rehome_runs(sets, running, batch, block, window, onto_batch):
@@ -1849,13 +1859,17 @@ def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
     return None if best is None else best[1:]
 
 
-def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_late=False) -> bool:
+def _within_swap_cap(
+    job: RealtimeJob, sets: list[int], held: list[int], gain_late=False, others=()
+) -> bool:
     """Whether the job's sets keep its swap cap, where need be after making a move before its
     break: where the cap is too small to release and gain at once, the GPU gained is taken a
     step early, or the one released kept a step longer (while it is free and the job within
-    its range), or with `gain_late`, the GPU gained is taken a step later (the job goes without it
-    while it keeps gpus_min; the trial prices the shortfall). Edits `sets` and `held` in
-    place."""
+    its range), or, among `others` ((job, sets) of every service), one that holds the GPU the
+    step before hands it over there (while it keeps gpus_min and its own swap cap; it gives that
+    unit up), or with `gain_late`, the GPU gained is taken a step later (the job goes without it
+    while it keeps gpus_min; the trial prices the shortfall). Edits `sets`, the others' sets and
+    `held` in place."""
     before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
     T = len(sets)
     for t in range(T):
@@ -1884,6 +1898,8 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_la
             sets[t] |= bit
             held[t] |= bit
             excess -= 1
+        if t > 0 and excess > 0 and others:  # a GPU another service hands over a step early
+            excess -= _handed_over(job, sets, t, others, excess, before)
         gained = sets[t] & ~prev if gain_late else 0
         while excess > 0 and gained and sets[t].bit_count() > job.gpus_min:
             bit = gained & -gained
@@ -1893,6 +1909,34 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_la
         if excess > 0:
             return False
     return True
+
+
+def _handed_over(job, sets, t, others, excess, before) -> int:
+    """How many GPUs the job gains at step t that another service hands it a step early, at
+    most `excess` (edits `sets` and the others' sets): the other gives the GPU up at t - 1
+    while it keeps gpus_min and its swap cap there, the job while it stays within gpus_max and
+    its own cap."""
+    prev, prev2 = sets[t - 1], before if t == 1 else sets[t - 2]
+    handed = 0
+    for other, theirs in others:
+        if handed == excess or sets[t - 1].bit_count() >= job.gpus_max:
+            break
+        if prev2 is not None and (prev2 ^ sets[t - 1]).bit_count() >= job.swap_cap:
+            break
+        bit = sets[t] & ~prev & theirs[t - 1]
+        bit &= -bit
+        if not bit or theirs is sets or theirs[t - 1].bit_count() <= other.gpus_min:
+            continue
+        if t > 1:
+            earlier = theirs[t - 2]
+        else:
+            earlier = mask_of(other.previous_gpus) if other.previous_gpus is not None else 0
+        if earlier & bit and (earlier ^ theirs[t - 1]).bit_count() >= other.swap_cap:
+            continue  # it held the GPU before: giving it up is one more swap at t - 1
+        theirs[t - 1] ^= bit
+        sets[t - 1] |= bit
+        handed += 1
+    return handed
 
 
 def G_MASK(gpus: int) -> int:

@@ -736,6 +736,41 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
         assert (before ^ after).bit_count() <= job.swap_cap
 
 
+def test_another_service_hands_its_gpu_over_a_step_early():
+    from core.planners.allocator import _within_swap_cap
+
+    # rt1 (cap 2) goes from GPUs 1-3 to GPU 5 at step 1 (four swaps) for a window on GPUs 0-3;
+    # GPU 5 is rt0's at step 0 (its previous GPUs 4-5), so it cannot be gained early alone
+    rt1 = RealtimeJob("rt1", 8, 1, 3, swap_cap=2, demand=(1.6, 0.9), previous_gpus=(1, 2, 3))
+    rt0 = RealtimeJob("rt0", 2, 1, 3, swap_cap=2, demand=(1.2, 1.1), previous_gpus=(4, 5))
+    mine, theirs = [0b1100, 0b100000], [0b110000, 0b010000]
+    held = [0b111100, 0b111111]
+    assert not _within_swap_cap(rt1, list(mine), list(held))
+    # rt0 gives GPU 5 up at step 0 (one release from its previous GPUs), rt1 gains it there
+    others = [(rt1, mine), (rt0, theirs)]
+    assert _within_swap_cap(rt1, mine, list(held), others=others)
+    assert mine == [0b101100, 0b100000] and theirs == [0b010000, 0b010000]
+    # never below the other's gpus_min, nor beyond its swap cap
+    for other in (dataclasses.replace(rt0, gpus_min=2), dataclasses.replace(rt0, swap_cap=0)):
+        mine, theirs = [0b1100, 0b100000], [0b110000, 0b010000]
+        assert not _within_swap_cap(rt1, mine, list(held), others=[(other, theirs)])
+
+
+def test_a_window_a_swap_cap_held_clears_where_another_service_hands_a_gpu_over():
+    # Wide-shape small-73: b6 (priority 8, 4 GPUs, one step) fits GPUs 0-3 at step 1 only if
+    # rt1 (cap 2, on GPUs 1-3 before the horizon) moves to GPU 5 by then; GPU 5 is rt0's at
+    # step 0, so rt1 could gain it neither early nor at once, and b6 ran a step later
+    # (137.53). rt0 (priority 2) hands GPU 5 over at step 0: 145.93 (the optimum is 146.84).
+    from core.bench import small_case
+
+    scenario = small_case(73, wide=True)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    b6 = batch_placements(scenario, plan)["b6"]
+    assert (b6.gpu_start, b6.gpus, b6.start_step) == (0, 4, 1)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(145.926, abs=1e-3)
+
+
 @settings(max_examples=1000, deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
