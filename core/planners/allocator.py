@@ -71,7 +71,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
    reservation is no better than the plan, they are not packed. On small problems the final
    plan's batch work then descends once more under wider moves (the other size rule, a job
-   moved to any earlier or later position) and keeps what earns more.
+   moved to any earlier or later position), also with the jobs windows pinned held on their
+   windows, and keeps what earns more.
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
    while its demand is low), kept where it covers more; then it takes GPUs the plan leaves idle
@@ -380,21 +381,38 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     by the wider moves of `_wide_move` until one pays (the main descent tried the others),
     within a budget of work of `packs`; kept where it earns more. For small problems, where a
     packing is cheap: these moves reach plans two of the main descent's moves away whose first
-    loses (the other size rule and then a promotion; a job moved a few places)."""
+    loses (the other size rule and then a promotion; a job moved a few places). The jobs pinned
+    on windows go first in the order, and, where there are any, also stay on their windows."""
     order = list(result[3])
     listed = {c.index for c in order}  # jobs pinned on a window are not in the order: first
-    placed = {p[0] for p in result[0]} - listed
-    order = [c for c in candidates if c.index in placed] + order
-    start = packer.pack(order, result[4])
-    incumbent = (start, order, result[4], packer.trace)
+    pinned = [p for p in result[0] if p[0] not in listed]
+    placed = {p[0] for p in pinned}
+    tries = [(packer, [c for c in candidates if c.index in placed] + order, ())]
+    if pinned:
+        free = list(packer.free)
+        for _, b, g, start, end in pinned:
+            for t in range(start, end):
+                free[t] &= ~(((1 << g) - 1) << b)
+        held = _Packer(packer.gpus, packer.steps, packer.discount, free, packer.grid is not None)
+        tries.append((held, order, pinned))
     best = None
-    # where the descent went on under the other size rule (it tied), also without that move
-    for wide in ("tried", "same rule"):
-        found, _ = _descend(packer, incumbent, packs, True, wide)
-        if found[0][1:] > tuple(result[1:3]) and (best is None or found[0][1:] > best[0][1:]):
-            best = found
-        if found[2] == result[4]:
-            break
+    for packer, order, pins in tries:
+        start = packer.pack(order, result[4])
+        incumbent = (start, order, result[4], packer.trace)
+        extra = [0.0, 0.0]
+        for index, _, g, begin, end in pins:
+            priority = next(c.priority for c in candidates if c.index == index)
+            extra[0] += priority * g * (packer.discount[end] - packer.discount[begin])
+            extra[1] += g * (end - begin)
+        # where the descent went on under the other size rule (it tied), also without that move
+        for wide in ("tried", "same rule"):
+            found, _ = _descend(packer, incumbent, packs, True, wide)
+            placements, reward, cells = found[0]
+            found = ((placements + list(pins), reward + extra[0], cells + extra[1]), *found[1:])
+            if found[0][1:] > tuple(result[1:3]) and (best is None or found[0][1:] > best[0][1:]):
+                best = found
+            if found[2] == result[4]:
+                break
     return result if best is None else (*best[0], best[1], best[2])
 
 
