@@ -2241,7 +2241,7 @@ def _descend(packer, incumbent, packs, by_work=False, wide: str = ""):
     while packs > 0:
         move = _next_move(best[0], best_order, tried, rival=not by_work)
         if move is None and wide:
-            move = _wide_move(best_order, tried)
+            move = _wide_move(best_order, tried, best[0])
         if move is None:
             break
         tried.add(move)
@@ -2266,13 +2266,21 @@ def _descend(packer, incumbent, packs, by_work=False, wide: str = ""):
 def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> list[_Candidate]:
     """The order after a move (kind, position, to): "insert" the job at `position` before
     position `to` (earlier), "demote" it to just after position `to` (later), "swap" it with
-    the next one, "shrink" it to the sizes narrower than the one it is placed at."""
+    the next one, "shrink" it to the sizes narrower than the one it is placed at, "pair" it and
+    the job at position `to` (it first) to just after the job at `to + 1`."""
     kind, position, to = move
     job = order[position]
     if kind == "insert":
         return order[:to] + [job] + order[to:position] + order[position + 1 :]
     if kind == "demote":
         return order[:position] + order[position + 1 : to + 1] + [job] + order[to + 1 :]
+    if kind == "pair":  # the job, then the one at `to`, just after the job next to that one
+        return (
+            order[:to]
+            + [order[to + 1], job, order[to]]
+            + order[to + 2 : position]
+            + order[position + 1 :]
+        )
     if kind == "swap":
         out = list(order)
         out[position], out[position + 1] = out[position + 1], out[position]
@@ -2283,12 +2291,29 @@ def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> l
     return order[:position] + [narrower] + order[position + 1 :]
 
 
-def _wide_move(order, tried):
+def _wide_move(order, tried, placements):
     """The moves of a wider neighbourhood, once `_next_move`'s are exhausted: pack the order
-    under the other size rule, insert a job at any earlier position (nearest first), then at
-    any later one (farthest first)."""
+    under the other size rule; move a job cut short or left out and a job at least two places
+    before it that is placed to start after the first arrives (nearest first) as a pair, the
+    first ahead, to just after the job next to the second; insert a job at any earlier position
+    (nearest first), then at any later one (farthest first). A pair move reaches an order two
+    single moves away, where neither pays alone (wide small-28: b3, b10, b0, b1, b6 -> b10, b6,
+    b3, b0, b1: b6 then starts where b10 ends and b3 after it, where b3 took b6's room)."""
     if ("rule", 0, 0) not in tried:
         return ("rule", 0, 0)
+    placed = {p[0]: p for p in placements}
+    for position, job in enumerate(order):
+        where = placed.get(job.index)
+        if where is not None and where[4] - where[3] >= job.durations[job.sizes.index(where[2])]:
+            continue
+        for before in range(position - 2, -1, -1):
+            rival = placed.get(order[before].index)
+            if (
+                rival is not None
+                and rival[3] >= job.arrival
+                and ("pair", position, before) not in tried
+            ):
+                return ("pair", position, before)
     for position in range(3, len(order)):
         for to in range(position - 2, 0, -1):  # (to position - 1 is a swap of neighbours)
             if ("insert", position, to) not in tried:

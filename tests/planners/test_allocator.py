@@ -736,6 +736,22 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
         assert (before ^ after).bit_count() <= job.swap_cap
 
 
+def test_the_final_polish_moves_a_job_cut_short_and_the_job_that_took_its_room_as_a_pair():
+    # Wide-shape small-28 (4 GPUs, 12 steps): b3 (priority 5, arrives at step 5) goes first
+    # and takes GPUs 0-1 at steps 5-10, so b6 (priority 4, two steps) is cut short at step
+    # 11 (152.0). Promoting b6 puts it ahead of b10, which then moves; demoting b3 behind b6
+    # lets b0 take GPU 0 first. The pair b6, b3 just after b10 runs b6 at steps 4-5 and b3
+    # from step 6: the optimum.
+    from core.bench import small_case
+
+    scenario = small_case(28, wide=True)
+    plan = plan_allocator(scenario)
+    placed = batch_placements(scenario, plan)
+    assert (placed["b6"].gpu_start, placed["b6"].start_step) == (0, 4)
+    assert (placed["b3"].gpu_start, placed["b3"].start_step) == (0, 6)
+    _at_proved_optimum(scenario, plan, 158.0)
+
+
 def test_the_final_polish_also_keeps_the_jobs_pinned_on_windows_in_place():
     # Day-shape small-4166: a window pinned b6 on GPUs 0-3 at steps 20-21. The polish packed
     # it first in the order with the rest, where it takes another block, and found nothing
@@ -1226,12 +1242,14 @@ def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n,
     while (move := allocator._next_move(placements, jobs, tried)) is not None:
         tried.add(move)
         moves.append(move)
-    while (move := allocator._wide_move(jobs, tried)) is not None:
+    while (move := allocator._wide_move(jobs, tried, placements)) is not None:
         tried.add(move)
         moves.append(move)
     kinds = {m[0] for m in moves}
     assert n < 2 or {"insert", "swap"} <= kinds
     assert n < 3 or "demote" in kinds
+    # a job placed narrower than 4 is cut short (placed for one step), so pairs come up
+    assert n < 3 or any(g < 4 for g in sizes[2:]) <= ("pair" in kinds)
     for kind, position, to in moves:
         if kind == "rule":
             continue
@@ -1246,6 +1264,11 @@ def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n,
             )
             continue
         assert sorted(c.index for c in order) == list(range(n))  # a permutation
+        if kind == "pair":  # the job and the one at `to` go just after the one at `to + 1`
+            assert order[to : to + 3] == [jobs[to + 1], job, jobs[to]]
+            rest = [c for c in order if c not in (job, jobs[to])]
+            assert rest == [c for c in jobs if c not in (job, jobs[to])]
+            continue
         rest = [c for c in order if c is not job]
         assert rest == [c for c in jobs if c is not job]  # the others keep their order
         where = order.index(job)
