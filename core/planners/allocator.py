@@ -76,7 +76,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
    while its demand is low), kept where it covers more; then it takes GPUs the plan leaves idle
-   (within its range and swap cap): the pricing gave them up for batch work that did not come.
+   (within its range and swap cap, a step or more early where a release used the cap): the
+   pricing gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -471,7 +472,10 @@ def _top_up(
     work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
     priority), from each step where it is short: the idle GPU that stays idle longest, held
     from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
-    has room for its release (or the horizon); its gain needs room at the first step too.
+    has room for its release (or the horizon); its gain needs room at the first step too, or
+    where that step has none (a release used the swap cap there), it is gained at the latest
+    earlier step that has room, held from there (day small-21: rt0 gives a GPU up at step 7 and
+    gains an idle one at step 6, 340.0 -> 350.0; the optimum is 354.0).
     """
     if not realtime:
         return realtime
@@ -495,18 +499,19 @@ def _top_up(
         while a < T:
             want = math.ceil(job.demand[a] - 1e-9)
             n = sets[a].bit_count()
-            room = free_first and a == 0 or swaps[a] < job.swap_cap
-            if n >= min(want, job.gpus_max) or not idle[a] or not room:
-                a += 1
+            short, end, chain = a, a + 1, 0
+            if n < min(want, job.gpus_max) and idle[a]:  # short, with a GPU idle
+                a, chain = _room(job, sets, idle, swaps, a, free_first)
+            if not chain:
+                a = short + 1
                 continue
-            chain, end = idle[a], a + 1
             while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
                 chain &= idle[end]
                 end += 1
-            while a < end < T and swaps[end] >= job.swap_cap:  # its release must fit
+            while short < end < T and swaps[end] >= job.swap_cap:  # its release must fit
                 end -= 1
-            if end <= a:
-                a += 1
+            if end <= short:
+                a = short + 1
                 continue
             bit = chain & -chain
             for t in range(a, end):
@@ -518,6 +523,20 @@ def _top_up(
                 swaps[end] += 1
         out[i] = sets
     return out
+
+
+def _room(job, sets, idle, swaps, a: int, free_first: bool):
+    """(the step from which the job gains a GPU idle through step a, the GPUs it may gain):
+    step a where its swap budget has room, else the latest earlier one that has (the GPU held
+    from there within `gpus_max`), or (None, 0)."""
+    chain = idle[a]
+    for k in range(a, -1, -1):
+        chain &= idle[k]
+        if not chain or k < a and sets[k].bit_count() >= job.gpus_max:
+            break
+        if free_first and k == 0 or swaps[k] < job.swap_cap:
+            return k, chain
+    return None, 0
 
 
 def _screen(scenario, running, candidates, discount, params, configurations, screen):
