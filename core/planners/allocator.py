@@ -1904,9 +1904,10 @@ def _within_swap_cap(
     step early, or the one released kept a step longer (while it is free and the job within
     its range), or, among `others` ((job, sets) of every service), one that holds the GPU the
     step before hands it over there (while it keeps gpus_min and its own swap cap; it gives that
-    unit up), or with `gain_late`, the GPU gained is taken a step later (the job goes without it
-    while it keeps gpus_min; the trial prices the shortfall). Edits `sets`, the others' sets and
-    `held` in place."""
+    unit up), or taken at the latest earlier step with swap room and held from there (while it
+    is free and the job within its range; `_gained_earlier`), or with `gain_late`, the GPU
+    gained is taken a step later (the job goes without it while it keeps gpus_min; the trial
+    prices the shortfall). Edits `sets`, the others' sets and `held` in place."""
     before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
     T = len(sets)
     for t in range(T):
@@ -1937,6 +1938,10 @@ def _within_swap_cap(
             excess -= 1
         if t > 0 and excess > 0 and others:  # a GPU another service hands over a step early
             excess -= _handed_over(job, sets, t, others, excess, before)
+        if t > 1 and excess > 0:  # gained earlier still, where step t - 1 has no swap room
+            excess -= _gained_earlier(job, sets, held, t, excess, before)
+        if t > 0:
+            prev = sets[t - 1]  # GPUs handed over or gained earlier are no longer gained at t
         gained = sets[t] & ~prev if gain_late else 0
         while excess > 0 and gained and sets[t].bit_count() > job.gpus_min:
             bit = gained & -gained
@@ -1946,6 +1951,28 @@ def _within_swap_cap(
         if excess > 0:
             return False
     return True
+
+
+def _gained_earlier(job, sets, held, t, excess, before) -> int:
+    """How many GPUs the job gains at step t it can gain instead at an earlier step with swap
+    room, held from there (free and within gpus_max over the steps between), at most
+    `excess` (edits `sets` and `held`)."""
+    gains = sets[t] & ~sets[t - 1]
+    done = 0
+    while gains and done < excess:
+        bit = gains & -gains
+        gains ^= bit
+        for k in range(t - 1, -1, -1):
+            if held[k] & bit or sets[k].bit_count() >= job.gpus_max:
+                break
+            prior = before if k == 0 else sets[k - 1]
+            if prior is None or (prior ^ sets[k]).bit_count() < job.swap_cap:
+                for j in range(k, t):
+                    sets[j] |= bit
+                    held[j] |= bit
+                done += 1
+                break
+    return done
 
 
 def _handed_over(job, sets, t, others, excess, before) -> int:

@@ -719,6 +719,21 @@ def test_a_swap_cap_is_kept_by_gaining_a_gpu_a_step_late():
     assert not _within_swap_cap(floor, list(sets), list(held), gain_late=True)
 
 
+def test_a_swap_cap_is_kept_by_gaining_a_gpu_more_than_a_step_early():
+    from core.planners.allocator import _within_swap_cap
+
+    # GPU 1 for GPU 2 at step 2 is two swaps for a cap of 1; step 1 already used its swap
+    # (GPU 0 given up) and GPU 1 is held at step 2 (no late release): GPU 2 is gained at step
+    # 0 (free there: no previous GPUs) and held through step 1
+    job = RealtimeJob("rt0", 8, 0, 3, swap_cap=1, demand=(2.0, 1.0, 1.0))
+    sets, held = [0b0011, 0b0010, 0b0100], [0b0011, 0b0010, 0b0110]
+    assert _within_swap_cap(job, sets, held)
+    assert sets == [0b0111, 0b0110, 0b0100]
+    # not where the job is at gpus_max on the way back
+    full = dataclasses.replace(job, gpus_max=2)
+    assert not _within_swap_cap(full, [0b0011, 0b0010, 0b0100], [0b0011, 0b0010, 0b0110])
+
+
 def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
     # Found by the cleared-window property below (wide seed 909): GPUs 2-3 to 4-5 at step 2
     # is four swaps for a cap of 2. GPU 4 is gained a step early (step 1 then holds 3, the
