@@ -61,7 +61,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    block or size at its own start and batch work on the block costs what it loses starting again
    after the window. There a window that loses alone is also tried where the GPU-steps its job
    gives up could pay for it (another late job may take them), and last, one window a swap cap held
-   is tried with its service gaining the GPU a step late (a step short, priced like any shortfall).
+   is tried with another service handing its service the GPU a step early (the other gives that
+   unit up), else with its service gaining the GPU a step late (a step short; both priced like any
+   shortfall).
    Last, where a move changed the plan, the jobs the search shrank for the serving it then moved
    get their wider sizes back in one packing.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
@@ -69,11 +71,13 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    returns less than either (`tests/planners/test_slo.py`); where the fluid bound on their
    reservation is no better than the plan, they are not packed. On small problems the final
    plan's batch work then descends once more under wider moves (the other size rule, a job
-   moved to any earlier or later position) and keeps what earns more.
+   moved to any earlier or later position), also with the jobs windows pinned held on their
+   windows, and keeps what earns more.
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
    while its demand is low), kept where it covers more; then it takes GPUs the plan leaves idle
-   (within its range and swap cap): the pricing gave them up for batch work that did not come.
+   (within its range and swap cap, a step or more early where a release used the cap): the
+   pricing gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -390,21 +394,38 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     by the wider moves of `_wide_move` until one pays (the main descent tried the others),
     within a budget of work of `packs`; kept where it earns more. For small problems, where a
     packing is cheap: these moves reach plans two of the main descent's moves away whose first
-    loses (the other size rule and then a promotion; a job moved a few places)."""
+    loses (the other size rule and then a promotion; a job moved a few places). The jobs pinned
+    on windows go first in the order, and, where there are any, also stay on their windows."""
     order = list(result[3])
     listed = {c.index for c in order}  # jobs pinned on a window are not in the order: first
-    placed = {p[0] for p in result[0]} - listed
-    order = [c for c in candidates if c.index in placed] + order
-    start = packer.pack(order, result[4])
-    incumbent = (start, order, result[4], packer.trace)
+    pinned = [p for p in result[0] if p[0] not in listed]
+    placed = {p[0] for p in pinned}
+    tries = [(packer, [c for c in candidates if c.index in placed] + order, ())]
+    if pinned:
+        free = list(packer.free)
+        for _, b, g, start, end in pinned:
+            for t in range(start, end):
+                free[t] &= ~(((1 << g) - 1) << b)
+        held = _Packer(packer.gpus, packer.steps, packer.discount, free, packer.grid is not None)
+        tries.append((held, order, pinned))
     best = None
-    # where the descent went on under the other size rule (it tied), also without that move
-    for wide in ("tried", "same rule"):
-        found, _ = _descend(packer, incumbent, packs, True, wide)
-        if found[0][1:] > tuple(result[1:3]) and (best is None or found[0][1:] > best[0][1:]):
-            best = found
-        if found[2] == result[4]:
-            break
+    for packer, order, pins in tries:
+        start = packer.pack(order, result[4])
+        incumbent = (start, order, result[4], packer.trace)
+        extra = [0.0, 0.0]
+        for index, _, g, begin, end in pins:
+            priority = next(c.priority for c in candidates if c.index == index)
+            extra[0] += priority * g * (packer.discount[end] - packer.discount[begin])
+            extra[1] += g * (end - begin)
+        # where the descent went on under the other size rule (it tied), also without that move
+        for wide in ("tried", "same rule"):
+            found, _ = _descend(packer, incumbent, packs, True, wide)
+            placements, reward, cells = found[0]
+            found = ((placements + list(pins), reward + extra[0], cells + extra[1]), *found[1:])
+            if found[0][1:] > tuple(result[1:3]) and (best is None or found[0][1:] > best[0][1:]):
+                best = found
+            if found[2] == result[4]:
+                break
     return result if best is None else (*best[0], best[1], best[2])
 
 
@@ -463,7 +484,10 @@ def _top_up(
     work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
     priority), from each step where it is short: the idle GPU that stays idle longest, held
     from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
-    has room for its release (or the horizon); its gain needs room at the first step too.
+    has room for its release (or the horizon); its gain needs room at the first step too, or
+    where that step has none (a release used the swap cap there), it is gained at the latest
+    earlier step that has room, held from there (day small-21: rt0 gives a GPU up at step 7 and
+    gains an idle one at step 6, 340.0 -> 350.0; the optimum is 354.0).
     """
     if not realtime:
         return realtime
@@ -487,18 +511,19 @@ def _top_up(
         while a < T:
             want = math.ceil(job.demand[a] - 1e-9)
             n = sets[a].bit_count()
-            room = free_first and a == 0 or swaps[a] < job.swap_cap
-            if n >= min(want, job.gpus_max) or not idle[a] or not room:
-                a += 1
+            short, end, chain = a, a + 1, 0
+            if n < min(want, job.gpus_max) and idle[a]:  # short, with a GPU idle
+                a, chain = _room(job, sets, idle, swaps, a, free_first)
+            if not chain:
+                a = short + 1
                 continue
-            chain, end = idle[a], a + 1
             while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
                 chain &= idle[end]
                 end += 1
-            while a < end < T and swaps[end] >= job.swap_cap:  # its release must fit
+            while short < end < T and swaps[end] >= job.swap_cap:  # its release must fit
                 end -= 1
-            if end <= a:
-                a += 1
+            if end <= short:
+                a = short + 1
                 continue
             bit = chain & -chain
             for t in range(a, end):
@@ -510,6 +535,20 @@ def _top_up(
                 swaps[end] += 1
         out[i] = sets
     return out
+
+
+def _room(job, sets, idle, swaps, a: int, free_first: bool):
+    """(the step from which the job gains a GPU idle through step a, the GPUs it may gain):
+    step a where its swap budget has room, else the latest earlier one that has (the GPU held
+    from there within `gpus_max`), or (None, 0)."""
+    chain = idle[a]
+    for k in range(a, -1, -1):
+        chain &= idle[k]
+        if not chain or k < a and sets[k].bit_count() >= job.gpus_max:
+            break
+        if free_first and k == 0 or swaps[k] < job.swap_cap:
+            return k, chain
+    return None, 0
 
 
 def _screen(scenario, running, candidates, discount, params, configurations, screen):
@@ -1745,8 +1784,10 @@ def _clear_window(
     (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
     serving again from the window's end on, from where the moves left it. Where a swap cap
     still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `gain_late`, the GPU gained is then taken a step late instead (its job goes without it).
-    `by_step`: `_batch_by_step` of the incumbent but the mover, where the caller has it."""
+    `gain_late`, another service first hands the GPU over a step early where it holds it then
+    (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5, rt0's at step 0, so that b6
+    runs on GPUs 0-3 at step 1), else the GPU gained is taken a step late (its job goes without
+    it). `by_step`: `_batch_by_step` of the incumbent but the mover, where the caller has it."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -1760,6 +1801,10 @@ def _clear_window(
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
     gain_late = give_up and gain_late
+    if gain_late:  # first, another service hands the GPU over a step early (gives its unit up)
+        handed = {i: list(v) for i, v in sets.items()}
+        if _within_swap_caps(jobs, running, batch, window[0], handed, hand_over=True):
+            return handed
     if _within_swap_caps(jobs, running, batch, window[0], sets, gain_late):
         return sets
     stuck = _STUCK if give_up else None
@@ -1820,7 +1865,7 @@ def _clear_steps(scenario, jobs, running, incumbent, sets, window, give_up) -> b
     return True
 
 
-def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False) -> bool:
+def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False, hand_over=False):
     """Whether every job keeps its swap cap (`_within_swap_cap`, which edits `sets`)."""
     b, g, start, end = window
     block = ((1 << g) - 1) << b
@@ -1829,7 +1874,8 @@ def _within_swap_caps(jobs, running, batch, window, sets, gain_late=False) -> bo
     for v in sets.values():
         for t, m in enumerate(v):
             held[t] |= m
-    return all(_within_swap_cap(job, sets[i], held, gain_late) for i, job in jobs)
+    others = [(job, sets[i]) for i, job in jobs] if hand_over else ()
+    return all(_within_swap_cap(job, sets[i], held, gain_late, others) for i, job in jobs)
 
 
 def _rehome_runs(sets, running, batch, block, window, onto_batch):
@@ -1915,13 +1961,18 @@ def _cheapest_home(scenario, jobs, sets, t, block, mover, cells, bumpable):
     return None if best is None else best[1:]
 
 
-def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_late=False) -> bool:
+def _within_swap_cap(
+    job: RealtimeJob, sets: list[int], held: list[int], gain_late=False, others=()
+) -> bool:
     """Whether the job's sets keep its swap cap, where need be after making a move before its
     break: where the cap is too small to release and gain at once, the GPU gained is taken a
     step early, or the one released kept a step longer (while it is free and the job within
-    its range), or with `gain_late`, the GPU gained is taken a step later (the job goes without it
-    while it keeps gpus_min; the trial prices the shortfall). Edits `sets` and `held` in
-    place."""
+    its range), or, among `others` ((job, sets) of every service), one that holds the GPU the
+    step before hands it over there (while it keeps gpus_min and its own swap cap; it gives that
+    unit up), or taken at the latest earlier step with swap room and held from there (while it
+    is free and the job within its range; `_gained_earlier`), or with `gain_late`, the GPU
+    gained is taken a step later (the job goes without it while it keeps gpus_min; the trial
+    prices the shortfall). Edits `sets`, the others' sets and `held` in place."""
     before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
     T = len(sets)
     for t in range(T):
@@ -1950,6 +2001,12 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_la
             sets[t] |= bit
             held[t] |= bit
             excess -= 1
+        if t > 0 and excess > 0 and others:  # a GPU another service hands over a step early
+            excess -= _handed_over(job, sets, t, others, excess, before)
+        if t > 1 and excess > 0:  # gained earlier still, where step t - 1 has no swap room
+            excess -= _gained_earlier(job, sets, held, t, excess, before)
+        if t > 0:
+            prev = sets[t - 1]  # GPUs handed over or gained earlier are no longer gained at t
         gained = sets[t] & ~prev if gain_late else 0
         while excess > 0 and gained and sets[t].bit_count() > job.gpus_min:
             bit = gained & -gained
@@ -1959,6 +2016,56 @@ def _within_swap_cap(job: RealtimeJob, sets: list[int], held: list[int], gain_la
         if excess > 0:
             return False
     return True
+
+
+def _gained_earlier(job, sets, held, t, excess, before) -> int:
+    """How many GPUs the job gains at step t it can gain instead at an earlier step with swap
+    room, held from there (free and within gpus_max over the steps between), at most
+    `excess` (edits `sets` and `held`)."""
+    gains = sets[t] & ~sets[t - 1]
+    done = 0
+    while gains and done < excess:
+        bit = gains & -gains
+        gains ^= bit
+        for k in range(t - 1, -1, -1):
+            if held[k] & bit or sets[k].bit_count() >= job.gpus_max:
+                break
+            prior = before if k == 0 else sets[k - 1]
+            if prior is None or (prior ^ sets[k]).bit_count() < job.swap_cap:
+                for j in range(k, t):
+                    sets[j] |= bit
+                    held[j] |= bit
+                done += 1
+                break
+    return done
+
+
+def _handed_over(job, sets, t, others, excess, before) -> int:
+    """How many GPUs the job gains at step t that another service hands it a step early, at
+    most `excess` (edits `sets` and the others' sets): the other gives the GPU up at t - 1
+    while it keeps gpus_min and its swap cap there, the job while it stays within gpus_max and
+    its own cap."""
+    prev, prev2 = sets[t - 1], before if t == 1 else sets[t - 2]
+    handed = 0
+    for other, theirs in others:
+        if handed == excess or sets[t - 1].bit_count() >= job.gpus_max:
+            break
+        if prev2 is not None and (prev2 ^ sets[t - 1]).bit_count() >= job.swap_cap:
+            break
+        bit = sets[t] & ~prev & theirs[t - 1]
+        bit &= -bit
+        if not bit or theirs is sets or theirs[t - 1].bit_count() <= other.gpus_min:
+            continue
+        if t > 1:
+            earlier = theirs[t - 2]
+        else:
+            earlier = mask_of(other.previous_gpus) if other.previous_gpus is not None else 0
+        if earlier & bit and (earlier ^ theirs[t - 1]).bit_count() >= other.swap_cap:
+            continue  # it held the GPU before: giving it up is one more swap at t - 1
+        theirs[t - 1] ^= bit
+        sets[t - 1] |= bit
+        handed += 1
+    return handed
 
 
 def G_MASK(gpus: int) -> int:
@@ -2259,7 +2366,7 @@ def _descend(packer, incumbent, packs, by_work=False, wide: str = ""):
     while packs > 0:
         move = _next_move(best[0], best_order, tried, rival=not by_work)
         if move is None and wide:
-            move = _wide_move(best_order, tried)
+            move = _wide_move(best_order, tried, best[0])
         if move is None:
             break
         tried.add(move)
@@ -2284,13 +2391,21 @@ def _descend(packer, incumbent, packs, by_work=False, wide: str = ""):
 def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> list[_Candidate]:
     """The order after a move (kind, position, to): "insert" the job at `position` before
     position `to` (earlier), "demote" it to just after position `to` (later), "swap" it with
-    the next one, "shrink" it to the sizes narrower than the one it is placed at."""
+    the next one, "shrink" it to the sizes narrower than the one it is placed at, "pair" it and
+    the job at position `to` (it first) to just after the job at `to + 1`."""
     kind, position, to = move
     job = order[position]
     if kind == "insert":
         return order[:to] + [job] + order[to:position] + order[position + 1 :]
     if kind == "demote":
         return order[:position] + order[position + 1 : to + 1] + [job] + order[to + 1 :]
+    if kind == "pair":  # the job, then the one at `to`, just after the job next to that one
+        return (
+            order[:to]
+            + [order[to + 1], job, order[to]]
+            + order[to + 2 : position]
+            + order[position + 1 :]
+        )
     if kind == "swap":
         out = list(order)
         out[position], out[position + 1] = out[position + 1], out[position]
@@ -2305,12 +2420,29 @@ def _moved(order: list[_Candidate], move: tuple[str, int, int], placements) -> l
     return order[:position] + [narrower] + order[position + 1 :]
 
 
-def _wide_move(order, tried):
+def _wide_move(order, tried, placements):
     """The moves of a wider neighbourhood, once `_next_move`'s are exhausted: pack the order
-    under the other size rule, insert a job at any earlier position (nearest first), then at
-    any later one (farthest first)."""
+    under the other size rule; move a job cut short or left out and a job at least two places
+    before it that is placed to start after the first arrives (nearest first) as a pair, the
+    first ahead, to just after the job next to the second; insert a job at any earlier position
+    (nearest first), then at any later one (farthest first). A pair move reaches an order two
+    single moves away, where neither pays alone (wide small-28: b3, b10, b0, b1, b6 -> b10, b6,
+    b3, b0, b1: b6 then starts where b10 ends and b3 after it, where b3 took b6's room)."""
     if ("rule", 0, 0) not in tried:
         return ("rule", 0, 0)
+    placed = {p[0]: p for p in placements}
+    for position, job in enumerate(order):
+        where = placed.get(job.index)
+        if where is not None and where[4] - where[3] >= job.durations[job.sizes.index(where[2])]:
+            continue
+        for before in range(position - 2, -1, -1):
+            rival = placed.get(order[before].index)
+            if (
+                rival is not None
+                and rival[3] >= job.arrival
+                and ("pair", position, before) not in tried
+            ):
+                return ("pair", position, before)
     for position in range(3, len(order)):
         for to in range(position - 2, 0, -1):  # (to position - 1 is a swap of neighbours)
             if ("insert", position, to) not in tried:
