@@ -72,8 +72,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    moved to any earlier or later position) and keeps what earns more.
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
-   while its demand is low), kept where it covers more; then it takes GPUs the plan leaves idle
-   (within its range and swap cap): the pricing gave them up for batch work that did not come.
+   while its demand is low; the peaks held all horizon are placed too), kept where it covers
+   more; then it takes GPUs the plan leaves idle (within its range and swap cap): the pricing
+   gave them up for batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -408,7 +409,7 @@ def _polish(packer: _Packer, candidates: list[_Candidate], result: tuple, packs:
     return result if best is None else (*best[0], best[1], best[2])
 
 
-def _serve_around(scenario, running, incumbent, pricings, params, layouts):
+def _serve_around(scenario, running, incumbent, pricings, params, layouts, peak=True):
     """The final serving topped up (`_top_up`), or where it is short, serving placed again
     around the final batch work where that covers more (target met first, then priced
     shortfall; the batch work stays as it is). `incumbent` is (serving sets, batch placements).
@@ -418,7 +419,12 @@ def _serve_around(scenario, running, incumbent, pricings, params, layouts):
     takes a GPU it holds at its peak, it goes short there. Placed again with the batch cells
     of each step avoided and the GPUs batch takes later gained only for `gpus_min` and left
     early (`_place_realtime`'s `around`), serving moves while its demand is low. Each pricing is
-    placed in each of `layouts` (none: the top-up alone)."""
+    placed in each of `layouts` (none: the top-up alone), and with `peak` so are the peaks held
+    all horizon (`_Targets` "peak") without hand-overs, topped up like the rest: where two
+    services with swap caps of 1 contend around fixed batch work, following the demand curve
+    greedily gives a GPU to one job while its demand is low that the other needs a few steps
+    later, and a cap of 1 cannot undo that in time (day-shape small-21: priced shortfall 44 ->
+    30, the optimum)."""
     realtime, placements = incumbent
     topped = _top_up(scenario, running, realtime, placements)
     if not layouts or not placements:
@@ -432,14 +438,18 @@ def _serve_around(scenario, running, incumbent, pricings, params, layouts):
         block = ((1 << g) - 1) << b
         for t in range(start, end):
             cells[t] |= block
-    for pricing, layout in [(p, style) for p in pricings for style in layouts]:
+    tries = [(p, style, params.give_up_serving) for p in pricings for style in layouts]
+    if peak:  # peaks held all horizon, no hand-over: services that contend keep their GPUs
+        held = _Targets("peak", pricings[0].worth)
+        tries += [(held, style, False) for style in layouts]
+    for pricing, layout, hand_over in tries:
         sets = _place_realtime(
             scenario,
             running,
             layout,
             pricing,
             cells,
-            hand_over=params.give_up_serving,
+            hand_over=hand_over,
             around=cells,
         )
         if any(m & cells[t] for v in sets.values() for t, m in enumerate(v)):
