@@ -73,8 +73,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
    while its demand is low; the peaks held all horizon are placed too), kept where it covers
-   more; then it takes GPUs the plan leaves idle (within its range and swap cap): the pricing
-   gave them up for batch work that did not come.
+   more; then it takes GPUs the plan leaves idle (within its range and swap cap, gained a few
+   steps early where the cap has no room at the step it is short): the pricing gave them up for
+   batch work that did not come.
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -473,7 +474,11 @@ def _top_up(
     work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
     priority), from each step where it is short: the idle GPU that stays idle longest, held
     from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
-    has room for its release (or the horizon); its gain needs room at the first step too.
+    has room for its release (or the horizon); its gain needs room at the first step too, and
+    where that step has none (a swap cap of 1 spent releasing a GPU), the GPU is gained at the
+    last earlier step with room while it is idle there and the job below `gpus_max` (wide-shape
+    small-4169: a service whose GPU went to another at step 1 holds an idle one from step 0,
+    where its swaps are free; priced shortfall 38 -> 26, the optimum).
     """
     if not realtime:
         return realtime
@@ -497,11 +502,14 @@ def _top_up(
         while a < T:
             want = math.ceil(job.demand[a] - 1e-9)
             n = sets[a].bit_count()
-            room = free_first and a == 0 or swaps[a] < job.swap_cap
-            if n >= min(want, job.gpus_max) or not idle[a] or not room:
+            if n >= min(want, job.gpus_max) or not idle[a]:
                 a += 1
                 continue
-            chain, end = idle[a], a + 1
+            first, chain = _gained_from(job, (sets, swaps, idle), a, free_first)
+            if first < 0:
+                a += 1
+                continue
+            end = a + 1
             while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
                 chain &= idle[end]
                 end += 1
@@ -511,15 +519,33 @@ def _top_up(
                 a += 1
                 continue
             bit = chain & -chain
-            for t in range(a, end):
+            for t in range(first, end):
                 sets[t] |= bit
                 idle[t] ^= bit
-            if not (free_first and a == 0):
-                swaps[a] += 1
+            if not (free_first and first == 0):
+                swaps[first] += 1
             if end < T:
                 swaps[end] += 1
         out[i] = sets
     return out
+
+
+def _gained_from(job, held, a: int, free_first: bool) -> tuple[int, int]:
+    """Where `_top_up` gains a GPU for step `a`: (the last step up to `a` whose swap budget has
+    room, the GPUs idle from there through `a`), the job below `gpus_max` all the while before
+    `a`; (-1, 0) where there is none. `held` is the job's (sets, swaps per step, idle GPUs per
+    step); step 0 is free where `free_first`."""
+    sets, swaps, idle = held
+    chain = idle[a]
+    if free_first and a == 0 or swaps[a] < job.swap_cap:
+        return a, chain
+    for first in range(a - 1, -1, -1):
+        chain &= idle[first]
+        if not chain or sets[first].bit_count() >= job.gpus_max:
+            break
+        if free_first and first == 0 or swaps[first] < job.swap_cap:
+            return first, chain
+    return -1, 0
 
 
 def _screen(scenario, running, candidates, discount, params, configurations, screen):

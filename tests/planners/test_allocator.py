@@ -571,8 +571,9 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     # small-21 again: b6 takes GPUs 0-3 at steps 18-23 and rt1 (priority 8, swap cap 1) sits on
     # GPU 2 at its peak, so it went a GPU short at step 18 (307.0, 61 of priced shortfall).
     # Placed again with the batch work fixed, it leaves GPU 2 while its demand is low; the
-    # batch work is the same and the plan is 29 better in the buddy layout (336.0), 33 in the
-    # best of the three this small problem tries (the optimum is 354.0).
+    # batch work is the same and the plan is 29 better in the buddy layout (336.0), 43 in the
+    # best of the three this small problem tries (the optimum is 354.0; 33 before the top-up
+    # gained idle GPUs early).
     from core.bench import small_case
     from core.planners import allocator
 
@@ -582,7 +583,7 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     monkeypatch.setattr(allocator, "_serve_around", lambda *args: original(*args, peak=False))
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(340.0, abs=1e-6)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(350.0, abs=1e-6)
     buddy = (allocator._Buddy(scenario.cluster.gpus),)
     monkeypatch.setattr(
         allocator, "_serve_around", lambda *args: original(*args[:5], buddy, peak=False)
@@ -596,9 +597,9 @@ def test_serving_placed_again_around_the_batch_work_also_holds_its_peaks(monkeyp
     # small-21 once more: on the final batch work, rt1 (priority 8) and rt0 (priority 2), both
     # with a swap cap of 1, contend for GPUs 2-7. Following the demand curves, rt1 steps aside
     # onto GPU 6 at step 2 while its demand is low, and rt0 then cannot gain GPU 2 until step 8
-    # (a GPU short at step 7; priced shortfall 44). Holding the peaks all horizon without
-    # hand-overs, topped up with the idle GPUs, gives the optimum's shortfall of 30: 340 -> 354
-    # (the optimum) with the same batch work.
+    # (a GPU short at step 7; priced shortfall 34, 44 before the top-up gained idle GPUs early).
+    # Holding the peaks all horizon without hand-overs, topped up with the idle GPUs, gives the
+    # optimum's shortfall of 30: 350 -> 354 (the optimum) with the same batch work.
     from core.bench import small_case
     from core.planners import allocator
 
@@ -609,8 +610,25 @@ def test_serving_placed_again_around_the_batch_work_also_holds_its_peaks(monkeyp
     original = allocator._serve_around
     monkeypatch.setattr(allocator, "_serve_around", lambda *args: original(*args, peak=False))
     without = plan_allocator(scenario)
-    assert metrics(scenario, without)["objective"] == pytest.approx(340.0, abs=1e-6)
+    assert metrics(scenario, without)["objective"] == pytest.approx(350.0, abs=1e-6)
     assert batch_placements(scenario, without) == batch_placements(scenario, plan)
+
+
+def test_the_top_up_gains_an_idle_gpu_early_where_the_swap_cap_has_no_room_when_short():
+    # scripts/allocator_gap.py's wide-shape small-4169 (8 GPUs x 12 steps): rt0 (priority 4,
+    # swap cap 1, demand 1.9, 1.6, ...) holds GPUs 4-5 at step 0, where its swaps are free, and
+    # gives GPU 4 to rt1 at step 1, which spends its cap: it went 0.6 short there although GPUs
+    # 0-3 are idle until batch work arrives at step 2. The top-up now gains GPU 0 at step 0 and
+    # holds it to step 1: priced shortfall 38 -> 26, 38.92 -> 50.92 (the optimum).
+    from core.bench import small_case
+
+    scenario = small_case(4169, wide=True)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert metrics(scenario, plan)["objective"] == pytest.approx(50.924407, abs=1e-5)
+    rt0 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt0")
+    assert list(plan.grid[0, :2]) == [rt0, rt0]
+    assert holdings(scenario, plan)[rt0][1] == 2
 
 
 def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
