@@ -73,9 +73,9 @@ Six phases, each legal by construction (the five constraints are its rules, not 
 6. **Serving, once more.** On small problems, serving short of its demand is placed again around
    the finished batch work (a service with a swap cap of 1 leaves the GPUs batch work takes later
    while its demand is low; the peaks held all horizon are placed too), kept where it covers
-   more; then it takes GPUs the plan leaves idle (within its range and swap cap, gained a few
-   steps early where the cap has no room at the step it is short): the pricing gave them up for
-   batch work that did not come.
+   more; then it takes GPUs the plan leaves idle (within its range and swap cap, where the cap
+   is spent a GPU held on after its release or gained a few steps early): the pricing gave them
+   up for batch work that did not come. (This top-up runs on every problem.)
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -472,13 +472,13 @@ def _top_up(
 
     The targets priced a GPU against the batch work that could use it; where the packed batch
     work did not, the GPU is idle and serving on it only lowers the shortfall. Per job (by
-    priority), from each step where it is short: the idle GPU that stays idle longest, held
-    from there while it stays idle and within `gpus_max`, up to the last step whose swap budget
-    has room for its release (or the horizon); its gain needs room at the first step too, and
-    where that step has none (a swap cap of 1 spent releasing a GPU), the GPU is gained at the
-    last earlier step with room while it is idle there and the job below `gpus_max` (wide-shape
-    small-4169: a service whose GPU went to another at step 1 holds an idle one from step 0,
-    where its swaps are free; priced shortfall 38 -> 26, the optimum).
+    priority), from each step where it is short: an idle GPU, held from there while it stays
+    idle and within `gpus_max`, up to the last step whose swap budget has room for its release
+    (or the horizon); its gain needs room at the first step too (`_idle_run`). Where a swap cap
+    is spent at either end, the run takes a GPU the job just released (held on), or gains one
+    at an earlier step with room, or one the job gains at the next step anyway (a step early):
+    wide-shape small-4169, priced shortfall 38 -> 26; day-shape small-4236, 9 -> 2 (both the
+    shortfall of the best serving around that batch work).
     """
     if not realtime:
         return realtime
@@ -502,50 +502,69 @@ def _top_up(
         while a < T:
             want = math.ceil(job.demand[a] - 1e-9)
             n = sets[a].bit_count()
-            if n >= min(want, job.gpus_max) or not idle[a]:
+            run = None
+            if n < min(want, job.gpus_max) and idle[a]:
+                run = _idle_run(job, (sets, swaps, idle, before[0]), a, free_first)
+            if run is None:
                 a += 1
                 continue
-            first, chain = _gained_from(job, (sets, swaps, idle), a, free_first)
-            if first < 0:
-                a += 1
-                continue
-            end = a + 1
-            while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
-                chain &= idle[end]
-                end += 1
-            while a < end < T and swaps[end] >= job.swap_cap:  # its release must fit
-                end -= 1
-            if end <= a:
-                a += 1
-                continue
-            bit = chain & -chain
+            first, end, bit, gained, released = run
             for t in range(first, end):
                 sets[t] |= bit
                 idle[t] ^= bit
-            if not (free_first and first == 0):
-                swaps[first] += 1
+            swaps[first] += gained
             if end < T:
-                swaps[end] += 1
+                swaps[end] += released
         out[i] = sets
     return out
 
 
-def _gained_from(job, held, a: int, free_first: bool) -> tuple[int, int]:
-    """Where `_top_up` gains a GPU for step `a`: (the last step up to `a` whose swap budget has
-    room, the GPUs idle from there through `a`), the job below `gpus_max` all the while before
-    `a`; (-1, 0) where there is none. `held` is the job's (sets, swaps per step, idle GPUs per
-    step); step 0 is free where `free_first`."""
-    sets, swaps, idle = held
-    chain = idle[a]
-    if free_first and a == 0 or swaps[a] < job.swap_cap:
-        return a, chain
-    for first in range(a - 1, -1, -1):
-        chain &= idle[first]
-        if not chain or sets[first].bit_count() >= job.gpus_max:
-            break
-        if free_first and first == 0 or swaps[first] < job.swap_cap:
-            return first, chain
-    return -1, 0
+def _idle_run(job, held, a: int, free_first: bool):
+    """The run of one idle GPU `_top_up` gives a job short at step `a`: (first step, end,
+    the GPU's bit, the swaps its gain costs at the first step, its release at the end), or
+    None. `held` is the job's (sets, swaps per step, idle GPUs per step, its GPUs before step
+    0); step 0 is free where `free_first`.
+
+    Held from `a` while it stays idle and the job below `gpus_max`, up to the last step whose
+    swap budget has room for its release. Where step `a` has no room for the gain (a swap cap
+    spent releasing a GPU there), it is a GPU the job released at `a` held on (its release
+    moves later: one swap fewer at `a`), or else one gained at the last earlier step with room
+    where it is idle from there and the job below `gpus_max`. Where no release fits, it is a
+    GPU the job gains at the next step, gained at `a` instead (one swap fewer there)."""
+    sets, swaps, idle, before = held
+    T, cap = len(sets), job.swap_cap
+    first, chain, gained = a, idle[a], 1
+    if free_first and a == 0:
+        gained = 0
+    elif swaps[a] >= cap:
+        released = idle[a] & (sets[a - 1] if a > 0 else before)
+        if released:
+            chain, gained = released, -1
+        else:
+            for first in range(a - 1, -1, -1):
+                chain &= idle[first]
+                if not chain or sets[first].bit_count() >= job.gpus_max:
+                    return None
+                if free_first and first == 0:
+                    gained = 0
+                    break
+                if swaps[first] < cap:
+                    break
+            else:
+                return None
+    start = chain
+    end = a + 1
+    while end < T and sets[end].bit_count() < job.gpus_max and chain & idle[end]:
+        chain &= idle[end]
+        end += 1
+    while a < end < T and swaps[end] >= cap:  # its release must fit
+        end -= 1
+    if end > a:
+        return first, end, chain & -chain, gained, 1
+    gains = start & sets[a + 1] if a + 1 < T else 0
+    if not gains:
+        return None
+    return first, a + 1, gains & -gains, gained, -1
 
 
 def _screen(scenario, running, candidates, discount, params, configurations, screen):
