@@ -75,7 +75,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    while its demand is low; the peaks held all horizon are placed too), kept where it covers
    more; then it takes GPUs the plan leaves idle (within its range and swap cap, where the cap
    is spent a GPU held on after its release or gained a few steps early): the pricing gave them
-   up for batch work that did not come. (This top-up runs on every problem.)
+   up for batch work that did not come; and a GPU one service hands another goes a step or more
+   earlier where the gainer is short and that pays. (This top-up runs on every problem.)
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -478,7 +479,8 @@ def _top_up(
     is spent at either end, the run takes a GPU the job just released (held on), or gains one
     at an earlier step with room, or one the job gains at the next step anyway (a step early):
     wide-shape small-4169, priced shortfall 38 -> 26; day-shape small-4236, 9 -> 2 (both the
-    shortfall of the best serving around that batch work).
+    shortfall of the best serving around that batch work). Last, hand-overs between services
+    move earlier where that pays (`_hand_over_earlier`).
     """
     if not realtime:
         return realtime
@@ -516,7 +518,64 @@ def _top_up(
             if end < T:
                 swaps[end] += released
         out[i] = sets
-    return out
+    return _hand_over_earlier(scenario, out)
+
+
+def _hand_over_earlier(scenario: Scenario, realtime: dict[int, list[int]]):
+    """Where one job gains a GPU at the step another releases it, the hand-over moves a step
+    earlier while that pays (what the GPU covers of the gainer's demand there, by priority,
+    against what it covers of the giver's), both stay within their ranges and swap caps, and
+    under a coverage target no unit is lost: day-shape small-4386, rt0 (priority 4) held a GPU
+    past its demand at step 16 that rt1 (priority 2, a GPU short) gained at step 17."""
+    if len(realtime) < 2 or scenario.policy.penalty_weight <= 0:
+        return realtime
+    T = scenario.cluster.horizon_steps
+    jobs = {i: scenario.jobs[i] for i in realtime}
+    units = scenario.policy.rt_coverage_target is not None
+    sets = {i: list(v) for i, v in realtime.items()}
+    before = {
+        i: mask_of(job.previous_gpus) if job.previous_gpus is not None else None
+        for i, job in jobs.items()
+    }
+
+    def fits(i: int, t: int) -> bool:  # job i's swaps at steps t and t + 1 within its cap
+        s = sets[i]
+        for u in (t, t + 1):
+            if u >= T or u == 0 and before[i] is None:
+                continue
+            prior = s[u - 1] if u > 0 else before[i]
+            if (prior ^ s[u]).bit_count() > jobs[i].swap_cap:
+                return False
+        return True
+
+    for b in sorted(jobs, key=lambda i: -jobs[i].priority):  # stable: file order
+        gainer = jobs[b]
+        for e in range(1, T):
+            gained = sets[b][e] & ~sets[b][e - 1]
+            while gained:
+                x = gained & -gained
+                gained ^= x
+                a = next((j for j in jobs if j != b and sets[j][e - 1] & x), None)
+                t = e - 1
+                while a is not None and t >= 0 and sets[a][t] & x:
+                    giver = jobs[a]
+                    n, m = sets[b][t].bit_count(), sets[a][t].bit_count()
+                    if n >= gainer.gpus_max or m <= giver.gpus_min:
+                        break
+                    wins = _covers(gainer.demand[t], n + 1)
+                    loses = _covers(giver.demand[t], m)
+                    if gainer.priority * wins <= giver.priority * loses + 1e-9 or (
+                        units and wins < loses - 1e-9
+                    ):
+                        break
+                    sets[a][t] ^= x
+                    sets[b][t] |= x
+                    if not (fits(a, t) and fits(b, t)):
+                        sets[a][t] |= x
+                        sets[b][t] ^= x
+                        break
+                    t -= 1
+    return sets
 
 
 def _idle_run(job, held, a: int, free_first: bool):
