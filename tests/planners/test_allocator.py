@@ -668,6 +668,22 @@ def test_a_hand_over_between_services_moves_earlier_where_the_gainer_is_short():
     assert list(plan.grid[7, 16:18]) == [rt1, rt1]
 
 
+def test_a_gpu_a_service_let_go_while_its_demand_dipped_is_held_on_where_that_pays():
+    # Default-shape small-4353 (6 GPUs x 8 steps): rt0 (priority 4, swap cap 1) let GPU 4 go
+    # at step 5 (demand 1.5) and rt1 (priority 2) gained it at step 6; rt0 then could not ramp
+    # back to its peak of 3.9 at step 7. rt0 holding GPU 4 on over rt1's run covers 1.1 units
+    # of priority 4 for 1.5 of priority 2: priced shortfall 104 -> 90 with the same batch work
+    # (90 is the best serving around it, by a MIP over serving alone), -62.77 -> -48.77.
+    from core.bench import small_case
+
+    scenario = small_case(4353)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    assert metrics(scenario, plan)["objective"] == pytest.approx(-48.768019, abs=1e-5)
+    rt0 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt0")
+    assert list(plan.grid[4]) == [rt0] * 8
+
+
 def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
     # scripts/allocator_gap.py's day-shape small-30, of the benchmarks' size (the fast path):
     # b8 (48 GPU-hours, up to 8 GPUs) started at step 15 on one GPU, GPU 4, while serving held
