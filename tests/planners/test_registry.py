@@ -82,9 +82,9 @@ def test_nan_or_negative_time_limit_and_gap_mean_none():
 
 
 def test_params_change_the_plan_as_documented(scenarios_dir):
-    # small_packs=1 too: else the small-problem rule raises the budget above max_packs, and
-    # that budget of work comes with its own moves
-    lean = AllocatorParams(max_packs=1, max_rt_moves=0, small_packs=1)
+    # small_packs=1 and fast_work=0 too: else the small-problem rule raises the budget above
+    # max_packs (and that budget of work comes with its own moves), or fast_work doubles it
+    lean = AllocatorParams(max_packs=1, max_rt_moves=0, small_packs=1, fast_work=0)
     for name in ("mixed-control", "training-heavy"):
         scenario = load_scenario(scenarios_dir / f"{name}.json")
         default = solve(scenario, "allocator")
