@@ -2725,7 +2725,7 @@ class _Packer:
     ):
         self.gpus, self.steps, self.discount, self.free = gpus, steps, discount, free
         self.screened: dict[int, tuple] = {}  # `_search`'s k-th ordering: (packing, trace)
-        self.trace: list[tuple[int, int, float, float]] | None = None  # of the last packing
+        self.trace: list[tuple[dict, int, float, float]] | None = None  # of the last packing
         self.work = 0  # the jobs the last packing placed itself (not taken from a base)
         self.align = aligned_starts(gpus)
         self.grid = FreeGrid(free, gpus, steps) if use_grid else None
@@ -2796,9 +2796,8 @@ class _Packer:
         first = 0
         if base is not None and not fifo:
             first = self._shared_front(order, base)
-            if first:
-                free, placed, reward, cells = base[2][first - 1]
-                sizes = {1: free}
+            if first:  # (the free blocks made of that state's larger sizes are kept too)
+                sizes, placed, reward, cells = base[2][first - 1]
                 placements = base[1][0][:placed]
                 trace = self.trace = base[2][:first]
             moved = set()  # the jobs placed here or there but not both, so far
@@ -2822,7 +2821,7 @@ class _Packer:
                 placements.append((job.index, b, g, start, end))
                 reward += job.priority * g * (discount[end] - discount[start])
                 cells += g * (end - start)
-            trace.append((sizes[1], len(placements), reward, cells))
+            trace.append((sizes, len(placements), reward, cells))
             if base is not None and self._rejoins(order, k, base, moved):
                 self.work = k + 1 - first
                 return base[1]
@@ -2913,7 +2912,7 @@ class _Packer:
         if order[k] is not base_order[k]:
             moved ^= {id(order[k]), id(base_order[k])}
         here = self.trace[-1]
-        if moved or here[0] != base_trace[k][0] or here[2:] != base_trace[k][2:]:
+        if moved or here[0][1] != base_trace[k][0][1] or here[2:] != base_trace[k][2:]:
             return False
         self.trace = base_trace
         return True

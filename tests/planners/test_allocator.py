@@ -1246,7 +1246,7 @@ def test_the_grid_packer_places_as_the_definition(case):
                 free[t] &= ~(((1 << g) - 1) << b)
     assert placements == expected
     assert cells == sum(g * (end - start) for _, _, g, start, end in expected)
-    last = packer.trace[-1][0]
+    last = packer.trace[-1][0][1]  # the free GPUs of the state after the last job
     assert [(last >> (t * gpus)) & ((1 << gpus) - 1) for t in range(steps)] == free
 
 
