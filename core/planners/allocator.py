@@ -32,7 +32,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    order (promote a job left out or cut short to the front, on larger problems to just before
    the first job placed at or after its arrival; shrink a job to a narrower block; swap two
    neighbours), within a budget of re-packings that shrinks with the problem size
-   (and grows on small problems, where a packing is cheap and a move costs only the jobs it
+   (below the largest 8-GPU benchmark's size, as many as its budget's time affords; and on small
+   problems, where a packing is cheap, a budget of work: a move costs only the jobs it
    places again; budget left when the moves run out goes to a second descent, from the best
    ordering of the other size rule); the plan with the best objective is kept (ties: more
    GPU-steps delivered). A move packs from the incumbent's packing: the jobs before the first
