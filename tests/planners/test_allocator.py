@@ -648,13 +648,7 @@ def test_the_top_up_gains_an_idle_gpu_early_where_the_swap_cap_has_no_room_when_
     # gives GPU 4 to rt1 at step 1, which spends its cap: it went 0.6 short there although GPUs
     # 0-3 are idle until batch work arrives at step 2. The top-up now gains GPU 0 at step 0 and
     # holds it to step 1: priced shortfall 38 -> 26, 38.92 -> 50.92 (the optimum).
-    from core.bench import small_case
-
-    scenario = small_case(4169, wide=True)
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(50.924407, abs=1e-5)
-    rt0 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt0")
+    scenario, plan, rt0 = _gap_case(4169, 50.924407, "rt0", wide=True)
     assert list(plan.grid[0, :2]) == [rt0, rt0]
     assert holdings(scenario, plan)[rt0][1] == 2
 
@@ -667,15 +661,10 @@ def test_the_top_up_holds_a_released_gpu_on_and_gains_a_next_step_gpu_a_step_ear
     # step 9 anyway (rt0 likewise at step 5). Now GPU 4 is held on to step 4 (one swap fewer at
     # step 3) and GPUs 2 and 3 are gained a step early (one swap fewer at the next step): priced
     # shortfall 9 -> 2, 188.74 -> 195.74 with the same batch work (each half alone: 192.74).
-    from core.bench import small_case
     from core.planners.allocator import search_effort
 
-    scenario = small_case(4236, day=True)
+    scenario, plan, rt1 = _gap_case(4236, 195.741255, "rt1", day=True)
     assert search_effort(scenario)[1] is False
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(195.741255, abs=1e-5)
-    rt1 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt1")
     assert list(plan.grid[4, :4]) == [rt1] * 4
     assert plan.grid[2, 8] == rt1
 
@@ -685,13 +674,7 @@ def test_a_hand_over_between_services_moves_earlier_where_the_gainer_is_short():
     # rt1 (priority 2, demand 2.6, two GPUs) gained it at step 17. Handed over a step earlier,
     # rt0 still covers its demand and rt1 covers 0.6 more: priced shortfall 27 -> 21, 180 -> 186
     # with the same batch work (21 is the best serving around it, by a MIP over serving alone).
-    from core.bench import small_case
-
-    scenario = small_case(4386, day=True)
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(186.0, abs=1e-6)
-    rt1 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt1")
+    _, plan, rt1 = _gap_case(4386, 186.0, "rt1", day=True)
     assert list(plan.grid[7, 16:18]) == [rt1, rt1]
 
 
@@ -701,14 +684,21 @@ def test_a_gpu_a_service_let_go_while_its_demand_dipped_is_held_on_where_that_pa
     # back to its peak of 3.9 at step 7. rt0 holding GPU 4 on over rt1's run covers 1.1 units
     # of priority 4 for 1.5 of priority 2: priced shortfall 104 -> 90 with the same batch work
     # (90 is the best serving around it, by a MIP over serving alone), -62.77 -> -48.77.
+    _, plan, rt0 = _gap_case(4353, -48.768019, "rt0")
+    assert list(plan.grid[4]) == [rt0] * 8
+
+
+def _gap_case(seed: int, objective: float, job_id: str, tolerance: float = 1e-5, **shape):
+    """scripts/allocator_gap.py's small-`seed` of `shape` (`small_case`'s day or wide): the
+    allocator's plan is legal and scores `objective` (within `tolerance`); returns the scenario, the
+    plan and `job_id`'s index in the grid."""
     from core.bench import small_case
 
-    scenario = small_case(4353)
+    scenario = small_case(seed, **shape)
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
-    assert metrics(scenario, plan)["objective"] == pytest.approx(-48.768019, abs=1e-5)
-    rt0 = next(j for j, job in enumerate(scenario.jobs) if job.id == "rt0")
-    assert list(plan.grid[4]) == [rt0] * 8
+    assert metrics(scenario, plan)["objective"] == pytest.approx(objective, abs=tolerance)
+    return scenario, plan, next(j for j, job in enumerate(scenario.jobs) if job.id == job_id)
 
 
 def test_a_job_placed_narrow_is_tried_on_a_wider_window_at_its_own_start():
@@ -895,14 +885,9 @@ def test_the_final_polish_also_keeps_the_jobs_pinned_on_windows_in_place():
     # it first in the order with the rest, where it takes another block, and found nothing
     # better (207.30); with b6 held on its window, b4 and b2 move onto GPUs 0-3 beside it:
     # 214.74 (the optimum is 215.20).
-    from core.bench import small_case
-
-    scenario = small_case(4166, day=True)
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
+    scenario, plan, _ = _gap_case(4166, 214.739, "b6", 1e-3, day=True)
     b6 = batch_placements(scenario, plan)["b6"]
     assert (b6.gpu_start, b6.gpus, b6.start_step) == (0, 4, 20)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(214.739, abs=1e-3)
 
 
 def test_another_service_hands_its_gpu_over_a_step_early():
@@ -930,14 +915,9 @@ def test_a_window_a_swap_cap_held_clears_where_another_service_hands_a_gpu_over(
     # rt1 (cap 2, on GPUs 1-3 before the horizon) moves to GPU 5 by then; GPU 5 is rt0's at
     # step 0, so rt1 could gain it neither early nor at once, and b6 ran a step later
     # (137.53). rt0 (priority 2) hands GPU 5 over at step 0: 145.93 (the optimum is 146.84).
-    from core.bench import small_case
-
-    scenario = small_case(73, wide=True)
-    plan = plan_allocator(scenario)
-    assert check(scenario, plan) == []
+    scenario, plan, _ = _gap_case(73, 145.926, "b6", 1e-3, wide=True)
     b6 = batch_placements(scenario, plan)["b6"]
     assert (b6.gpu_start, b6.gpus, b6.start_step) == (0, 4, 1)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(145.926, abs=1e-3)
 
 
 @settings(max_examples=1000, deadline=None)
