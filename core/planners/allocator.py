@@ -1781,13 +1781,15 @@ def _clear_window(
     up; only with `give_up`) and a batch cell off the block (that job re-packs; priced at its
     whole reward) (`_clear_steps`). After the window serving is as before; where a swap cap is
     too small to release and gain at once, a GPU is gained a step early or released a step late
-    (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
-    serving again from the window's end on, from where the moves left it. Where a swap cap
-    still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `gain_late`, another service first hands the GPU over a step early where it holds it then
-    (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5, rt0's at step 0, so that b6
-    runs on GPUs 0-3 at step 1), else the GPU gained is taken a step late (its job goes without
-    it). `by_step`: `_batch_by_step` of the incumbent but the mover, where the caller has it."""
+    (`_within_swap_cap`; with `onto_batch`, also on batch cells: their jobs re-pack, and wide
+    small-79's b7 window on GPU 4 from step 13 clears only so), and where that is not enough
+    either, `resume(sets, end)` places serving again from the window's end on, from where the
+    moves left it. Where a swap cap still holds (and serving may be given up), `_STUCK` is
+    returned instead of None; with `gain_late`, another service first hands the GPU over a step
+    early where it holds it then (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5,
+    rt0's at step 0, so that b6 runs on GPUs 0-3 at step 1), else the GPU gained is taken a
+    step late (its job goes without it). `by_step`: `_batch_by_step` of the incumbent but the
+    mover, where the caller has it."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -1801,6 +1803,8 @@ def _clear_window(
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
     gain_late = give_up and gain_late
+    if onto_batch:  # the jobs of the batch cells serving moved onto re-pack anyway: the swap
+        batch = [0] * T  # caps may also gain GPUs early (or release late) on batch cells
     if gain_late:  # first, another service hands the GPU over a step early (gives its unit up)
         handed = {i: list(v) for i, v in sets.items()}
         if _within_swap_caps(jobs, running, batch, window[0], handed, hand_over=True):

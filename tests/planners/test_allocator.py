@@ -818,6 +818,40 @@ def test_a_window_a_swap_cap_held_clears_where_another_service_hands_a_gpu_over(
     assert metrics(scenario, plan)["objective"] == pytest.approx(145.926, abs=1e-3)
 
 
+def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
+    # 3 GPUs, 4 steps: R runs on GPUs 0-1 at step 0, B holds them at steps 1-2, rt (cap 1)
+    # holds GPU 2 and gains GPU 1 at step 3. W's window is GPU 2 from step 2: rt moves onto
+    # B's GPU 0 at step 2 (B re-packs) and keeps GPUs 0-1 at step 3, a release and a gain at
+    # step 2. Gaining GPU 0 a step early takes another of B's cells, which re-packs anyway.
+    from core.planners import allocator
+
+    rt = RealtimeJob("rt", 4, 1, 2, swap_cap=1, demand=(1.0, 1.0, 1.0, 2.0), previous_gpus=(2,))
+    jobs = [
+        _batch("R", 1, 2, 2.0, running=Running(0, 2, 1)),
+        _batch("B", 1, 2, 4.0),
+        _batch("W", 8, 1, 2.0),
+        rt,
+    ]
+    scenario = _scenario(3, 4, jobs)
+    running = allocator._running_masks(scenario, 4)
+    realtime = {3: [0b100, 0b100, 0b100, 0b110]}
+    result = ([(1, 0, 2, 1, 3)], 4.0, 4, [], "value")
+    discount = [0.0, 1.0, 2.0, 3.0, 4.0]
+    window = ((2, 1, 2, 4), 2, True)
+    sets = allocator._clear_window(
+        scenario, [(3, rt)], running, (realtime, result, discount), window, True
+    )
+    assert sets is not allocator._STUCK
+    assert sets == {3: [0b100, 0b101, 0b001, 0b011]}
+    # off batch work (the third item False), B's cells stay where they are: the cap holds
+    window = ((2, 1, 2, 4), 2, False)
+    incumbent = (realtime, result, discount)
+    assert allocator._clear_window(scenario, [(3, rt)], running, incumbent, window, True) in (
+        None,
+        allocator._STUCK,
+    )
+
+
 @settings(max_examples=1000, deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
