@@ -852,6 +852,22 @@ def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
     )
 
 
+def test_a_losing_window_pair_is_followed_by_a_window_of_the_job_it_pushed_out():
+    # Wide-shape small-79: b7's window on GPU 4 from step 13 (serving moves onto GPUs 0-1 a
+    # step at a time), tried on top of two windows with no pairs left, loses because b3 (4
+    # GPUs, 2 steps) no longer fits; b3's own window at steps 22-23 on GPUs 0-3 (serving goes
+    # down to GPU 5) on top of it pays: 162.0 -> 168.0, the optimum.
+    from core.bench import small_case
+
+    scenario = small_case(79, wide=True)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    where = batch_placements(scenario, plan)
+    assert (where["b7"].gpu_start, where["b7"].start_step) == (4, 13)
+    assert (where["b3"].gpu_start, where["b3"].gpus, where["b3"].start_step) == (0, 4, 22)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(168.0, abs=1e-6)
+
+
 @settings(max_examples=1000, deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
