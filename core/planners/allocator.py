@@ -1254,7 +1254,7 @@ class _RealtimeSearch:
         if chain:
             self.chains -= 1
             return self._chain(trial)
-        if pin is not None and self.nested and self.only is None:
+        if pin is not None and self.nested and self.only is None and self.params.give_up_serving:
             return self._follow_up(trial)
         return False
 
@@ -1296,7 +1296,9 @@ class _RealtimeSearch:
         22-23, 162.0 -> 168.0 (the optimum). Measured on 1,800 fresh cases: 3 better (by up to
         14.8%), none worse; also after a window tried alone (a pair beyond `_CHAINS`), 4 better
         and 1 worse (by 2.2%); after any losing window, in the first rounds too, 2 better and 4
-        worse."""
+        worse. Only where serving may be given up (`give_up_serving`): in the rolling horizon's
+        example the follow-up took realised coverage to 98.715%, below fifo's 98.771%
+        (tests/test_rolling.py)."""
         discount = self.discount
 
         def earned(placements) -> dict[int, float]:
