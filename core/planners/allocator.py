@@ -58,7 +58,8 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    allocator optimises the same objective as `full`) or below what the plan already had. On small
    problems, once these moves run out, a window that loses alone is kept where a second window on
    top of it pays (clearing one block can push batch work into room the serving moved to; that
-   job's own window then gives a little serving up), where any placed job may also move to another
+   job's own window then gives a little serving up; where the second loses, the windows of the
+   jobs it made earn less are tried on top of it too), where any placed job may also move to another
    block or size at its own start and batch work on the block costs what it loses starting again
    after the window. There a window that loses alone is also tried where the GPU-steps its job
    gives up could pay for it (another late job may take them), and last, one window a swap cap held
@@ -1317,6 +1318,8 @@ class _RealtimeSearch:
         self.chains = 0
         self.stuck: set[tuple] = set()  # (incumbent id, job, pin, onto batch) a swap cap held
         self.late = False
+        self.nested = 0  # windows tried on top of a losing window (`_chain`)
+        self.only: set[int] | None = None  # windows of these jobs only (`_follow_up`)
         while any(self.budget.values()) and self._improve():
             pass
         if self.trial_packs > 1 and moves[0]:  # small problems: then window pairs
@@ -1396,6 +1399,8 @@ class _RealtimeSearch:
                 key = (id(result), job.index, pin, onto_batch)
                 if self.late and key not in self.stuck:
                     continue
+                if self.only is not None and job.index not in self.only:
+                    continue
                 if job.index not in by_step:
                     by_step[job.index] = _batch_by_step(scenario, result, self.discount, job.index)
                 sets = _clear_window(
@@ -1456,6 +1461,8 @@ class _RealtimeSearch:
         if chain:
             self.chains -= 1
             return self._chain(trial)
+        if pin is not None and self.nested and self.only is None and self.params.give_up_serving:
+            return self._follow_up(trial)
         return False
 
     def _adopt(self, trial) -> None:
@@ -1478,11 +1485,41 @@ class _RealtimeSearch:
         self._adopt(trial)
         self.best = saved[0]
         self.budget, self.misses = {"window": _CHAIN_WINDOWS, "block": 0}, 0
+        self.nested += 1
         found = self._improve()
+        self.nested -= 1
         self.budget, self.misses = saved[5], saved[6]
         if not found:
             self.best, self.realtime, self.result, self.avoid, self.pins = saved[:5]
         return found
+
+    def _follow_up(self, trial) -> bool:
+        """A window tried on top of another (`_chain`) that loses, where no pairs are left, kept
+        where a window of a job it made earn less (left out, started later, cut short or
+        narrower) on top of it pays: `_chain` once more, for those jobs only. The job the window
+        pushed out is often the one whose room the window's serving took: wide small-79, where
+        b7's window on GPU 4 from step 13 (serving moves onto GPUs 0-1 a step at a time) leaves
+        b3 out, whose own window at the end of the day then takes serving off GPUs 0-3 at steps
+        22-23, 162.0 -> 168.0 (the optimum). Measured on 1,800 fresh cases: 3 better (by up to
+        14.8%), none worse; also after a window tried alone (a pair beyond `_CHAINS`), 4 better
+        and 1 worse (by 2.2%); after any losing window, in the first rounds too, 2 better and 4
+        worse. Only where serving may be given up (`give_up_serving`): in the rolling horizon's
+        example the follow-up took realised coverage to 98.715%, below fifo's 98.771%
+        (tests/test_rolling.py)."""
+        discount = self.discount
+
+        def earned(placements) -> dict[int, float]:
+            return {i: g * (discount[end] - discount[s]) for i, _, g, s, end in placements}
+
+        now = earned(trial[2][0])
+        less = {i for i, was in earned(self.result[0]).items() if now.get(i, 0.0) < was - 1e-9}
+        if not less:
+            return False
+        self.only = less
+        try:
+            return self._chain(trial)
+        finally:
+            self.only = None
 
     def _replace_serving(self, job, trial_avoid):
         """Serving re-placed under a move's avoided GPUs, from the first step they change, off
@@ -1988,13 +2025,15 @@ def _clear_window(
     up; only with `give_up`) and a batch cell off the block (that job re-packs; priced at its
     whole reward) (`_clear_steps`). After the window serving is as before; where a swap cap is
     too small to release and gain at once, a GPU is gained a step early or released a step late
-    (`_within_swap_cap`), and where that is not enough either, `resume(sets, end)` places
-    serving again from the window's end on, from where the moves left it. Where a swap cap
-    still holds (and serving may be given up), `_STUCK` is returned instead of None; with
-    `gain_late`, another service first hands the GPU over a step early where it holds it then
-    (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5, rt0's at step 0, so that b6
-    runs on GPUs 0-3 at step 1), else the GPU gained is taken a step late (its job goes without
-    it). `by_step`: `_batch_by_step` of the incumbent but the mover, where the caller has it."""
+    (`_within_swap_cap`; with `onto_batch`, also on batch cells: their jobs re-pack, and wide
+    small-79's b7 window on GPU 4 from step 13 clears only so), and where that is not enough
+    either, `resume(sets, end)` places serving again from the window's end on, from where the
+    moves left it. Where a swap cap still holds (and serving may be given up), `_STUCK` is
+    returned instead of None; with `gain_late`, another service first hands the GPU over a step
+    early where it holds it then (wide small-73: rt1 with a cap of 2 leaves GPUs 1-3 for GPU 5,
+    rt0's at step 0, so that b6 runs on GPUs 0-3 at step 1), else the GPU gained is taken a
+    step late (its job goes without it). `by_step`: `_batch_by_step` of the incumbent but the
+    mover, where the caller has it."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     realtime, result, discount = incumbent
     (b, g, start, end), mover, onto_batch = window
@@ -2008,6 +2047,8 @@ def _clear_window(
     if not _clear_steps(scenario, jobs, running, (batch, cells), sets, window[0], give_up):
         return None
     gain_late = give_up and gain_late
+    if onto_batch:  # the jobs of the batch cells serving moved onto re-pack anyway: the swap
+        batch = [0] * T  # caps may also gain GPUs early (or release late) on batch cells
     if gain_late:  # first, another service hands the GPU over a step early (gives its unit up)
         handed = {i: list(v) for i, v in sets.items()}
         if _within_swap_caps(jobs, running, batch, window[0], handed, hand_over=True):

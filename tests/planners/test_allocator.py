@@ -920,6 +920,56 @@ def test_a_window_a_swap_cap_held_clears_where_another_service_hands_a_gpu_over(
     assert (b6.gpu_start, b6.gpus, b6.start_step) == (0, 4, 1)
 
 
+def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
+    # 3 GPUs, 4 steps: R runs on GPUs 0-1 at step 0, B holds them at steps 1-2, rt (cap 1)
+    # holds GPU 2 and gains GPU 1 at step 3. W's window is GPU 2 from step 2: rt moves onto
+    # B's GPU 0 at step 2 (B re-packs) and keeps GPUs 0-1 at step 3, a release and a gain at
+    # step 2. Gaining GPU 0 a step early takes another of B's cells, which re-packs anyway.
+    from core.planners import allocator
+
+    rt = RealtimeJob("rt", 4, 1, 2, swap_cap=1, demand=(1.0, 1.0, 1.0, 2.0), previous_gpus=(2,))
+    jobs = [
+        _batch("R", 1, 2, 2.0, running=Running(0, 2, 1)),
+        _batch("B", 1, 2, 4.0),
+        _batch("W", 8, 1, 2.0),
+        rt,
+    ]
+    scenario = _scenario(3, 4, jobs)
+    running = allocator._running_masks(scenario, 4)
+    realtime = {3: [0b100, 0b100, 0b100, 0b110]}
+    result = ([(1, 0, 2, 1, 3)], 4.0, 4, [], "value")
+    discount = [0.0, 1.0, 2.0, 3.0, 4.0]
+    window = ((2, 1, 2, 4), 2, True)
+    sets = allocator._clear_window(
+        scenario, [(3, rt)], running, (realtime, result, discount), window, True
+    )
+    assert sets is not allocator._STUCK
+    assert sets == {3: [0b100, 0b101, 0b001, 0b011]}
+    # off batch work (the third item False), B's cells stay where they are: the cap holds
+    window = ((2, 1, 2, 4), 2, False)
+    incumbent = (realtime, result, discount)
+    assert allocator._clear_window(scenario, [(3, rt)], running, incumbent, window, True) in (
+        None,
+        allocator._STUCK,
+    )
+
+
+def test_a_losing_window_pair_is_followed_by_a_window_of_the_job_it_pushed_out():
+    # Wide-shape small-79: b7's window on GPU 4 from step 13 (serving moves onto GPUs 0-1 a
+    # step at a time), tried on top of two windows with no pairs left, loses because b3 (4
+    # GPUs, 2 steps) no longer fits; b3's own window at steps 22-23 on GPUs 0-3 (serving goes
+    # down to GPU 5) on top of it pays: 162.0 -> 168.0, the optimum.
+    from core.bench import small_case
+
+    scenario = small_case(79, wide=True)
+    plan = plan_allocator(scenario)
+    assert check(scenario, plan) == []
+    where = batch_placements(scenario, plan)
+    assert (where["b7"].gpu_start, where["b7"].start_step) == (4, 13)
+    assert (where["b3"].gpu_start, where["b3"].gpus, where["b3"].start_step) == (0, 4, 22)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(168.0, abs=1e-6)
+
+
 @settings(max_examples=1000, deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
