@@ -1669,10 +1669,13 @@ def _block_moves(scenario: Scenario, running: list[int], realtime: dict[int, lis
                 best = None
                 for b in range(0, G - g + 1, g):
                     block = align << b
-                    if any(running[t] & block for t in range(s, e)):
-                        continue
-                    cost = sum((serving[t] & block).bit_count() for t in range(s, e))
-                    if cost and (best is None or cost < best[0]):
+                    cost = 0  # the serving GPUs on it over the window, -1 where running work
+                    for t in range(s, e):  # holds it
+                        if running[t] & block:
+                            cost = -1
+                            break
+                        cost += (serving[t] & block).bit_count()
+                    if cost > 0 and (best is None or cost < best[0]):
                         best = (cost, block)
                 if best is not None:
                     found = (s, e, best[1])
