@@ -796,6 +796,15 @@ def test_a_window_pair_tries_a_job_placed_narrow_wider_at_a_later_start():
     _at_proved_optimum(scenario, plan, 127.893257)
 
 
+def test_window_pairs_take_a_second_round_from_the_incumbent_the_first_moved():
+    # Day-shape small-7271: the first round's pair pinned b0 (priority 5, 4 GPUs) at steps
+    # 22-23 and b5 at steps 10-11; a second round from there brings b0 forward to its arrival,
+    # step 11, and b5 to steps 13-14: 205.51 -> 217.79 (the optimum is 218.78).
+    scenario, plan, _ = _gap_case(7271, 217.791348, "b0", day=True)
+    b0 = batch_placements(scenario, plan)["b0"]
+    assert (b0.gpu_start, b0.gpus, b0.start_step) == (0, 4, 11)
+
+
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     from core.planners import allocator
 
