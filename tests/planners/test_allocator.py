@@ -673,8 +673,9 @@ def test_a_hand_over_between_services_moves_earlier_where_the_gainer_is_short():
     # Day-shape small-4386: rt0 (priority 4, demand 2.8 at step 16) held GPU 7 to step 16 and
     # rt1 (priority 2, demand 2.6, two GPUs) gained it at step 17. Handed over a step earlier,
     # rt0 still covers its demand and rt1 covers 0.6 more: priced shortfall 27 -> 21, 180 -> 186
-    # with the same batch work (21 is the best serving around it, by a MIP over serving alone).
-    _, plan, rt1 = _gap_case(4386, 186.0, "rt1", day=True)
+    # with the same batch work (21 is the best serving around it, by a MIP over serving alone);
+    # since a window pair tries a narrow job wider at a later start, 182 -> 188.
+    _, plan, rt1 = _gap_case(4386, 188.0, "rt1", day=True)
     assert list(plan.grid[7, 16:18]) == [rt1, rt1]
 
 
@@ -779,6 +780,29 @@ def test_a_window_pair_prices_the_batch_work_on_its_block_at_the_delay():
     b3 = batch_placements(scenario, plan)["b3"]
     assert (b3.gpu_start, b3.gpus, b3.start_step) == (0, 8, 10)
     _at_proved_optimum(scenario, plan, 227.0)
+
+
+def test_a_window_pair_tries_a_job_placed_narrow_wider_at_a_later_start():
+    # Wide small-1068 (decay 0.97): b4 (priority 8, 2 GPU-hours, 4-8 GPUs) ran 4 GPUs wide at
+    # its arrival, step 6, where running work holds GPUs 0-1 until step 9. A job earns its
+    # GPU-steps, so all 8 of GPUs 0-7 at step 9 earn more, though a service goes 0.4 short
+    # then: 122.66 -> 127.89, the optimum (4.09% below before).
+    from core.bench import small_case
+
+    scenario = small_case(1068, wide=True)
+    plan = plan_allocator(scenario)
+    b4 = batch_placements(scenario, plan)["b4"]
+    assert (b4.gpu_start, b4.gpus, b4.start_step) == (0, 8, 9)
+    _at_proved_optimum(scenario, plan, 127.893257)
+
+
+def test_window_pairs_take_a_second_round_from_the_incumbent_the_first_moved():
+    # Day-shape small-7271: the first round's pair pinned b0 (priority 5, 4 GPUs) at steps
+    # 22-23 and b5 at steps 10-11; a second round from there brings b0 forward to its arrival,
+    # step 11, and b5 to steps 13-14: 205.51 -> 217.79 (the optimum is 218.78).
+    scenario, plan, _ = _gap_case(7271, 217.791348, "b0", day=True)
+    b0 = batch_placements(scenario, plan)["b0"]
+    assert (b0.gpu_start, b0.gpus, b0.start_step) == (0, 4, 11)
 
 
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
