@@ -56,16 +56,16 @@ Six phases, each legal by construction (the five constraints are its rules, not 
    is gained a step early or released a step late where a cap is too small to move at once); a move
    never takes real-time coverage below `policy.rt_coverage_target` (none by default: then the
    allocator optimises the same objective as `full`) or below what the plan already had. On small
-   problems, once these moves run out, a window that loses alone is kept where a second window on
-   top of it pays (clearing one block can push batch work into room the serving moved to; that
-   job's own window then gives a little serving up; where the second loses, the windows of the
-   jobs it made earn less are tried on top of it too), where any placed job may also move to another
-   block or size at its own start and batch work on the block costs what it loses starting again
-   after the window. There a window that loses alone is also tried where the GPU-steps its job
-   gives up could pay for it (another late job may take them), and last, one window a swap cap held
-   is tried with another service handing its service the GPU a step early (the other gives that
-   unit up), else with its service gaining the GPU a step late (a step short; both priced like any
-   shortfall).
+   problems, once these moves run out, a window that loses alone (re-packed with twice a trial's
+   descent) is kept where a second window on top of it pays (clearing one block can push batch
+   work into room the serving moved to; that job's own window then gives a little serving up;
+   where the second loses, the windows of the jobs it made earn less are tried on top of it too),
+   where any placed job may also move to another block or size at its own start and batch work
+   on the block costs what it loses starting again after the window. There a window that loses
+   alone is also tried where the GPU-steps its job gives up could pay for it (another late job
+   may take them), and last, one window a swap cap held is tried with another service handing
+   its service the GPU a step early (the other gives that unit up), else with its service gaining
+   the GPU a step late (a step short; both priced like any shortfall).
    Last, where a move changed the plan, the jobs the search shrank for the serving it then moved
    get their wider sizes back in one packing.
 5. **Never below the queues.** fifo's and backfill's own plans are reproduced (their serving
@@ -1446,7 +1446,10 @@ class _RealtimeSearch:
             # earns less, stay pinned
             kept = [p for p in pins if p[1] is not job] + [(pin, job)]
             pins = [(pin, job)]
-        trial_result = self._pack_around(free, pins, job if pin is None else None)
+        # a pair's first window re-packs with a longer descent: it is kept only where it can
+        # carry a second window, and a short descent leaves it far below what it could earn
+        packs = _CHAIN_PACKS * self.trial_packs if chain else None
+        trial_result = self._pack_around(free, pins, job if pin is None else None, packs=packs)
         if pin is not None and len(kept) > 1:
             other = self._pack_around(free, kept, None)
             if other is not None and (trial_result is None or other[1:3] > trial_result[1:3]):
@@ -1687,6 +1690,7 @@ def _block_moves(scenario: Scenario, running: list[int], realtime: dict[int, lis
 
 
 _CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, next windows tried per pair
+_CHAIN_PACKS = 2  # a pair's first window re-packs with a descent this many times a trial's
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
 
 

@@ -1463,3 +1463,14 @@ def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n,
         where = order.index(job)
         assert where == {"insert": to, "demote": to, "swap": position + 1}[kind]
         assert where != position
+
+
+def test_a_window_pair_s_first_window_re_packs_with_a_longer_descent():
+    # Wide-shape small-1041: b8 (2 GPUs, 6 steps) was left out; its window on GPUs 4-5 at
+    # steps 1-6 (the optimum's) re-packed with a trial's short descent (4 packings) put b0 at
+    # its arrival on GPUs 0-1, pushing b2 a step later and b4 out (148.48, below 156.11). With
+    # twice the descent, b2 and b4 keep their blocks and the window pays alone: 156.11 ->
+    # 157.67 (the optimum is 161.86).
+    scenario, plan, _ = _gap_case(1041, 157.666758, "b8", wide=True)
+    b8 = batch_placements(scenario, plan)["b8"]
+    assert (b8.gpu_start, b8.gpus, b8.start_step) == (4, 2, 1)
