@@ -1474,3 +1474,12 @@ def test_a_window_pair_s_first_window_re_packs_with_a_longer_descent():
     scenario, plan, _ = _gap_case(1041, 157.666758, "b8", wide=True)
     b8 = batch_placements(scenario, plan)["b8"]
     assert (b8.gpu_start, b8.gpus, b8.start_step) == (4, 2, 1)
+
+
+def test_a_batch_job_whose_gpus_serve_more_than_it_earns_is_left_out():
+    # Default-shape small-4180: b0 (priority 3, 2 GPU-hours) ran on GPUs 2-3 at step 5 only,
+    # where rt0 (priority 2, demand 2.1) held one GPU; left out, rt0 takes both GPUs there (the
+    # top-up), covering more priced demand than b0 earned: 96 -> 105.
+    scenario, plan, rt0 = _gap_case(4180, 105.0, "rt0")
+    assert "b0" not in batch_placements(scenario, plan)
+    assert (plan.grid[2:4, 5] == rt0).all()
