@@ -1487,3 +1487,23 @@ def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n,
         where = order.index(job)
         assert where == {"insert": to, "demote": to, "swap": position + 1}[kind]
         assert where != position
+
+
+def test_a_window_pair_s_first_window_re_packs_with_a_longer_descent():
+    # Wide-shape small-1041: b8 (2 GPUs, 6 steps) was left out; its window on GPUs 4-5 at
+    # steps 1-6 (the optimum's) re-packed with a trial's short descent (4 packings) put b0 at
+    # its arrival on GPUs 0-1, pushing b2 a step later and b4 out (148.48, below 156.11). With
+    # twice the descent, b2 and b4 keep their blocks and the window pays alone: 156.11 ->
+    # 157.67 (the optimum is 161.86).
+    scenario, plan, _ = _gap_case(1041, 157.666758, "b8", wide=True)
+    b8 = batch_placements(scenario, plan)["b8"]
+    assert (b8.gpu_start, b8.gpus, b8.start_step) == (4, 2, 1)
+
+
+def test_a_batch_job_whose_gpus_serve_more_than_it_earns_is_left_out():
+    # Default-shape small-4180: b0 (priority 3, 2 GPU-hours) ran on GPUs 2-3 at step 5 only,
+    # where rt0 (priority 2, demand 2.1) held one GPU; left out, rt0 takes both GPUs there (the
+    # top-up), covering more priced demand than b0 earned: 96 -> 105.
+    scenario, plan, rt0 = _gap_case(4180, 105.0, "rt0")
+    assert "b0" not in batch_placements(scenario, plan)
+    assert (plan.grid[2:4, 5] == rt0).all()
