@@ -1500,10 +1500,16 @@ def test_a_window_pair_s_first_window_re_packs_with_a_longer_descent():
     assert (b8.gpu_start, b8.gpus, b8.start_step) == (4, 2, 1)
 
 
-def test_a_batch_job_whose_gpus_serve_more_than_it_earns_is_left_out():
-    # Default-shape small-4180: b0 (priority 3, 2 GPU-hours) ran on GPUs 2-3 at step 5 only,
-    # where rt0 (priority 2, demand 2.1) held one GPU; left out, rt0 takes both GPUs there (the
-    # top-up), covering more priced demand than b0 earned: 96 -> 105.
-    scenario, plan, rt0 = _gap_case(4180, 105.0, "rt0")
-    assert "b0" not in batch_placements(scenario, plan)
-    assert (plan.grid[2:4, 5] == rt0).all()
+def test_a_batch_job_whose_gpus_serve_more_than_it_earns_is_left_out(monkeypatch):
+    # Default-shape small-4288 (6 GPUs x 8 steps, penalty 10, no decay): b2 (priority 2) ran on
+    # GPU 5 at steps 4-7, earning 8; left out, rt0 (priority 4) takes GPU 5 at step 7, where
+    # it held one GPU fewer than its demand of 1.3 needs: 0.3 units, 12. 110 -> 114.
+    from core.planners import allocator
+
+    scenario, plan, rt0 = _gap_case(4288, 114.0, "rt0")
+    assert "b2" not in batch_placements(scenario, plan)
+    assert plan.grid[5, 7] == rt0
+    monkeypatch.setattr(allocator, "_served_instead", lambda *args: (args[3], args[4]))
+    kept = plan_allocator(scenario)
+    assert metrics(scenario, kept)["objective"] == pytest.approx(110.0, abs=1e-6)
+    assert "b2" in batch_placements(scenario, kept)
