@@ -773,13 +773,7 @@ def test_a_window_pair_prices_the_batch_work_on_its_block_at_the_delay():
     # b4 holds two of them from step 1 to 12. Priced at all it earns (96) the window never
     # ranked (219.0); b4 only has to start again at step 11, which costs it nothing, and the
     # pair reaches the optimum.
-    from core.bench import small_case
-
-    scenario = small_case(8, day=True)
-    plan = plan_allocator(scenario)
-    b3 = batch_placements(scenario, plan)["b3"]
-    assert (b3.gpu_start, b3.gpus, b3.start_step) == (0, 8, 10)
-    _at_proved_optimum(scenario, plan, 227.0)
+    _placed_at_the_optimum(8, "b3", (0, 8, 10), 227.0, day=True)
 
 
 def test_a_window_pair_tries_a_job_placed_narrow_wider_at_a_later_start():
@@ -787,13 +781,19 @@ def test_a_window_pair_tries_a_job_placed_narrow_wider_at_a_later_start():
     # its arrival, step 6, where running work holds GPUs 0-1 until step 9. A job earns its
     # GPU-steps, so all 8 of GPUs 0-7 at step 9 earn more, though a service goes 0.4 short
     # then: 122.66 -> 127.89, the optimum (4.09% below before).
+    _placed_at_the_optimum(1068, "b4", (0, 8, 9), 127.893257, wide=True)
+
+
+def _placed_at_the_optimum(seed: int, job_id: str, where: tuple, optimum: float, **shape):
+    """scripts/allocator_gap.py's small-`seed` of `shape`: the allocator places `job_id` at
+    `where` (first GPU, GPUs, start step) and reaches the proved `optimum`."""
     from core.bench import small_case
 
-    scenario = small_case(1068, wide=True)
+    scenario = small_case(seed, **shape)
     plan = plan_allocator(scenario)
-    b4 = batch_placements(scenario, plan)["b4"]
-    assert (b4.gpu_start, b4.gpus, b4.start_step) == (0, 8, 9)
-    _at_proved_optimum(scenario, plan, 127.893257)
+    placed = batch_placements(scenario, plan)[job_id]
+    assert (placed.gpu_start, placed.gpus, placed.start_step) == where
+    _at_proved_optimum(scenario, plan, optimum)
 
 
 def test_window_pairs_take_a_second_round_from_the_incumbent_the_first_moved():
