@@ -1,0 +1,222 @@
+"""Restarts on tighter problems: the allocator's last phase on small problems.
+
+The allocator decides serving before it packs batch work and places each job where it earns the
+most on its own, so on some small problems it commits early to a choice the optimum avoids: a
+job that should be left out for serving, a job that should run wider (a 4 GPU-hour job earns 8
+cells on 8 GPUs for one step) or narrower, a job that should wait for demand to fall, serving
+priced too high or too low against the batch work beside it. The moves of its local search look
+at one such choice at a time from the plan it has, so they miss these when the better plan
+differs in many places at once.
+
+A restart plans a *tighter* problem from scratch: the same scenario with one batch job left out,
+held to one of its sizes, or arriving later, or with the shortfall priced higher or lower. Every
+plan of a tighter problem is a legal plan of the original one (leaving a job out, a narrower
+range of sizes and a later arrival only forbid plans; the price only changes what the allocator
+aims for), so each is scored on the original objective and the best is kept. The search is a
+first-improvement descent: a tightening that wins becomes the base the next ones are added to,
+within a budget of restarts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from ..model import MAX_NUMBER, BatchJob, Scenario, duration_steps, powers_of_two_between
+from ..plan import IDLE, Plan
+
+# penalty factors tried first: cheap (one restart each) and the most often useful
+_PRICES = (0.5, 1.5, 0.75, 2.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tightening:
+    """One restriction: ("out", job) leaves it out, ("size", job, g) holds it to g GPUs,
+    ("after", job, t) lets it start at t at the earliest, ("price", None, f) scales the
+    shortfall's price by f for the planning only."""
+
+    kind: str
+    job: str | None
+    value: float = 0.0
+
+
+def restart(
+    scenario: Scenario,
+    plan: Plan,
+    allocate: Callable[[Scenario], Plan],
+    budget: int,
+) -> Plan:
+    """The best of `plan` and the allocator's plans of tighter problems, scored on `scenario`
+    (a plan meeting `policy.rt_coverage_target` first, then the objective), within `budget`
+    restarts. `plan.stats["restarts"]` says how many ran and which tightenings won."""
+    scorer = _Scorer(scenario)
+    best_key, best_grid = scorer.key(plan.grid), plan.grid
+    applied: tuple[_Tightening, ...] = ()
+    spent = 0
+    ceiling = (True, _ceiling(scenario))
+    improved = _better(ceiling, best_key)  # where the plan reaches it, nothing can win
+    while improved and spent < budget:
+        improved = False
+        for tightening in _tightenings(scenario, applied):
+            if spent >= budget:
+                break
+            trial = applied + (tightening,)
+            tighter, index = _tighter(scenario, trial)
+            if tighter is None:
+                continue
+            spent += 1
+            grid = _in_original(allocate(tighter).grid, index)
+            key = scorer.key(grid)
+            if _better(key, best_key):
+                best_key, best_grid, applied = key, grid, trial
+                improved = _better(ceiling, best_key)
+                break
+    result = Plan(best_grid, plan.planner, dict(plan.stats))
+    result.stats["restarts"] = {
+        "spent": spent,
+        "kept": [dataclasses.astuple(t) for t in applied],
+    }
+    return result
+
+
+def _better(key: tuple[bool, float], than: tuple[bool, float]) -> bool:
+    if key[0] != than[0]:
+        return key[0]
+    return key[1] > than[1] + 1e-9 * max(1.0, abs(than[1]))
+
+
+def _ceiling(scenario: Scenario) -> float:
+    """An upper bound on the objective: every batch job alone on the cluster (at its arrival,
+    on its best size), serving short only of the demand beyond what its range allows."""
+    c, policy = scenario.cluster, scenario.policy
+    earned = np.concatenate(([0.0], np.cumsum(policy.decay ** np.arange(c.horizon_steps))))
+    T = c.horizon_steps
+    total = 0.0
+    for job in scenario.jobs:
+        if isinstance(job, BatchJob):
+            if job.running is not None:
+                r = job.running
+                total += job.priority * r.gpus * earned[min(T, r.remaining_steps)]
+                continue
+            a = min(job.arrival_step, T)
+            total += max(
+                (
+                    job.priority
+                    * g
+                    * (earned[min(T, a + duration_steps(job, g, c.step_minutes))] - earned[a])
+                    for g in job.sizes()
+                    if g <= c.gpus
+                ),
+                default=0.0,
+            )
+        else:
+            most = min(job.gpus_max, c.gpus)
+            short = sum(max(0.0, d - most) for d in job.demand)
+            total -= policy.penalty_weight * job.priority * short
+    return policy.reward_weight * total
+
+
+def _tightenings(scenario: Scenario, applied: tuple[_Tightening, ...]) -> Iterator[_Tightening]:
+    """Each tightening not yet applied to a job (or to the price), cheapest kinds first."""
+    touched = {t.job for t in applied}
+    T = scenario.cluster.horizon_steps
+    if scenario.realtime_jobs and None not in touched:
+        for factor in _PRICES:
+            if scenario.policy.penalty_weight * factor <= MAX_NUMBER:  # the model's limit
+                yield _Tightening("price", None, factor)
+    queued = [job for job in scenario.jobs if isinstance(job, BatchJob) and job.running is None]
+    queued = [job for job in queued if job.id not in touched]
+    for job in queued:
+        yield _Tightening("out", job.id)
+    for job in queued:
+        sizes = powers_of_two_between(job.gpus_min, min(job.gpus_max, scenario.cluster.gpus))
+        if len(sizes) > 1:
+            for g in sizes:
+                yield _Tightening("size", job.id, g)
+    step = max(1, T // 6)
+    for job in queued:
+        for t in range(job.arrival_step + step, T, step):
+            yield _Tightening("after", job.id, t)
+
+
+def _tighter(
+    scenario: Scenario, applied: tuple[_Tightening, ...]
+) -> tuple[Scenario | None, np.ndarray]:
+    """The scenario with `applied`, and for each of its jobs the index of the same job in
+    `scenario` (a job left out has none)."""
+    jobs = list(scenario.jobs)
+    policy = scenario.policy
+    out: set[str] = set()
+    for t in applied:
+        if t.kind == "price":
+            policy = dataclasses.replace(policy, penalty_weight=policy.penalty_weight * t.value)
+            continue
+        if t.kind == "out":
+            out.add(t.job)
+            continue
+        i = scenario.job_index(t.job)
+        if t.kind == "size":
+            g = int(t.value)
+            jobs[i] = dataclasses.replace(jobs[i], gpus_min=g, gpus_max=g)
+        else:
+            jobs[i] = dataclasses.replace(jobs[i], arrival_step=int(t.value))
+    kept = [i for i, job in enumerate(jobs) if job.id not in out]
+    if not any(isinstance(jobs[i], BatchJob) for i in kept) and out:
+        return None, np.empty(0, dtype=np.int32)
+    try:
+        tighter = dataclasses.replace(scenario, jobs=tuple(jobs[i] for i in kept), policy=policy)
+    except ValueError:  # a tightening the model does not allow: not tried
+        return None, np.empty(0, dtype=np.int32)
+    return tighter, np.array(kept, dtype=np.int32)
+
+
+def _in_original(grid: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """A tighter problem's grid with the original problem's job numbers."""
+    lookup = np.append(index, IDLE).astype(np.int32)  # IDLE (-1) reads the last entry
+    return lookup[grid]
+
+
+class _Scorer:
+    """The objective of SPEC section 1 (and whether the coverage target is met) from a grid:
+    the same sums as `core.plan.metrics`, without the rest of its report."""
+
+    def __init__(self, scenario: Scenario):
+        c, policy = scenario.cluster, scenario.policy
+        self.T = c.horizon_steps
+        self.n = len(scenario.jobs)
+        is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
+        priority = np.array([j.priority for j in scenario.jobs], dtype=float)
+        discount = policy.decay ** np.arange(self.T, dtype=float)
+        self.is_batch = is_batch
+        # a batch cell of job j at step t earns priority_j * decay^t
+        self.worth = np.where(is_batch[:, None], priority[:, None] * discount[None, :], 0.0)
+        rt = ~is_batch
+        self.rt = np.nonzero(rt)[0]
+        self.demand = np.array([scenario.jobs[j].demand for j in self.rt], dtype=float).reshape(
+            len(self.rt), self.T
+        )
+        self.rt_priority = priority[rt]
+        self.weight = policy.reward_weight
+        self.penalty = policy.penalty_weight
+        self.target = policy.rt_coverage_target
+
+    def key(self, grid: np.ndarray) -> tuple[bool, float]:
+        steps = np.broadcast_to(np.arange(self.T), grid.shape)
+        used = grid != IDLE
+        counts = np.bincount(grid[used] * self.T + steps[used], minlength=self.n * self.T).reshape(
+            self.n, self.T
+        )
+        reward = float((counts * self.worth).sum())
+        met = True
+        penalty = 0.0
+        if len(self.rt):
+            held = counts[self.rt]
+            shortfall = np.maximum(0.0, self.demand - held)
+            penalty = float(self.rt_priority @ shortfall.sum(axis=1))
+            if self.target is not None:
+                demanded = float(self.demand.sum())
+                served = float(np.minimum(held, self.demand).sum())
+                met = demanded <= 0 or served / demanded >= self.target - 1e-9
+        return met, self.weight * (reward - self.penalty * penalty)
