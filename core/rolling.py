@@ -167,9 +167,9 @@ def simulate(
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
     The allocator plans each window with `give_up_serving=False` and `restarts=0` unless the
     options say otherwise: its window moves then make room for batch work by moving serving to
-    idle GPUs or batch cells only, never by giving up serving the forecast asks for (a restart
-    may price the shortfall lower, the same trade), and a re-plan keeps the allocator's own
-    speed (restarts plan a small window up to 24 times more, once per re-plan).
+    idle GPUs or batch cells only, never by giving up serving the forecast asks for; and a
+    re-plan keeps the allocator's own speed (restarts would plan a small window up to 24 times
+    more at every re-plan, for a plan the next re-plan revises).
     """
     options = dict(planner_options or {})
     if planner_spec(planner).accepts("give_up_serving"):

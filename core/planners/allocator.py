@@ -86,10 +86,12 @@ Seven phases, each legal by construction (the five constraints are its rules, no
    than it earns is left out, one at a time while that pays.
 7. **Restarts on tighter problems** (`restarts.py`). On small problems, phases 1-6 run again on
    the same scenario made tighter in one way at a time: the shortfall priced 0.5-2 times (for
-   the planning only), a batch job left out, held to one of its sizes, or arriving later. Each
-   such plan is legal for the original scenario and is scored on its objective (a plan meeting
-   the coverage target first); a tightening that wins becomes the base of the next ones, within
-   `restarts` plans. The phases look at one choice at a time from the plan they have; a restart
+   the planning only), a service held to a GPU more at least or one fewer at most, a batch job
+   left out, held to one of its sizes, or arriving later. Each such plan is legal for the
+   original scenario and is scored on its objective (a plan meeting the coverage target
+   first); a tightening that wins becomes the base of the next ones, within `restarts` plans,
+   and none runs where the plan already reaches a simple upper bound (every batch job alone
+   on the cluster). The phases look at one choice at a time from the plan they have; a restart
    reaches plans that differ from it everywhere at once (serving that keeps its peak GPU where a
    long priority-8 job would have run; a 4 GPU-hour job on 8 GPUs for one step).
 
@@ -243,9 +245,15 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
     """
     params = params or AllocatorParams()
     plan = _allocate(scenario, params)
-    if params.restarts and scenario.batch_jobs and _restarts_here(scenario, params):
+    if params.restarts and _restarts_here(scenario, params):
         once = replace(params, restarts=0)
-        plan = restart(scenario, plan, lambda tighter: _allocate(tighter, once), params.restarts)
+        plan = restart(
+            scenario,
+            plan,
+            lambda tighter: _allocate(tighter, once),
+            params.restarts,
+            params.give_up_serving,
+        )
     small = scenario.cluster.gpus * scenario.cluster.horizon_steps <= params.guard_cells
     if small or _misses_target(scenario, plan):
         plan = _guard(scenario, plan)
@@ -253,9 +261,18 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
 
 
 def _restarts_here(scenario: Scenario, params: AllocatorParams) -> bool:
+    """Whether phase 7 runs: on the small path (counted as `_candidates` counts, without
+    building them: this runs on the hot path too) or up to `restart_work` units."""
     c = scenario.cluster
-    size = len(scenario.batch_jobs) * c.gpus * c.horizon_steps
-    return size <= params.restart_work or search_effort(scenario, params)[1]
+    T = c.horizon_steps
+    queued = sum(
+        1
+        for job in scenario.jobs
+        if isinstance(job, BatchJob) and job.running is None and job.arrival_step < T
+    )
+    if not queued:
+        return False
+    return queued * c.gpus * T <= params.restart_work or _effort(scenario, params, queued)[1]
 
 
 def search_effort(scenario: Scenario, params: AllocatorParams | None = None) -> tuple[int, bool]:

@@ -8,13 +8,13 @@ priced too high or too low against the batch work beside it. The moves of its lo
 at one such choice at a time from the plan it has, so they miss these when the better plan
 differs in many places at once.
 
-A restart plans a *tighter* problem from scratch: the same scenario with one batch job left out,
-held to one of its sizes, or arriving later, or with the shortfall priced higher or lower. Every
-plan of a tighter problem is a legal plan of the original one (leaving a job out, a narrower
-range of sizes and a later arrival only forbid plans; the price only changes what the allocator
-aims for), so each is scored on the original objective and the best is kept. The search is a
-first-improvement descent: a tightening that wins becomes the base the next ones are added to,
-within a budget of restarts.
+A restart plans a *tighter* problem from scratch: the same scenario with the shortfall priced
+higher or lower, a service held to one GPU more at least or one fewer at most, or one batch job
+left out, held to one of its sizes, or arriving later. Every plan of a tighter problem is a
+legal plan of the original one (these only forbid plans; the price only changes what the
+allocator aims for), so each is scored on the original objective and the best is kept. The
+search is a first-improvement descent: a tightening that wins becomes the base the next ones
+are added to, within a budget of restarts.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..model import MAX_NUMBER, BatchJob, Scenario, duration_steps, powers_of_two_between
+from ..model import (
+    MAX_NUMBER,
+    BatchJob,
+    Scenario,
+    ScenarioError,
+    duration_steps,
+    powers_of_two_between,
+)
 from ..plan import IDLE, Plan
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
@@ -33,9 +40,10 @@ _PRICES = (0.5, 1.5, 0.75, 2.0)
 
 @dataclasses.dataclass(frozen=True)
 class _Tightening:
-    """One restriction: ("out", job) leaves it out, ("size", job, g) holds it to g GPUs,
-    ("after", job, t) lets it start at t at the earliest, ("price", None, f) scales the
-    shortfall's price by f for the planning only."""
+    """One restriction: ("price", None, f) scales the shortfall's price by f for the planning
+    only; ("floor", service, g) and ("cap", service, g) set its gpus_min or gpus_max to g;
+    ("out", job) leaves a batch job out, ("size", job, g) holds it to g GPUs and
+    ("after", job, t) lets it start at step t at the earliest."""
 
     kind: str
     job: str | None
@@ -47,10 +55,12 @@ def restart(
     plan: Plan,
     allocate: Callable[[Scenario], Plan],
     budget: int,
+    give_up_serving: bool = True,
 ) -> Plan:
     """The best of `plan` and the allocator's plans of tighter problems, scored on `scenario`
     (a plan meeting `policy.rt_coverage_target` first, then the objective), within `budget`
-    restarts. `plan.stats["restarts"]` says how many ran and which tightenings won."""
+    restarts. Without `give_up_serving`, no tightening aims for less serving (a price below 1,
+    a cap). `plan.stats["restarts"]` says how many ran and which tightenings won."""
     scorer = _Scorer(scenario)
     best_key, best_grid = scorer.key(plan.grid), plan.grid
     applied: tuple[_Tightening, ...] = ()
@@ -59,7 +69,7 @@ def restart(
     improved = _better(ceiling, best_key)  # where the plan reaches it, nothing can win
     while improved and spent < budget:
         improved = False
-        for tightening in _tightenings(scenario, applied):
+        for tightening in _tightenings(scenario, applied, give_up_serving):
             if spent >= budget:
                 break
             trial = applied + (tightening,)
@@ -118,14 +128,23 @@ def _ceiling(scenario: Scenario) -> float:
     return policy.reward_weight * total
 
 
-def _tightenings(scenario: Scenario, applied: tuple[_Tightening, ...]) -> Iterator[_Tightening]:
+def _tightenings(
+    scenario: Scenario, applied: tuple[_Tightening, ...], give_up_serving: bool
+) -> Iterator[_Tightening]:
     """Each tightening not yet applied to a job (or to the price), cheapest kinds first."""
     touched = {t.job for t in applied}
     T = scenario.cluster.horizon_steps
     if scenario.realtime_jobs and None not in touched:
         for factor in _PRICES:
+            if factor < 1 and not give_up_serving:
+                continue
             if scenario.policy.penalty_weight * factor <= MAX_NUMBER:  # the model's limit
                 yield _Tightening("price", None, factor)
+    for job in scenario.realtime_jobs:
+        if job.id not in touched and job.gpus_min < min(job.gpus_max, scenario.cluster.gpus):
+            yield _Tightening("floor", job.id, job.gpus_min + 1)
+            if give_up_serving:
+                yield _Tightening("cap", job.id, job.gpus_max - 1)
     queued = [job for job in scenario.jobs if isinstance(job, BatchJob) and job.running is None]
     queued = [job for job in queued if job.id not in touched]
     for job in queued:
@@ -160,6 +179,10 @@ def _tighter(
         if t.kind == "size":
             g = int(t.value)
             jobs[i] = dataclasses.replace(jobs[i], gpus_min=g, gpus_max=g)
+        elif t.kind == "floor":
+            jobs[i] = dataclasses.replace(jobs[i], gpus_min=int(t.value))
+        elif t.kind == "cap":
+            jobs[i] = dataclasses.replace(jobs[i], gpus_max=int(t.value))
         else:
             jobs[i] = dataclasses.replace(jobs[i], arrival_step=int(t.value))
     kept = [i for i, job in enumerate(jobs) if job.id not in out]
@@ -167,7 +190,7 @@ def _tighter(
         return None, np.empty(0, dtype=np.int32)
     try:
         tighter = dataclasses.replace(scenario, jobs=tuple(jobs[i] for i in kept), policy=policy)
-    except ValueError:  # a tightening the model does not allow: not tried
+    except ScenarioError:  # e.g. a cap previous_gpus cannot get down to at step 0: not tried
         return None, np.empty(0, dtype=np.int32)
     return tighter, np.array(kept, dtype=np.int32)
 

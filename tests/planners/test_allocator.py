@@ -238,7 +238,7 @@ def test_real_time_moves_never_lower_the_objective_nor_coverage_below_the_target
     from core.planners.allocator import AllocatorParams
 
     scenario = _with_target(scenario, target)
-    params = AllocatorParams(guard_cells=0)
+    params = AllocatorParams(guard_cells=0, restarts=0)  # the moves alone, before any restart
     with_moves = metrics(scenario, plan_allocator(scenario, params))
     no_moves = dataclasses.replace(params, max_rt_moves=0, max_windows=0)
     without = metrics(scenario, plan_allocator(scenario, no_moves))
@@ -594,7 +594,7 @@ def test_a_window_a_swap_cap_holds_is_tried_with_the_gpu_gained_a_step_late(monk
         allocator, "_serve_around", lambda s, r, rt, *_: allocator._top_up(s, r, *rt)
     )
     scenario = small_case(21, day=True)
-    plan = plan_allocator(scenario)
+    plan = plan_allocator(scenario, _PHASES)
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["objective"] == pytest.approx(320.0, abs=1e-6)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -78,6 +80,14 @@ def test_a_tighter_scenario_maps_back_to_the_original_job_numbers():
     assert _in_original(grid, index).tolist() == [[1, 2, IDLE, 2]] * 4
     later, _ = _tighter(scenario, (_Tightening("after", "b", 3),))
     assert later.jobs[2].arrival_step == 3
+    served, _ = _tighter(scenario, (_Tightening("floor", "r", 1), _Tightening("cap", "r", 1)))
+    assert (served.jobs[1].gpus_min, served.jobs[1].gpus_max) == (1, 1)
+    # a tightening the model rejects is not tried: r held GPUs 2-3 before step 0 and may swap
+    # one GPU a step, so it cannot get down to a cap of 0 at step 0 (a cap of 1 it can)
+    before = dataclasses.replace(scenario.jobs[1], previous_gpus=(2, 3), swap_cap=1)
+    held = Scenario("held", scenario.cluster, (scenario.jobs[0], before), scenario.policy)
+    assert _tighter(held, (_Tightening("cap", "r", 0),))[0] is None
+    assert _tighter(held, (_Tightening("cap", "r", 1),))[0] is not None
     # leaving out the only batch job leaves nothing to restart
     alone = Scenario("one", scenario.cluster, scenario.jobs[:2], scenario.policy)
     assert _tighter(alone, (_Tightening("out", "a"),))[0] is None
