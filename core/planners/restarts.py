@@ -69,10 +69,11 @@ def restart(
     improved = _better(ceiling, best_key)  # where the plan reaches it, nothing can win
     while improved and spent < budget:
         improved = False
-        for tightening in _tightenings(scenario, applied, give_up_serving):
-            if spent >= budget:
+        base, won = applied, None  # a tightening that wins: the rest of its kind for that job too
+        for tightening in _tightenings(scenario, base, give_up_serving):
+            if spent >= budget or (won is not None and (tightening.kind, tightening.job) != won):
                 break
-            trial = applied + (tightening,)
+            trial = base + (tightening,)
             tighter, index = _tighter(scenario, trial)
             if tighter is None:
                 continue
@@ -81,8 +82,8 @@ def restart(
             key = scorer.key(grid)
             if _better(key, best_key):
                 best_key, best_grid, applied = key, grid, trial
-                improved = _better(ceiling, best_key)
-                break
+                won = (tightening.kind, tightening.job)
+        improved = won is not None and _better(ceiling, best_key)
     result = Plan(best_grid, plan.planner, dict(plan.stats))
     result.stats["restarts"] = {
         "spent": spent,
