@@ -8,11 +8,11 @@ grid alone, so all planners are measured on the same definitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
-from .model import BatchJob, RealtimeJob, Scenario, is_power_of_two
+from .model import BatchJob, Policy, RealtimeJob, Scenario, is_power_of_two
 
 IDLE = -1
 
@@ -507,15 +507,35 @@ def fragmented_cells(
     return out
 
 
-def metrics(scenario: Scenario, plan: Plan) -> Metrics:
-    """Every metric of SPEC sections 1 and 7, computed from the grid alone."""
-    c, policy = scenario.cluster, scenario.policy
-    G, T = c.gpus, c.horizon_steps
-    counts = holdings(scenario, plan)
+class Value(NamedTuple):
+    """The objective of SPEC section 1 and its real-time parts, from the holdings alone."""
+
+    reward: float  # priority x decayed batch GPU-steps
+    penalty: float  # priority x real-time shortfall, before penalty_weight
+    objective: float
+    batch_cells: float
+    demanded: float
+    served: float
+    shortfall: float
+    rt_allocated: float
+    reserved_idle: float
+
+    @property
+    def coverage(self) -> float:
+        return self.served / self.demanded if self.demanded > 0 else 1.0
+
+    def slo_met(self, policy: Policy) -> bool | None:
+        target = policy.rt_coverage_target
+        return None if target is None else bool(self.coverage >= target - 1e-9)
+
+
+def plan_value(scenario: Scenario, counts: np.ndarray) -> Value:
+    """`Value` of the holdings `counts` (jobs x steps, as `holdings` gives them)."""
+    policy = scenario.policy
     held = counts.astype(float)
     is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
     priority = np.array([j.priority for j in scenario.jobs], dtype=float)
-    discount = policy.decay ** np.arange(T, dtype=float)
+    discount = policy.decay ** np.arange(scenario.cluster.horizon_steps, dtype=float)
 
     batch_held = held[is_batch]
     batch_cells = float(batch_held.sum())
@@ -535,6 +555,28 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
     else:
         rt_allocated = penalty = demanded = served_total = shortfall_total = 0.0
         reserved_idle = 0.0
+    return Value(
+        reward,
+        penalty,
+        policy.reward_weight * (reward - policy.penalty_weight * penalty),
+        batch_cells,
+        demanded,
+        served_total,
+        shortfall_total,
+        rt_allocated,
+        reserved_idle,
+    )
+
+
+def metrics(scenario: Scenario, plan: Plan) -> Metrics:
+    """Every metric of SPEC sections 1 and 7, computed from the grid alone."""
+    c, policy = scenario.cluster, scenario.policy
+    G, T = c.gpus, c.horizon_steps
+    counts = holdings(scenario, plan)
+    is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
+    priority = np.array([j.priority for j in scenario.jobs], dtype=float)
+    v = plan_value(scenario, counts)
+    batch_cells, served_total = v.batch_cells, v.served
 
     placements = batch_placements(scenario, plan)
     outcomes = job_outcomes(scenario, plan, placements, counts)
@@ -543,35 +585,34 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
     waits = [o.wait_steps * c.step_hours for o in outcomes if o.wait_steps is not None]
     cells = G * T
     hours = c.step_hours
+    batch_held = counts[is_batch]
     value = float(priority[is_batch] @ batch_held.sum(axis=1)) * hours if len(batch_held) else 0.0
     idle_hours = float((plan.grid == IDLE).sum()) * hours
     price = policy.gpu_hour_cost
     cost = cells * hours * price if price is not None else None
     teams = team_outcomes(scenario, plan, counts, outcomes)
     deadlines = [o for o in outcomes if o.job.deadline_step is not None]
-    coverage = served_total / demanded if demanded > 0 else 1.0
-    target = policy.rt_coverage_target
     return {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
-        "allocated_fraction": (batch_cells + rt_allocated) / cells,
+        "allocated_fraction": (batch_cells + v.rt_allocated) / cells,
         "value": value,
-        "objective": policy.reward_weight * (reward - policy.penalty_weight * penalty),
+        "objective": v.objective,
         "completed_jobs": completed,
         "started_jobs": started,
         "batch_jobs": len(outcomes),
-        "rt_shortfall_gpu_hours": shortfall_total * c.step_hours,
-        "rt_coverage": coverage,
-        "slo_met": None if target is None else bool(coverage >= target - 1e-9),
+        "rt_shortfall_gpu_hours": v.shortfall * c.step_hours,
+        "rt_coverage": v.coverage,
+        "slo_met": v.slo_met(policy),
         "runtime_ms": float(plan.stats.get("runtime_ms", 0.0)),
         "wait_hours_p50": float(np.percentile(waits, 50)) if waits else None,
         "wait_hours_p90": float(np.percentile(waits, 90)) if waits else None,
         "unstarted_jobs": len(outcomes) - started,
         "idle_gpu_hours": idle_hours,
-        "reserved_idle_gpu_hours": reserved_idle * hours,
+        "reserved_idle_gpu_hours": v.reserved_idle * hours,
         "fragmented_gpu_hours": float(fragmented_cells(scenario, plan, placements).sum()) * hours,
         "cost": cost,
-        "idle_cost": (idle_hours + reserved_idle * hours) * price if price is not None else None,
+        "idle_cost": (idle_hours + v.reserved_idle * hours) * price if price is not None else None,
         "cost_per_value": cost / value if cost is not None and value > 0 else None,
         "team_fairness": jain_index([t.gpu_hours for t in teams]) if teams else None,
         "late_jobs": sum(bool(o.late) for o in deadlines) if deadlines else None,

@@ -32,7 +32,7 @@ from ..model import (
     duration_steps,
     powers_of_two_between,
 )
-from ..plan import IDLE, Plan
+from ..plan import IDLE, Plan, holdings, plan_value
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
 _PRICES = (0.5, 1.5, 0.75, 2.0)
@@ -203,44 +203,11 @@ def _in_original(grid: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 
 class _Scorer:
-    """The objective of SPEC section 1 (and whether the coverage target is met) from a grid:
-    the same sums as `core.plan.metrics`, without the rest of its report."""
+    """A grid's (coverage target met, objective), as `core.plan.metrics` has them."""
 
     def __init__(self, scenario: Scenario):
-        c, policy = scenario.cluster, scenario.policy
-        self.T = c.horizon_steps
-        self.n = len(scenario.jobs)
-        is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
-        priority = np.array([j.priority for j in scenario.jobs], dtype=float)
-        discount = policy.decay ** np.arange(self.T, dtype=float)
-        self.is_batch = is_batch
-        # a batch cell of job j at step t earns priority_j * decay^t
-        self.worth = np.where(is_batch[:, None], priority[:, None] * discount[None, :], 0.0)
-        rt = ~is_batch
-        self.rt = np.nonzero(rt)[0]
-        self.demand = np.array([scenario.jobs[j].demand for j in self.rt], dtype=float).reshape(
-            len(self.rt), self.T
-        )
-        self.rt_priority = priority[rt]
-        self.weight = policy.reward_weight
-        self.penalty = policy.penalty_weight
-        self.target = policy.rt_coverage_target
+        self.scenario = scenario
 
     def key(self, grid: np.ndarray) -> tuple[bool, float]:
-        steps = np.broadcast_to(np.arange(self.T), grid.shape)
-        used = grid != IDLE
-        counts = np.bincount(grid[used] * self.T + steps[used], minlength=self.n * self.T).reshape(
-            self.n, self.T
-        )
-        reward = float((counts * self.worth).sum())
-        met = True
-        penalty = 0.0
-        if len(self.rt):
-            held = counts[self.rt]
-            shortfall = np.maximum(0.0, self.demand - held)
-            penalty = float(self.rt_priority @ shortfall.sum(axis=1))
-            if self.target is not None:
-                demanded = float(self.demand.sum())
-                served = float(np.minimum(held, self.demand).sum())
-                met = demanded <= 0 or served / demanded >= self.target - 1e-9
-        return met, self.weight * (reward - self.penalty * penalty)
+        v = plan_value(self.scenario, holdings(self.scenario, Plan(grid)))
+        return v.slo_met(self.scenario.policy) is not False, v.objective
