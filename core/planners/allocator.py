@@ -91,9 +91,11 @@ Seven phases, each legal by construction (the five constraints are its rules, no
    original scenario and is scored on its objective (a plan meeting the coverage target
    first); a tightening that wins becomes the base of the next ones, within `restarts` plans,
    and none runs where the plan already reaches a simple upper bound (every batch job alone
-   on the cluster). The phases look at one choice at a time from the plan they have; a restart
-   reaches plans that differ from it everywhere at once (serving that keeps its peak GPU where a
-   long priority-8 job would have run; a 4 GPU-hour job on 8 GPUs for one step).
+   on the cluster). Every plan is scored after a job left out takes the block and start of a
+   placed one that earns less there, where it may. The phases look at one choice at a time
+   from the plan they have; a restart reaches plans that differ from it everywhere at once
+   (serving that keeps its peak GPU where a long priority-8 job would have run; a 4 GPU-hour
+   job on 8 GPUs for one step).
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The

@@ -14,7 +14,9 @@ left out, held to one of its sizes, or arriving later. Every plan of a tighter p
 legal plan of the original one (these only forbid plans; the price only changes what the
 allocator aims for), so each is scored on the original objective and the best is kept. The
 search is a first-improvement descent: a tightening that wins becomes the base the next ones
-are added to, within a budget of restarts.
+are added to, within a budget of restarts. Each plan, the first included, is scored after
+`swap_in`: a job a plan leaves out takes the place of a placed one that earns less there (a
+tightening that left a job out cannot bring it back where another one then took its room).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..model import (
     duration_steps,
     powers_of_two_between,
 )
-from ..plan import IDLE, Plan, holdings, plan_value
+from ..plan import IDLE, Plan, batch_placements, holdings, plan_value
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
 _PRICES = (0.5, 1.5, 0.75, 2.0)
@@ -62,7 +64,9 @@ def restart(
     restarts. Without `give_up_serving`, no tightening aims for less serving (a price below 1,
     a cap). `plan.stats["restarts"]` says how many ran and which tightenings won."""
     scorer = _Scorer(scenario)
-    best_key, best_grid = scorer.key(plan.grid), plan.grid
+    best_grid = plan.grid.copy()
+    swap_in(scenario, best_grid)
+    best_key = scorer.key(best_grid)
     applied: tuple[_Tightening, ...] = ()
     spent = 0
     ceiling = (True, _ceiling(scenario))
@@ -79,6 +83,7 @@ def restart(
                 continue
             spent += 1
             grid = _in_original(allocate(tighter).grid, index)
+            swap_in(scenario, grid)
             key = scorer.key(grid)
             if _better(key, best_key):
                 best_key, best_grid, applied = key, grid, trial
@@ -211,3 +216,47 @@ class _Scorer:
     def key(self, grid: np.ndarray) -> tuple[bool, float]:
         v = plan_value(self.scenario, holdings(self.scenario, Plan(grid)))
         return v.slo_met(self.scenario.policy) is not False, v.objective
+
+
+def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
+    """Batch jobs left out take the place of placed ones that earn less there, in `grid` (in
+    place): a job B the plan leaves out runs on the block and from the start of a placed job A
+    where B may use that many GPUs and has arrived by then, for B's own duration (cut at the
+    horizon; beyond A's end only on GPUs the plan leaves idle), where B earns more there than A
+    does. The best such swap is made while one pays; returns how many were made."""
+    c, policy = scenario.cluster, scenario.policy
+    T = c.horizon_steps
+    earned = np.concatenate(([0.0], np.cumsum(policy.decay ** np.arange(T))))
+    queued = [
+        i
+        for i, job in enumerate(scenario.jobs)
+        if isinstance(job, BatchJob) and job.running is None and job.arrival_step < T
+    ]
+    swaps = 0
+    while True:
+        placed = {p.job_id: p for p in batch_placements(scenario, Plan(grid)).values()}
+        best = None
+        for a in queued:
+            pa = placed.get(scenario.jobs[a].id)
+            if pa is None:
+                continue
+            n, s, e = pa.gpus, pa.start_step, pa.end_step
+            loses = scenario.jobs[a].priority * n * (earned[e] - earned[s])
+            block = grid[pa.gpu_start : pa.gpu_start + n]
+            for b in queued:
+                job = scenario.jobs[b]
+                if job.id in placed or job.arrival_step > s or n not in job.sizes():
+                    continue
+                end = min(T, s + duration_steps(job, n, c.step_minutes))
+                if end > e and not (block[:, e:end] == IDLE).all():
+                    continue
+                gain = job.priority * n * (earned[end] - earned[s]) - loses
+                if gain > 1e-9 * max(1.0, loses) and (best is None or gain > best[0]):
+                    best = (gain, a, b, pa, end)
+        if best is None:
+            return swaps
+        _, a, b, pa, end = best
+        block = grid[pa.gpu_start : pa.gpu_start + pa.gpus]
+        block[block == a] = IDLE
+        block[:, pa.start_step : end] = b
+        swaps += 1

@@ -13,7 +13,14 @@ from core.bench import small_case
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, Plan, batch_placements, check, metrics
 from core.planners.allocator import AllocatorParams, plan_allocator, search_effort
-from core.planners.restarts import _better, _in_original, _Scorer, _Tightening, _tighter
+from core.planners.restarts import (
+    _better,
+    _in_original,
+    _Scorer,
+    _Tightening,
+    _tighter,
+    swap_in,
+)
 from tests.strategies import scenarios
 
 _PHASES = AllocatorParams(restarts=0)
@@ -142,3 +149,41 @@ def test_no_restarts_without_batch_work_or_with_a_budget_of_zero():
 def test_the_plan_keeps_its_planner_name_and_is_a_plan():
     plan = plan_allocator(_scenario())
     assert isinstance(plan, Plan) and plan.planner == "allocator"
+
+
+def _swap_case(b_hours: float, c_steps: int) -> tuple[Scenario, np.ndarray]:
+    # 2 GPUs x 4 steps: a (priority 1) holds both at steps 0-1; b (priority 5) is left out;
+    # c (priority 2, 1 GPU, arriving at step 2) holds GPU 0 for c_steps steps from step 2.
+    scenario = Scenario(
+        "swap",
+        Cluster(gpus=2, horizon_steps=4),
+        (
+            BatchJob("a", "training", 1, 2, 2, gpu_hours=4.0, arrival_step=0),
+            BatchJob("b", "training", 5, 2, 2, gpu_hours=b_hours, arrival_step=0),
+            BatchJob("c", "training", 2, 1, 1, gpu_hours=float(max(1, c_steps)), arrival_step=2),
+        ),
+        Policy(decay=1.0),
+    )
+    grid = np.full((2, 4), IDLE, dtype=np.int32)
+    grid[:, :2] = 0
+    grid[0, 2 : 2 + c_steps] = 2
+    return scenario, grid
+
+
+def test_a_job_left_out_takes_the_place_of_one_that_earns_less_there():
+    scenario, grid = _swap_case(4.0, 2)
+    before = metrics(scenario, Plan(grid.copy()))["objective"]
+    assert swap_in(scenario, grid) == 1
+    plan = Plan(grid)
+    assert check(scenario, plan) == []
+    assert "a" not in batch_placements(scenario, plan)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(before - 4 + 20)
+
+
+def test_a_longer_job_swaps_in_only_where_the_gpus_after_the_place_are_idle():
+    scenario, grid = _swap_case(8.0, 2)  # b needs 4 steps on 2 GPUs; c holds GPU 0 at 2-3
+    assert swap_in(scenario, grid) == 0
+    scenario, grid = _swap_case(8.0, 0)  # nothing after a's place: b runs steps 0-3
+    assert swap_in(scenario, grid) == 1
+    assert check(scenario, Plan(grid)) == []
+    assert (grid == 1).all()
