@@ -172,10 +172,10 @@ class AllocatorParams:
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
     none by default) phases 1-6 plan up to this many tighter scenarios (`restarts.py`) and the
     best plan is kept; 0 turns them off. On issue 13's wide shape that costs a median of about
-    110 ms instead of 4 ms (24 plans of the small path) and takes the mean gap to the optimum
-    from 0.68% to 0.21% on 287 fresh cases; on the benchmarks' size (`restart_work=10**9`)
-    the day shape's from 1.15% to 0.41%, at about 140 ms a plan, which is why it is not the
-    default there: the 8-GPU benchmarks keep their 2 ms.
+    55 ms instead of 2.5 ms (up to 24 plans of the small path) and takes the mean gap to the
+    optimum from 0.68% to 0.16% on 287 fresh cases; on the benchmarks' size
+    (`restart_work=10**9`) the day shape's from 1.15% to 0.46%, at about 100 ms a plan, which
+    is why it is not the default there: the 8-GPU benchmarks keep their 2 ms.
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because

@@ -32,7 +32,6 @@ from ..model import (
     Scenario,
     ScenarioError,
     duration_steps,
-    powers_of_two_between,
 )
 from ..plan import IDLE, Plan, batch_placements, holdings, plan_value
 
@@ -63,10 +62,9 @@ def restart(
     (a plan meeting `policy.rt_coverage_target` first, then the objective), within `budget`
     restarts. Without `give_up_serving`, no tightening aims for less serving (a price below 1,
     a cap). `plan.stats["restarts"]` says how many ran and which tightenings won."""
-    scorer = _Scorer(scenario)
     best_grid = plan.grid.copy()
     swap_in(scenario, best_grid)
-    best_key = scorer.key(best_grid)
+    best_key = _key(scenario, best_grid)
     applied: tuple[_Tightening, ...] = ()
     spent = 0
     ceiling = (True, _ceiling(scenario))
@@ -84,7 +82,7 @@ def restart(
             spent += 1
             grid = _in_original(allocate(tighter).grid, index)
             swap_in(scenario, grid)
-            key = scorer.key(grid)
+            key = _key(scenario, grid)
             if _better(key, best_key):
                 best_key, best_grid, applied = key, grid, trial
                 won = (tightening.kind, tightening.job)
@@ -107,7 +105,7 @@ def _ceiling(scenario: Scenario) -> float:
     """An upper bound on the objective: every batch job alone on the cluster (at its arrival,
     on its best size), serving short only of the demand beyond what its range allows."""
     c, policy = scenario.cluster, scenario.policy
-    earned = np.concatenate(([0.0], np.cumsum(policy.decay ** np.arange(c.horizon_steps))))
+    earned = _earned(scenario)
     T = c.horizon_steps
     total = 0.0
     for job in scenario.jobs:
@@ -156,7 +154,7 @@ def _tightenings(
     for job in queued:
         yield _Tightening("out", job.id)
     for job in queued:
-        sizes = powers_of_two_between(job.gpus_min, min(job.gpus_max, scenario.cluster.gpus))
+        sizes = [g for g in job.sizes() if g <= scenario.cluster.gpus]
         if len(sizes) > 1:
             for g in sizes:
                 yield _Tightening("size", job.id, g)
@@ -207,15 +205,17 @@ def _in_original(grid: np.ndarray, index: np.ndarray) -> np.ndarray:
     return lookup[grid]
 
 
-class _Scorer:
+def _key(scenario: Scenario, grid: np.ndarray) -> tuple[bool, float]:
     """A grid's (coverage target met, objective), as `core.plan.metrics` has them."""
+    v = plan_value(scenario, holdings(scenario, Plan(grid)))
+    return v.slo_met(scenario.policy) is not False, v.objective
 
-    def __init__(self, scenario: Scenario):
-        self.scenario = scenario
 
-    def key(self, grid: np.ndarray) -> tuple[bool, float]:
-        v = plan_value(self.scenario, holdings(self.scenario, Plan(grid)))
-        return v.slo_met(self.scenario.policy) is not False, v.objective
+def _earned(scenario: Scenario) -> np.ndarray:
+    """Prefix sums of decay^t: a GPU-step at step t earns priority x (earned[t + 1] -
+    earned[t])."""
+    decay, T = scenario.policy.decay, scenario.cluster.horizon_steps
+    return np.concatenate(([0.0], np.cumsum(decay ** np.arange(T))))
 
 
 def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
@@ -224,9 +224,9 @@ def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
     where B may use that many GPUs and has arrived by then, for B's own duration (cut at the
     horizon; beyond A's end only on GPUs the plan leaves idle), where B earns more there than A
     does. The best such swap is made while one pays; returns how many were made."""
-    c, policy = scenario.cluster, scenario.policy
+    c = scenario.cluster
     T = c.horizon_steps
-    earned = np.concatenate(([0.0], np.cumsum(policy.decay ** np.arange(T))))
+    earned = _earned(scenario)
     queued = [
         i
         for i, job in enumerate(scenario.jobs)
@@ -234,7 +234,7 @@ def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
     ]
     swaps = 0
     while True:
-        placed = {p.job_id: p for p in batch_placements(scenario, Plan(grid)).values()}
+        placed = batch_placements(scenario, Plan(grid))
         best = None
         for a in queued:
             pa = placed.get(scenario.jobs[a].id)

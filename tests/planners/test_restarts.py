@@ -16,7 +16,7 @@ from core.planners.allocator import AllocatorParams, plan_allocator, search_effo
 from core.planners.restarts import (
     _better,
     _in_original,
-    _Scorer,
+    _key,
     _Tightening,
     _tighter,
     swap_in,
@@ -111,7 +111,7 @@ def test_a_plan_that_meets_the_target_wins_whatever_its_objective():
 @given(scenarios())
 def test_the_scorer_agrees_with_the_metrics(scenario):
     plan = plan_allocator(scenario, _PHASES)
-    met, value = _Scorer(scenario).key(plan.grid)
+    met, value = _key(scenario, plan.grid)
     m = metrics(scenario, plan)
     assert value == pytest.approx(m["objective"], rel=1e-9, abs=1e-9)
     assert met == (m["slo_met"] is not False)
