@@ -2,12 +2,16 @@
 
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
                                               [--day | --wide] [--slo TARGET] [--realtime N]
+                                              [--path small|fast] [--set NAME=VALUE ...]
     .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
 
 `--wide` draws issue 13's shapes (4-16 GPUs, 8-24 steps, 4-12 jobs); `--slo` gives every
 scenario that coverage target (both planners then solve the same constrained problem);
 `--realtime 0` leaves real-time jobs out. Each row also says whether the allocator scored
-below fifo or backfill (it never should).
+below fifo or backfill (it never should). `--path fast` keeps only the draws on the allocator's
+fast path (`search_effort`: problems the size of the 8-GPU benchmarks, which keep their 2 ms),
+drawing seeds until `--count` of them; `--set` overrides an `AllocatorParams` field (repeatable,
+e.g. `--set restart_work=1000000000` for restarts on every path), to measure what effort buys.
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
 allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics.
@@ -19,6 +23,7 @@ measurement for the report, not a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -31,15 +36,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core.bench import small_case  # noqa: E402
 from core.plan import check, metrics, objective  # noqa: E402
 from core.planners import solve  # noqa: E402
-from core.planners.allocator import plan_allocator, search_effort  # noqa: E402
+from core.planners.allocator import AllocatorParams, plan_allocator, search_effort  # noqa: E402
 from core.planners.full import plan_full  # noqa: E402
 
 
-def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape) -> dict:
+def measure(
+    count: int,
+    seed: int,
+    time_limit: float,
+    day: bool = False,
+    path: str | None = None,
+    params: AllocatorParams | None = None,
+    **shape,
+) -> dict:
     rows = []
-    for k in range(seed, seed + count):
+    k = seed
+    while len(rows) < count:
         scenario = small_case(k, day, **shape)
-        allocator = plan_allocator(scenario)
+        k += 1
+        if path is not None and ("small" if search_effort(scenario)[1] else "fast") != path:
+            continue  # (the path under the default parameters: the draw's size class)
+        started = time.perf_counter()
+        allocator = plan_allocator(scenario, params)
+        allocator_ms = (time.perf_counter() - started) * 1000
         baselines = max(objective(scenario, solve(scenario, b)) for b in ("fifo", "backfill"))
         started = time.perf_counter()
         full = plan_full(scenario, time_limit=time_limit, mip_gap=0.0, warm_start=allocator)
@@ -54,7 +73,8 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
                 "gpus": scenario.cluster.gpus,
                 "steps": scenario.cluster.horizon_steps,
                 "jobs": len(scenario.jobs),
-                "path": "small" if search_effort(scenario)[1] else "fast",
+                "path": "small" if search_effort(scenario, params)[1] else "fast",
+                "allocator_ms": allocator_ms,
                 "realtime": len(scenario.realtime_jobs),
                 "allocator": j_alloc,
                 "optimum" if optimal else "best": j_full,
@@ -94,6 +114,10 @@ def measure(count: int, seed: int, time_limit: float, day: bool = False, **shape
         "within_5pct": sum(1 for g in solved if g <= 0.05),
         "share_optimal": sum(1 for g in solved if g <= 1e-9) / len(solved) if solved else math.nan,
         "below_baseline": sum(1 for r in rows if r["below_baseline"]),
+        "seeds": [seed, k - 1],
+        "allocator_median_ms": statistics.median(r["allocator_ms"] for r in rows)
+        if rows
+        else math.nan,
         # the small-problem path (`search_effort`) searches more: its gaps and the others'
         "by_path": {
             path: _gaps(
@@ -150,6 +174,30 @@ def benchmarks(time_limit: float) -> list[dict]:
     return rows
 
 
+def _params(settings: list[str]) -> AllocatorParams | None:
+    """`AllocatorParams` with the `--set NAME=VALUE` overrides (integers, or true/false)."""
+    if not settings:
+        return None
+    fields = {f.name: f.type for f in dataclasses.fields(AllocatorParams)}
+    values: dict[str, int | bool] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        if not sep or name not in fields:
+            raise ValueError(
+                f"--set {setting!r}: expected NAME=VALUE with NAME one of {', '.join(fields)}"
+            )
+        if fields[name] in (bool, "bool"):
+            if text.lower() not in ("true", "false"):
+                raise ValueError(f"--set {setting!r}: {name} is true or false")
+            values[name] = text.lower() == "true"
+        else:
+            try:
+                values[name] = int(text)
+            except ValueError:
+                raise ValueError(f"--set {setting!r}: {name} is an integer") from None
+    return AllocatorParams(**values)  # its own checks name a value out of range
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=60)
@@ -163,6 +211,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slo", type=float, default=None, help="policy.rt_coverage_target")
     parser.add_argument("--realtime", type=int, default=None, help="real-time jobs per scenario")
     parser.add_argument(
+        "--path",
+        choices=("small", "fast"),
+        help="only the draws on this path of the allocator (seeds drawn until --count of them)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an AllocatorParams field for the allocator (repeatable)",
+    )
+    parser.add_argument(
         "--benchmarks",
         action="store_true",
         help="instead: allocator vs full vs bound on data/scenarios benchmarks "
@@ -174,11 +234,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
         return 0
+    try:
+        params = _params(args.set)
+    except ValueError as error:
+        parser.error(str(error))
     result = measure(
         args.count,
         args.seed,
         args.time_limit,
         args.day,
+        path=args.path,
+        params=params,
         wide=args.wide,
         slo=args.slo,
         realtime=args.realtime,
@@ -194,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * s['worst_gap']:.2f}%; optimal on {s['allocator_optimal']}, within 2% on "
             f"{s['within_2pct']}, within 5% on {s['within_5pct']}; absolute gaps where J* <= 0:"
             f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}; below a baseline on "
-            f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}"
+            f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}; "
+            f"seeds {s['seeds'][0]}-{s['seeds'][1]}, allocator median "
+            f"{s['allocator_median_ms']:.1f} ms"
         )
         for path, p in s["by_path"].items():
             if p["count"]:

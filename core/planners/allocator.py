@@ -175,7 +175,10 @@ class AllocatorParams:
     55 ms instead of 2.5 ms (up to 24 plans of the small path) and takes the mean gap to the
     optimum from 0.68% to 0.16% on 287 fresh cases; on the benchmarks' size
     (`restart_work=10**9`) the day shape's from 1.15% to 0.46%, at about 100 ms a plan, which
-    is why it is not the default there: the 8-GPU benchmarks keep their 2 ms.
+    is why it is not the default there: the 8-GPU benchmarks keep their 2 ms. At that size the
+    small path's own search (`small_work` raised, `restarts=0`) does better for less: 0.82%
+    below at 19 ms, against restarts' 0.99% at 107 ms and the default's 1.98% at 2.8 ms, on
+    100 fresh draws (`scripts/allocator_gap.py --day --path fast`; the README has the table).
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
