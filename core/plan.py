@@ -507,6 +507,13 @@ def fragmented_cells(
     return out
 
 
+def discounts(scenario: Scenario) -> list[float]:
+    """Prefix sums of decay^t: a GPU-step at step t earns priority x (discounts[t + 1] -
+    discounts[t]); a plain list, for the planners' hot paths that index it per cell."""
+    T = scenario.cluster.horizon_steps
+    return np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
+
+
 class Value(NamedTuple):
     """The objective of SPEC section 1 and its real-time parts, from the holdings alone."""
 

@@ -114,11 +114,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-import numpy as np
-
 from ..model import BatchJob, RealtimeJob, Scenario
 from ..model import duration_steps as duration
-from ..plan import Plan, pin_running
+from ..plan import Plan, discounts, pin_running
 from .blocks import (
     FreeBlocks,
     FreeGrid,
@@ -312,7 +310,7 @@ def _misses_target(scenario: Scenario, plan: Plan) -> bool:
 def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     running = _running_masks(scenario, T)
-    discount = _discounts(scenario)
+    discount = discounts(scenario)
     candidates = _candidates(scenario, discount)
     size = max(1, len(candidates) * G * T)
     packs, by_work = _effort(scenario, params, len(candidates))
@@ -437,13 +435,6 @@ def _served_instead(scenario, running, discount, realtime, placements):
                 best, realtime, placements, improved = trial, sets, others, True
                 break
     return realtime, placements
-
-
-def _discounts(scenario: Scenario) -> list[float]:
-    """Prefix sums of decay^t: a GPU-step at step t earns priority x (discount[t + 1] -
-    discount[t])."""
-    T = scenario.cluster.horizon_steps
-    return np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
 
 
 def _laid_out_ahead(scenario, running, discount, params, winner) -> list[tuple]:
@@ -2604,7 +2595,7 @@ class _Low(_Buddy):
 
 def _candidates(scenario: Scenario, discount: list[float] | None = None) -> list[_Candidate]:
     T, decay = scenario.cluster.horizon_steps, scenario.policy.decay
-    discount = discount or _discounts(scenario)
+    discount = discount or discounts(scenario)
     minutes = scenario.cluster.step_minutes
     out = []
     for i, job in enumerate(scenario.jobs):

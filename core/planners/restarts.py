@@ -33,7 +33,7 @@ from ..model import (
     ScenarioError,
     duration_steps,
 )
-from ..plan import IDLE, Plan, batch_placements, holdings, plan_value
+from ..plan import IDLE, Plan, batch_placements, discounts, holdings, plan_value
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
 _PRICES = (0.5, 1.5, 0.75, 2.0)
@@ -105,7 +105,7 @@ def _ceiling(scenario: Scenario) -> float:
     """An upper bound on the objective: every batch job alone on the cluster (at its arrival,
     on its best size), serving short only of the demand beyond what its range allows."""
     c, policy = scenario.cluster, scenario.policy
-    earned = _earned(scenario)
+    earned = discounts(scenario)
     T = c.horizon_steps
     total = 0.0
     for job in scenario.jobs:
@@ -211,13 +211,6 @@ def _key(scenario: Scenario, grid: np.ndarray) -> tuple[bool, float]:
     return v.slo_met(scenario.policy) is not False, v.objective
 
 
-def _earned(scenario: Scenario) -> np.ndarray:
-    """Prefix sums of decay^t: a GPU-step at step t earns priority x (earned[t + 1] -
-    earned[t])."""
-    decay, T = scenario.policy.decay, scenario.cluster.horizon_steps
-    return np.concatenate(([0.0], np.cumsum(decay ** np.arange(T))))
-
-
 def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
     """Batch jobs left out take the place of placed ones that earn less there, in `grid` (in
     place): a job B the plan leaves out runs on the block and from the start of a placed job A
@@ -226,7 +219,7 @@ def swap_in(scenario: Scenario, grid: np.ndarray) -> int:
     does. The best such swap is made while one pays; returns how many were made."""
     c = scenario.cluster
     T = c.horizon_steps
-    earned = _earned(scenario)
+    earned = discounts(scenario)
     queued = [
         i
         for i, job in enumerate(scenario.jobs)
