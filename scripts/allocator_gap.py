@@ -12,6 +12,10 @@ below fifo or backfill (it never should). `--path fast` keeps only the draws on 
 fast path (`search_effort`: problems the size of the 8-GPU benchmarks, which keep their 2 ms),
 drawing seeds until `--count` of them; `--set` overrides an `AllocatorParams` field (repeatable,
 e.g. `--set restart_work=1000000000` for restarts on every path), to measure what effort buys.
+`--optima FILE` keeps `full`'s results in a JSON Lines file, keyed by a hash of each scenario's
+JSON: a scenario proved once is not solved again (a change to the allocator is measured against
+100 optima in seconds, not minutes), one left open only at a longer time limit, and a changed
+generator or flag draws new keys.
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
 allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -34,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.bench import small_case  # noqa: E402
+from core.formats.scenario_json import scenario_to_json  # noqa: E402
 from core.plan import check, metrics, objective  # noqa: E402
 from core.planners import solve  # noqa: E402
 from core.planners.allocator import AllocatorParams, plan_allocator, search_effort  # noqa: E402
@@ -47,6 +53,7 @@ def measure(
     day: bool = False,
     path: str | None = None,
     params: AllocatorParams | None = None,
+    optima: Optima | None = None,
     **shape,
 ) -> dict:
     rows = []
@@ -60,12 +67,25 @@ def measure(
         allocator = plan_allocator(scenario, params)
         allocator_ms = (time.perf_counter() - started) * 1000
         baselines = max(objective(scenario, solve(scenario, b)) for b in ("fifo", "backfill"))
-        started = time.perf_counter()
-        full = plan_full(scenario, time_limit=time_limit, mip_gap=0.0, warm_start=allocator)
-        seconds = time.perf_counter() - started
-        assert not check(scenario, allocator) and not check(scenario, full)
-        j_alloc, j_full = objective(scenario, allocator), objective(scenario, full)
-        optimal = full.stats["status"] == "optimal"
+        assert not check(scenario, allocator)
+        known = optima.get(scenario, time_limit) if optima is not None else None
+        cached = known is not None
+        if known is None:
+            started = time.perf_counter()
+            full = plan_full(scenario, time_limit=time_limit, mip_gap=0.0, warm_start=allocator)
+            assert not check(scenario, full)
+            known = {
+                "objective": objective(scenario, full),
+                "bound": full.stats["bound"],
+                "status": str(full.stats["status"]),
+                "seconds": time.perf_counter() - started,
+                "time_limit": time_limit,
+            }
+            if optima is not None:
+                optima.add(scenario, known)
+        j_alloc, j_full = objective(scenario, allocator), known["objective"]
+        seconds = known["seconds"]
+        optimal = known["status"] == "optimal"
         gap = (j_full - j_alloc) / j_full if j_full > 1e-9 else math.nan
         rows.append(
             {
@@ -78,10 +98,11 @@ def measure(
                 "realtime": len(scenario.realtime_jobs),
                 "allocator": j_alloc,
                 "optimum" if optimal else "best": j_full,
-                "bound": full.stats["bound"],
-                "status": full.stats["status"],
+                "bound": known["bound"],
+                "status": known["status"],
                 "gap": gap,
                 "seconds": seconds,
+                "cached": cached,
                 "below_baseline": j_alloc < baselines - 1e-9 * max(1.0, abs(baselines)),
                 "slo_met": metrics(scenario, allocator)["slo_met"],
             }
@@ -89,8 +110,9 @@ def measure(
         print(
             f"{scenario.name:>10} G={scenario.cluster.gpus} T={scenario.cluster.horizon_steps:2d}"
             f" jobs={len(scenario.jobs)} rt={len(scenario.realtime_jobs)}"
-            f" allocator={j_alloc:10.3f} full={j_full:10.3f} {full.stats['status']:>22}"
+            f" allocator={j_alloc:10.3f} full={j_full:10.3f} {known['status']:>22}"
             f" gap={100 * gap:6.2f}% {rows[-1]['path']:>5} {seconds:6.1f}s"
+            f"{' (kept)' if cached else ''}"
             f"{' BELOW BASELINE' if rows[-1]['below_baseline'] else ''}",
             file=sys.stderr,
             flush=True,
@@ -128,6 +150,55 @@ def measure(
         "allocator_missed_slo": sum(1 for r in rows if r["slo_met"] is False),
     }
     return {"summary": summary, "rows": rows}
+
+
+class Optima:
+    """`full`'s results kept in a JSON Lines file, one scenario a line: its key (a hash of its
+    JSON), name, objective, bound, status, the seconds it took and its time limit. A proof is
+    used again at any time limit; a scenario the limit left open only at a limit no longer than
+    that (a longer one may prove it). The last line of a key wins."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.known: dict[str, dict] = {}
+        self.path.touch()  # a file that cannot be written fails here, before any solve
+        with self.path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                    key = entry["key"]
+                    names = ("objective", "bound", "seconds", "time_limit")
+                    record = {name: entry[name] for name in names}
+                    record["status"] = entry["status"]
+                    if not isinstance(key, str) or not all(
+                        isinstance(record[name], int | float)
+                        for name in ("objective", "seconds", "time_limit")
+                    ):
+                        raise TypeError
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(
+                        f"{self.path}, line {number}: not a result this script wrote (expected"
+                        " JSON with key, objective, bound, status, seconds and time_limit)"
+                    ) from None
+                self.known[key] = record
+
+    @staticmethod
+    def key(scenario) -> str:
+        return hashlib.sha256(scenario_to_json(scenario).encode()).hexdigest()
+
+    def get(self, scenario, time_limit: float) -> dict | None:
+        record = self.known.get(self.key(scenario))
+        if record is None or record["status"] == "optimal" or record["time_limit"] >= time_limit:
+            return record
+        return None
+
+    def add(self, scenario, record: dict) -> None:
+        key = self.key(scenario)
+        self.known[key] = record
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps({"key": key, "scenario": scenario.name, **record}) + "\n")
 
 
 def _gaps(gaps: list[float]) -> dict:
@@ -223,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         help="an AllocatorParams field for the allocator (repeatable)",
     )
     parser.add_argument(
+        "--optima",
+        metavar="FILE",
+        help="JSON Lines file of full's results: read, and each new one appended",
+    )
+    parser.add_argument(
         "--benchmarks",
         action="store_true",
         help="instead: allocator vs full vs bound on data/scenarios benchmarks "
@@ -236,8 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         params = _params(args.set)
+        optima = Optima(args.optima) if args.optima else None
     except ValueError as error:
         parser.error(str(error))
+    except OSError as error:
+        parser.error(f"--optima {args.optima}: {error.strerror}")
     result = measure(
         args.count,
         args.seed,
@@ -245,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         args.day,
         path=args.path,
         params=params,
+        optima=optima,
         wide=args.wide,
         slo=args.slo,
         realtime=args.realtime,

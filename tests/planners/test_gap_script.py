@@ -50,3 +50,53 @@ def test_a_path_draws_until_it_has_count_of_its_own():
         1, 20000, 30.0, day=True, path="fast", params=AllocatorParams(small_work=10**6)
     )
     assert forced["rows"][0]["path"] == "small"
+
+
+def test_kept_optima_are_not_solved_again(tmp_path, monkeypatch):
+    path = tmp_path / "optima.jsonl"
+    first = GAP["measure"](2, 20000, 30.0, day=True, path="fast", optima=GAP["Optima"](path))
+    assert len(path.read_text().splitlines()) == 2  # both kept (both proved)
+    assert all(r["status"] == "optimal" for r in first["rows"])
+    assert not any(r["cached"] for r in first["rows"])
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("a kept optimum was solved again")
+
+    monkeypatch.setitem(GAP["measure"].__globals__, "plan_full", no_solve)
+    again = GAP["measure"](2, 20000, 30.0, day=True, path="fast", optima=GAP["Optima"](path))
+    assert all(r["cached"] for r in again["rows"])
+    assert [r["optimum"] for r in again["rows"]] == [r["optimum"] for r in first["rows"]]
+    assert again["summary"]["mean_gap"] == first["summary"]["mean_gap"]
+    # the same seed with an SLO is another scenario: another key, so it is solved
+    with pytest.raises(AssertionError, match="solved again"):
+        GAP["measure"](1, 20000, 30.0, day=True, slo=0.95, optima=GAP["Optima"](path))
+
+
+def test_an_open_result_serves_no_longer_limit(tmp_path):
+    path = tmp_path / "optima.jsonl"
+    scenario, other = small_case(3), small_case(4)
+    open_ = {"objective": 1.0, "bound": 2.0, "status": "time_limit", "seconds": 9, "time_limit": 9}
+    GAP["Optima"](path).add(scenario, open_)
+    optima = GAP["Optima"](path)  # as read back from the file
+    assert optima.get(scenario, 9.0) == open_ and optima.get(scenario, 5.0) == open_
+    assert optima.get(scenario, 60.0) is None  # a longer limit may prove it: solved again
+    assert optima.get(other, 1.0) is None
+    proved = {**open_, "objective": 1.5, "bound": 1.5, "status": "optimal"}
+    optima.add(scenario, proved)  # the later line wins, and a proof serves any limit
+    assert GAP["Optima"](path).get(scenario, 600.0) == proved
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"key": 3}',
+        "not json",
+        '{"key": "k", "objective": "x", "bound": 1, "status": "optimal", "seconds": 1, '
+        '"time_limit": 1}',
+    ],
+)
+def test_a_foreign_optima_file_is_named_with_its_line(tmp_path, line):
+    path = tmp_path / "optima.jsonl"
+    path.write_text("\n" + line + "\n")
+    with pytest.raises(ValueError, match=r"optima\.jsonl, line 2: not a result"):
+        GAP["Optima"](path)
