@@ -158,6 +158,8 @@ class Optima:
     used again at any time limit; a scenario the limit left open only at a limit no longer than
     that (a longer one may prove it). The last line of a key wins."""
 
+    FIELDS = ("objective", "bound", "status", "seconds", "time_limit")
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.known: dict[str, dict] = {}
@@ -169,12 +171,10 @@ class Optima:
                 try:
                     entry = json.loads(line)
                     key = entry["key"]
-                    names = ("objective", "bound", "seconds", "time_limit")
-                    record = {name: entry[name] for name in names}
-                    record["status"] = entry["status"]
+                    record = {name: entry[name] for name in self.FIELDS}
+                    numbers = (record[name] for name in ("objective", "seconds", "time_limit"))
                     if not isinstance(key, str) or not all(
-                        isinstance(record[name], int | float)
-                        for name in ("objective", "seconds", "time_limit")
+                        isinstance(n, int | float) for n in numbers
                     ):
                         raise TypeError
                 except (ValueError, KeyError, TypeError):
