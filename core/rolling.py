@@ -168,7 +168,7 @@ def simulate(
     The allocator plans each window with `give_up_serving=False` and `restarts=0` unless the
     options say otherwise: its window moves then make room for batch work by moving serving to
     idle GPUs or batch cells only, never by giving up serving the forecast asks for; and a
-    re-plan keeps the allocator's own speed (restarts would plan a small window up to 24 times
+    re-plan keeps the allocator's own speed (restarts would plan a small window up to 48 times
     more at every re-plan, for a plan the next re-plan revises).
     """
     options = dict(planner_options or {})

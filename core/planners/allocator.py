@@ -196,7 +196,7 @@ class AllocatorParams:
     rt_budget: int = 50_000_000
     guard_cells: int = 0
     give_up_serving: bool = True
-    restarts: int = 24
+    restarts: int = 48
     restart_work: int = 0
 
     def __post_init__(self) -> None:
