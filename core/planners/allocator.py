@@ -1216,8 +1216,10 @@ class _Serving:
     def _gain(self, forced: bool, t: int) -> None:
         """Gains toward gpus_min (forced) or the targets, in chunks of GPUs by what one GPU of
         the chunk is worth (priority x the demand it covers: whole units, then the fractional
-        one; GPUs a ramp needs count as whole units), so a fractional GPU of one job never
-        takes a GPU that would cover a whole unit of another's demand."""
+        one; GPUs a ramp needs count as whole units), so a fractional GPU of one job takes no
+        GPU that would cover a whole unit of another's demand, unless the fraction's GPU is
+        one its swap cap needs now to reach later demand (`_ramp_covers`): a service ramping
+        to a peak one GPU a step is not held back a step by another's flat demand."""
         pool = self.free if forced else self.free & ~self.shun
         if self.later and not forced:  # nor the GPUs batch work takes later
             pool &= ~self.later[self.t]
@@ -1237,7 +1239,8 @@ class _Serving:
             if units:
                 chunks.append((job.priority, rank, i, units))
             if fraction > 1e-9 and count + units <= whole < goal:
-                chunks.append((job.priority * fraction, rank, i, 1))
+                ahead = _ramp_covers(job, self.targets[i], t, whole + 1)
+                chunks.append((job.priority * ahead, rank, i, 1))
             covered = max(count, whole + (fraction > 1e-9))
             if goal > covered:
                 chunks.append((job.priority, rank, i, goal - covered))
@@ -1276,14 +1279,15 @@ class _Serving:
 
     def _hand_over(self, t: int) -> None:
         """Where a job is still short and no GPU is free, it takes one from a job whose last
-        GPU covers less priority-weighted demand (one swap each, the giver kept at its
-        gpus_min): a fraction of low-priority demand gives way to a whole unit of higher.
+        GPU covers less priority-weighted demand, now and at the later steps a swap cap needs
+        it for (`_ramp_covers`; one swap each, the giver kept at its gpus_min): a fraction of
+        low-priority demand gives way to a whole unit of higher.
         Under a coverage target (`keep_units`), only where it covers no fewer units."""
         for i, job in self.jobs:  # by priority
             while self.current[i].bit_count() < self.want[i] and self.budget[i] >= 1:
                 n = self.current[i].bit_count()
                 gains = _covers(job.demand[t], n + 1)
-                worth = job.priority * gains
+                worth = job.priority * _ramp_covers(job, self.targets[i], t, n + 1)
                 giver = None
                 for j, other in self.jobs:
                     m = self.current[j].bit_count()
@@ -1294,7 +1298,7 @@ class _Serving:
                     units = _covers(other.demand[t], m)
                     if self.keep_units and units > gains:
                         continue
-                    loses = other.priority * units
+                    loses = other.priority * _ramp_covers(other, self.targets[j], t, m)
                     if giver is None or loses < giver[0]:
                         giver = (loses, j)
                 if giver is None or giver[0] >= worth - 1e-9:
@@ -1711,6 +1715,20 @@ class _FluidBound:
                 t = first_open(after, t + 1)
             total -= minus_priority * earned
         return total
+
+
+def _ramp_covers(job: RealtimeJob, targets: Sequence[int], t: int, k: int) -> float:
+    """The units of demand a job's k-th GPU covers at step t, and after it where the job's
+    targets ask for more than it could reach without that GPU: short of it at t, the job holds
+    at most k - 1 + swap_cap GPUs at t + 1, so the (k + swap_cap)-th of t + 1 goes too, and so
+    on while the targets climb that fast."""
+    units = _covers(job.demand[t], k)
+    for s in range(t + 1, len(targets)):
+        k += job.swap_cap
+        if k > targets[s]:
+            break
+        units += _covers(job.demand[s], k)
+    return units
 
 
 def _covers(demand: float, k: int) -> float:
