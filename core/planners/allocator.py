@@ -7,7 +7,8 @@ Seven phases, each legal by construction (the five constraints are its rules, no
    what the cheapest batch job that could use the GPU then (arrived, decayed) would earn on it,
    clipped to its range, and raised ahead of every peak so that ramping `swap_cap` GPUs a step
    still reaches it in time. GPUs go to jobs by what one more GPU covers (priority x a whole
-   unit of demand, then the fractional one; where none is free, a job's last GPU covering less
+   unit of demand, then the fractional one, which also counts what it covers at later steps its
+   swap cap could not regain it for; where none is free, a job's last GPU covering less
    priority-weighted demand is handed over). Which GPUs it gains and releases follows a layout:
    buddy best fit (fill the aligned blocks that running work or serving already broke), packed
    at the top, or packed at the bottom (beside running blocks). Spare swap budget trades a GPU
@@ -89,13 +90,13 @@ Seven phases, each legal by construction (the five constraints are its rules, no
    the planning only), a service held to a GPU more at least or one fewer at most, a batch job
    left out, held to one of its sizes, or arriving later. Each such plan is legal for the
    original scenario and is scored on its objective (a plan meeting the coverage target
-   first); a tightening that wins becomes the base of the next ones, within `restarts` plans,
-   and none runs where the plan already reaches a simple upper bound (every batch job alone
-   on the cluster). Every plan is scored after a job left out takes the block and start of a
-   placed one that earns less there, where it may. The phases look at one choice at a time
-   from the plan they have; a restart reaches plans that differ from it everywhere at once
-   (serving that keeps its peak GPU where a long priority-8 job would have run; a 4 GPU-hour
-   job on 8 GPUs for one step).
+   first); the tightening that wins most becomes the base of the next round, within
+   `restarts` plans, and none runs where the plan already reaches a simple upper bound (every
+   batch job alone on the cluster). Every plan is scored after a job left out takes the block
+   and start of a placed one that earns less there, where it may. The phases look at one
+   choice at a time from the plan they have; a restart reaches plans that differ from it
+   everywhere at once (serving that keeps its peak GPU where a long priority-8 job would have
+   run; a 4 GPU-hour job on 8 GPUs for one step).
 
 Free GPUs are Python integers used as bitsets, one per step (bit g set: GPU g free), with a cache
 of aligned-free-block masks per size and step; no per-cell Python objects on the hot path. The
@@ -170,13 +171,13 @@ class AllocatorParams:
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
     none by default) phases 1-6 plan up to this many tighter scenarios (`restarts.py`) and the
     best plan is kept; 0 turns them off. On issue 13's wide shape that costs a median of about
-    55 ms instead of 2.5 ms (up to 24 plans of the small path) and takes the mean gap to the
-    optimum from 0.68% to 0.16% on 287 fresh cases; on the benchmarks' size
-    (`restart_work=10**9`) the day shape's from 1.15% to 0.46%, at about 100 ms a plan, which
-    is why it is not the default there: the 8-GPU benchmarks keep their 2 ms. At that size the
-    small path's own search (`small_work` raised, `restarts=0`) does better for less: 0.82%
-    below at 19 ms, against restarts' 0.99% at 107 ms and the default's 1.98% at 2.8 ms, on
-    100 fresh draws (`scripts/allocator_gap.py --day --path fast`; the README has the table).
+    140 ms instead of 4 ms (up to 48 plans of the small path) and takes the mean gap to the
+    optimum from 0.68% to 0.12% on 287 cases (0.16% at 86 ms with 24 plans, each tightening
+    kept at its first win); on the benchmarks' size (`restart_work=10**9`) 100 fresh draws'
+    from 1.98% to 0.52%, at about 170 ms a plan, which is why it is not the default there: the
+    8-GPU benchmarks keep their 2 ms. At that size the small path's own search (`small_work`
+    raised, `restarts=0`) gets most of that for less: 0.82% below at 18 ms
+    (`scripts/allocator_gap.py --day --path fast`; the README has the table).
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
