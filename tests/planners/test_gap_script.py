@@ -35,6 +35,14 @@ def test_bad_overrides_are_named(setting, names):
         GAP["_params"]([setting])
 
 
+def test_gap_statistics_count_what_issue_13_asks_about():
+    stats = GAP["_gaps"]([0.0, 0.02, 0.03, 0.031, 0.2])
+    assert stats["count"] == 5 and stats["allocator_optimal"] == 1
+    assert stats["above_3pct"] == 2  # 3.0% itself is within the target
+    assert stats["worst_gap"] == 0.2
+    assert stats["mean_gap"] == pytest.approx(0.281 / 5)
+
+
 def test_a_path_draws_until_it_has_count_of_its_own():
     # day-shape seeds 20000-20013: 20000, 20010 and 20013 are of the benchmarks' size (fast
     # path), the ten between them smaller
