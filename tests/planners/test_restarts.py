@@ -6,13 +6,17 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.bench import small_case
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, Plan, batch_placements, check, metrics
-from core.planners.allocator import AllocatorParams, plan_allocator, search_effort
+from core.planners.allocator import (
+    AllocatorParams,
+    _restarts_here,
+    plan_allocator,
+)
 from core.planners.restarts import (
     _better,
     _in_original,
@@ -138,14 +142,15 @@ def test_the_scorer_agrees_with_the_metrics(scenario):
     st.sampled_from(["small", "wide", "day"]),
     st.sampled_from([None, 0.9, 0.99]),
 )
+@example(100000, "wide", None)  # the small path, but no queued batch job: nothing to restart
 def test_restarts_are_legal_and_never_lose_to_the_phases(seed, shape, slo):
     scenario = small_case(seed, wide=shape == "wide", day=shape == "day", slo=slo)
     alone = plan_allocator(scenario, _PHASES)
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     before, after = metrics(scenario, alone), metrics(scenario, plan)
-    if not search_effort(scenario)[1]:  # larger problems: no restarts, the same plan
-        assert plan.same_grid(alone)
+    if not _restarts_here(scenario, AllocatorParams()):  # larger problems: the same plan
+        assert plan.same_grid(alone) and "restarts" not in plan.stats
         return
     assert (after["slo_met"] is not False) >= (before["slo_met"] is not False)
     if (after["slo_met"] is not False) == (before["slo_met"] is not False):
