@@ -34,8 +34,12 @@ The MIP's objective is J exactly, so HiGHS's dual bound is a bound on J.
 
 With `policy.rt_coverage_target`, one more row makes it a constraint: the total shortfall is at
 most (1 - target) x demanded (served >= target x demanded). A plan that meets the target beats
-one that does not; when no plan can (HiGHS proves the row infeasible), the plan with the most
-coverage found comes back with status `slo_infeasible` and `slo_met` false in its metrics.
+one that does not; when no plan can (HiGHS proves the row infeasible), the status is
+`slo_infeasible`, `slo_met` is false in its metrics and two more solves follow
+(`_most_coverage`): the serving alone, for the most coverage any plan reaches, then the scenario
+with that coverage as its target, for the best plan the coverage rule ranks first (its bound and
+gap are then of that problem; the stats' `most_coverage` and `most_coverage_proved` say what
+was reached and whether it is proved the most).
 
 The full model is exact but hard: its per-GPU real-time columns and their swap rows make its
 LP bound weak and its search slow (minutes on realtime-peak and scale-64). So a smaller model
@@ -84,6 +88,7 @@ any number of times.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import sys
 import threading
@@ -150,12 +155,21 @@ def plan_full(scenario: Scenario, params: FullParams | None = None, **options: A
     is the whole call's: the warm start, importing Pyomo, building the model, the relaxation and
     both solver phases share it; a phase that cannot start in the time left is skipped (the
     stats say which). With `policy.rt_coverage_target` the coverage row makes the target a
-    constraint; a plan that meets it beats one that does not. The plan's stats carry status (a
+    constraint; a plan that meets it beats one that does not, and where none can, the best
+    plan with the most coverage there is comes back. The plan's stats carry status (a
     `SolveStatus`), bound, gap, build_ms, solve_ms, allocator_objective, objective_source
     ("mip" or "allocator") and, once proved, proof_s (seconds from the call's start).
     """
     params = FullParams(**options) if params is None else params
     clock = _Clock(params.time_limit)
+    plan = _solve(scenario, params, clock)
+    if plan.stats["status"] is SolveStatus.SLO_INFEASIBLE:
+        plan = _most_coverage(scenario, plan, params, clock)
+    return plan
+
+
+def _solve(scenario: Scenario, params: FullParams, clock: _Clock) -> Plan:
+    """`plan_full` but for the most coverage where the target is out of reach."""
     warm, warm_note = _warm_start(scenario, params.warm_start)
     warm_legal = not check(scenario, warm)
     warm_objective = objective(scenario, warm) if warm_legal else -math.inf
@@ -191,6 +205,102 @@ def plan_full(scenario: Scenario, params: FullParams | None = None, **options: A
     if plan.stats["status"] is SolveStatus.OPTIMAL:
         plan.stats["proof_s"] = outcome.get("proof_s", clock.elapsed())
     return plan
+
+
+def _most_coverage(scenario: Scenario, plan: Plan, params: FullParams, clock: _Clock) -> Plan:
+    """No plan reaches the coverage target (proved): the most coverage any plan reaches, then
+    the best plan with that much, in two solves within the time left.
+
+    The first solves the serving alone: the queued batch jobs never arrive (they cannot raise
+    coverage; the running ones keep their GPUs), every service weighs 1 and the shortfall is
+    priced 1, so its J is minus the total shortfall and its optimum is the most coverage there
+    is. The second is the scenario with that coverage as its target: the best J among the plans
+    the coverage rule ranks first. Each starts from the best plan so far, so neither loses
+    coverage or J; where time runs short, the plan with the most coverage found is kept and its
+    stats say what was proved.
+    """
+    policy = scenario.policy
+    if clock.limit > 0 and clock.left() < 4 * clock.MIN_PHASE_S:
+        return plan
+    T = scenario.cluster.horizon_steps
+    queued = [
+        i
+        for i, job in enumerate(scenario.jobs)
+        if isinstance(job, BatchJob) and job.running is None
+    ]
+    serving = dataclasses.replace(
+        scenario,
+        jobs=tuple(
+            dataclasses.replace(job, arrival_step=T)
+            if i in queued
+            else dataclasses.replace(job, priority=1)
+            if isinstance(job, RealtimeJob)
+            else job
+            for i, job in enumerate(scenario.jobs)
+        ),
+        policy=dataclasses.replace(policy, rt_coverage_target=None, penalty_weight=1.0),
+    )
+    grid = plan.grid.copy()
+    grid[np.isin(grid, queued)] = IDLE
+    limit = clock.left() / 2 if clock.limit > 0 else 0.0
+    most = _solve(
+        serving,
+        dataclasses.replace(
+            params, time_limit=limit, mip_gap=0.0, warm_start=Plan(grid, "full"), progress=None
+        ),
+        _Clock(limit),
+    )
+    coverage = metrics(scenario, most)["rt_coverage"]
+    proved = most.stats["status"] is SolveStatus.OPTIMAL
+    if clock.limit > 0 and clock.left() < 2 * clock.MIN_PHASE_S:
+        return plan
+    # the most coverage as the target (none where nothing can be served: every plan has 0)
+    reachable = dataclasses.replace(
+        scenario,
+        policy=dataclasses.replace(policy, rt_coverage_target=coverage if coverage > 0 else None),
+    )
+    start = plan if metrics(scenario, plan)["rt_coverage"] >= coverage - 1e-9 else most
+    best = _solve(
+        reachable,
+        dataclasses.replace(params, time_limit=clock.left(), warm_start=start),
+        _Clock(clock.left()),
+    )
+    if check(scenario, best) or _slo_key(scenario, best) < _slo_key(scenario, plan):
+        return plan  # (never: each solve keeps its start)
+    stats = dict(plan.stats)
+    for key in ("build_ms", "solve_ms"):
+        stats[key] = plan.stats[key] + most.stats[key] + best.stats[key]
+    done = proved and best.stats["status"] is SolveStatus.OPTIMAL
+    bound = best.stats["bound"] if proved else math.inf
+    stats.update(
+        status=SolveStatus.SLO_INFEASIBLE,
+        most_coverage=coverage,
+        most_coverage_proved=proved,
+        bound=bound,
+        gap=best.stats["gap"] if proved else math.inf,
+        objective_source="allocator"
+        if plan.stats["objective_source"] == "allocator" and np.array_equal(best.grid, plan.grid)
+        else "mip",
+        message=(
+            f"no plan reaches the coverage target {policy.rt_coverage_target:g} (proved); "
+            + (
+                f"{coverage:.2%} is the most coverage any plan reaches (proved), and "
+                + (
+                    "this is the best plan with that much (proved)"
+                    if done
+                    else f"this is the best plan with that much found in the time limit "
+                    f"(bound {bound:.6g})"
+                )
+                if proved
+                else f"the plan with the most coverage found ({coverage:.2%}) is returned, "
+                f"not proved the most there is within the time limit"
+            )
+        ),
+    )
+    stats.pop("proof_s", None)
+    if done:
+        stats["proof_s"] = clock.elapsed()
+    return Plan(best.grid, "full", stats)
 
 
 class _Clock:

@@ -537,7 +537,10 @@ def _with_target(scenario: Scenario, target: float) -> Scenario:
 def test_full_with_a_coverage_target_matches_the_brute_force(seed, target):
     # The SLO row: the optimum over plans whose coverage reaches the target; where none does,
     # the plan comes back legal with slo_met False and the status says the target is
-    # infeasible (proved), never an exception.
+    # infeasible (proved), never an exception, and it is the best of the plans with the most
+    # coverage there is: the brute force's, found with the shortfall priced far above any
+    # reward (one real-time job: its coverage is the only thing that price can buy), then
+    # with that coverage as the target.
     scenario = _with_target(tiny_contended(seed), target)
     optimum, grid = brute_force_optimum(scenario)
     plan = plan_full(scenario, time_limit=30.0, mip_gap=0.0)
@@ -546,6 +549,21 @@ def test_full_with_a_coverage_target_matches_the_brute_force(seed, target):
     if grid is None:
         assert m["slo_met"] is False
         assert plan.stats["status"] == "slo_infeasible", plan.stats
+        priced = dataclasses.replace(
+            scenario,
+            policy=dataclasses.replace(
+                scenario.policy, penalty_weight=1e9, rt_coverage_target=None
+            ),
+        )
+        most = metrics(scenario, Plan(brute_force_optimum(priced)[1], "brute"))["rt_coverage"]
+        assert m["rt_coverage"] == pytest.approx(most, abs=1e-9)
+        assert plan.stats["most_coverage_proved"] is True, plan.stats
+        if most > 0:
+            best, _ = brute_force_optimum(_with_target(scenario, most))
+        else:
+            best, _ = brute_force_optimum(_with_target(scenario, None))
+        assert _close(m["objective"], best), (m["objective"], best)
+        assert plan.stats["bound"] >= best - 1e-6 * max(1.0, abs(best))
         return
     assert metrics(scenario, Plan(grid, "brute"))["slo_met"] is True
     assert m["slo_met"] is True
