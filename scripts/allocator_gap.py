@@ -15,10 +15,14 @@ e.g. `--set restart_work=1000000000` for restarts on every path), to measure wha
 `--optima FILE` keeps `full`'s results in a JSON Lines file, keyed by a hash of each scenario's
 JSON: a scenario proved once is not solved again (a change to the allocator is measured against
 100 optima in seconds, not minutes), one left open only at a longer time limit, and a changed
-generator or flag draws new keys.
+generator or flag draws new keys. With `--slo`, a scenario whose target no plan reaches has
+`full`'s most coverage (proved) as its first criterion: an allocator plan with less is counted
+apart (`less_coverage`), not as a gap in J; results kept before `full` proved that coverage
+(without `rt_coverage`) are solved again.
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
-allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics.
+allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics
+(with a target no plan reaches, optimal is the best plan with the most coverage there is).
 The gap of a scenario is (J* - J_allocator) / J* where J* > 0; scenarios whose optimum is not
 positive (unavoidable real-time shortfall) are listed with their absolute gap instead. A
 measurement for the report, not a test.
@@ -80,13 +84,22 @@ def measure(
                 "status": str(full.stats["status"]),
                 "seconds": time.perf_counter() - started,
                 "time_limit": time_limit,
+                "rt_coverage": metrics(scenario, full)["rt_coverage"],
+                # optimal, or the target out of reach and the best plan with the most
+                # coverage there is, both proved
+                "proved": full.stats["status"] == "optimal"
+                or (full.stats.get("most_coverage_proved") is True and full.stats["gap"] <= 1e-6),
             }
             if optima is not None:
                 optima.add(scenario, known)
         j_alloc, j_full = objective(scenario, allocator), known["objective"]
         seconds = known["seconds"]
-        optimal = known["status"] == "optimal"
-        gap = (j_full - j_alloc) / j_full if j_full > 1e-9 else math.nan
+        optimal = known["status"] == "optimal" or known.get("proved") is True
+        coverage = metrics(scenario, allocator)["rt_coverage"]
+        # a target no plan reaches: full's plan has the most coverage there is, and a plan
+        # with less ranks below it whatever its J (no relative gap: listed on its own)
+        less = optimal and coverage < known.get("rt_coverage", coverage) - 1e-9
+        gap = (j_full - j_alloc) / j_full if j_full > 1e-9 and not less else math.nan
         rows.append(
             {
                 "scenario": scenario.name,
@@ -100,11 +113,14 @@ def measure(
                 "optimum" if optimal else "best": j_full,
                 "bound": known["bound"],
                 "status": known["status"],
+                "proved": optimal,
                 "gap": gap,
                 "seconds": seconds,
                 "cached": cached,
                 "below_baseline": j_alloc < baselines - 1e-9 * max(1.0, abs(baselines)),
                 "slo_met": metrics(scenario, allocator)["slo_met"],
+                "coverage": coverage,
+                "less_coverage": less,
             }
         )
         print(
@@ -113,11 +129,12 @@ def measure(
             f" allocator={j_alloc:10.3f} full={j_full:10.3f} {known['status']:>22}"
             f" gap={100 * gap:6.2f}% {rows[-1]['path']:>5} {seconds:6.1f}s"
             f"{' (kept)' if cached else ''}"
-            f"{' BELOW BASELINE' if rows[-1]['below_baseline'] else ''}",
+            f"{' BELOW BASELINE' if rows[-1]['below_baseline'] else ''}"
+            f"{' LESS COVERAGE' if less else ''}",
             file=sys.stderr,
             flush=True,
         )
-    optimal = [r for r in rows if r["status"] == "optimal"]
+    optimal = [r for r in rows if r["proved"]]
     solved = [r["gap"] for r in optimal if not math.isnan(r["gap"])]
     overall = _gaps(solved)
     summary = {
@@ -126,8 +143,12 @@ def measure(
         "with_positive_optimum": len(solved),
         # J* <= 0 (unavoidable real-time shortfall dominates): no relative gap, the absolute one
         "nonpositive_optimum_abs_gaps": [
-            r["optimum"] - r["allocator"] for r in optimal if math.isnan(r["gap"])
+            r["optimum"] - r["allocator"]
+            for r in optimal
+            if math.isnan(r["gap"]) and not r["less_coverage"]
         ],
+        # the target out of reach and the allocator short of the most coverage there is
+        "less_coverage": [r["scenario"] for r in optimal if r["less_coverage"]],
         "mean_gap": overall["mean_gap"],
         "median_gap": statistics.median(solved) if solved else math.nan,
         "worst_gap": overall["worst_gap"],
@@ -155,7 +176,8 @@ def measure(
 
 class Optima:
     """`full`'s results kept in a JSON Lines file, one scenario a line: its key (a hash of its
-    JSON), name, objective, bound, status, the seconds it took and its time limit. A proof is
+    JSON), name, objective, bound, status, the seconds it took, its time limit and the
+    coverage of its plan (`rt_coverage`; absent in files from before it was kept). A proof is
     used again at any time limit; a scenario the limit left open only at a limit no longer than
     that (a longer one may prove it). The last line of a key wins."""
 
@@ -173,6 +195,10 @@ class Optima:
                     entry = json.loads(line)
                     key = entry["key"]
                     record = {name: entry[name] for name in self.FIELDS}
+                    if isinstance(entry.get("rt_coverage"), int | float):
+                        record["rt_coverage"] = entry["rt_coverage"]
+                    if isinstance(entry.get("proved"), bool):
+                        record["proved"] = entry["proved"]
                     numbers = (record[name] for name in ("objective", "seconds", "time_limit"))
                     if not isinstance(key, str) or not all(
                         isinstance(n, int | float) for n in numbers
@@ -191,9 +217,14 @@ class Optima:
 
     def get(self, scenario, time_limit: float) -> dict | None:
         record = self.known.get(self.key(scenario))
-        if record is None or record["status"] == "optimal" or record["time_limit"] >= time_limit:
-            return record
-        return None
+        if (
+            scenario.policy.rt_coverage_target is not None
+            and record
+            and "rt_coverage" not in record
+        ):
+            return None  # kept before full found the most coverage where the target is out of reach
+        proved = record is not None and (record["status"] == "optimal" or record.get("proved"))
+        return record if record is None or proved or record["time_limit"] >= time_limit else None
 
     def add(self, scenario, record: dict) -> None:
         key = self.key(scenario)
@@ -343,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{s['within_2pct']}, above 3% on {s['above_3pct']}, within 5% on "
             f"{s['within_5pct']}; absolute gaps where J* <= 0:"
             f" {[round(g, 3) for g in s['nonpositive_optimum_abs_gaps']]}; below a baseline on "
-            f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}; "
+            f"{s['below_baseline']}; allocator missed the SLO on {s['allocator_missed_slo']}, "
+            f"with less than the most coverage there is on {len(s['less_coverage'])}"
+            f"{' (' + ', '.join(s['less_coverage']) + ')' if s['less_coverage'] else ''}; "
             f"seeds {s['seeds'][0]}-{s['seeds'][1]}, allocator median "
             f"{s['allocator_median_ms']:.1f} ms"
         )

@@ -108,3 +108,32 @@ def test_a_foreign_optima_file_is_named_with_its_line(tmp_path, line):
     path.write_text("\n" + line + "\n")
     with pytest.raises(ValueError, match=r"optima\.jsonl, line 2: not a result"):
         GAP["Optima"](path)
+
+
+def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(tmp_path):
+    # wide small-4070 with a 95% target: no plan reaches it; the most coverage there is, 82.69%
+    # (full, proved), is more than the allocator's 82.59%, at a lower J (-366 against -356): a
+    # negative gap would flatter the allocator, so the row is listed on its own
+    optima = GAP["Optima"](tmp_path / "optima.jsonl")
+    result = GAP["measure"](1, 4070, 60.0, wide=True, slo=0.95, optima=optima)
+    (row,) = result["rows"]
+    assert row["status"] == "slo_infeasible" and row["proved"] is True
+    assert row["slo_met"] is False
+    assert row["less_coverage"] is True and row["coverage"] == pytest.approx(0.8259, abs=1e-4)
+    assert row["optimum"] < row["allocator"]
+    assert result["summary"]["less_coverage"] == ["small-4070"]
+    assert result["summary"]["with_positive_optimum"] == 0
+    assert result["summary"]["nonpositive_optimum_abs_gaps"] == []
+
+
+def test_a_kept_result_without_coverage_is_solved_again_where_a_target_is_set(tmp_path):
+    path = tmp_path / "optima.jsonl"
+    proved = {"objective": 1.0, "bound": 1.0, "status": "optimal", "seconds": 1, "time_limit": 9}
+    plain, target = small_case(3), small_case(3, slo=0.95)
+    GAP["Optima"](path).add(plain, proved)
+    GAP["Optima"](path).add(target, proved)  # as kept before full proved the most coverage
+    optima = GAP["Optima"](path)
+    assert optima.get(plain, 9.0) == proved
+    assert optima.get(target, 9.0) is None
+    optima.add(target, {**proved, "rt_coverage": 0.5})
+    assert GAP["Optima"](path).get(target, 9.0) == {**proved, "rt_coverage": 0.5}
