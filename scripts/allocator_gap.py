@@ -15,10 +15,10 @@ e.g. `--set restart_work=1000000000` for restarts on every path), to measure wha
 `--optima FILE` keeps `full`'s results in a JSON Lines file, keyed by a hash of each scenario's
 JSON: a scenario proved once is not solved again (a change to the allocator is measured against
 100 optima in seconds, not minutes), one left open only at a longer time limit, and a changed
-generator or flag draws new keys. With `--slo`, a scenario whose target no plan reaches has
-`full`'s most coverage (proved) as its first criterion: an allocator plan with less is counted
-apart (`less_coverage`), not as a gap in J; results kept before `full` proved that coverage
-(without `rt_coverage`) are solved again.
+generator or flag draws new keys. With `--slo`, coverage comes first: an allocator plan that
+misses the target where `full`'s covers more (it meets the target, or no plan can and it has the
+most coverage there is, proved) is counted apart (`less_coverage`), not as a gap in J; results
+kept before `full` proved that coverage (without `rt_coverage`) are solved again.
 
 Each scenario is planned by `allocator` and by `full` with a zero MIP gap (warm-started from the
 allocator); only scenarios that HiGHS proves optimal within the time limit enter the statistics
@@ -95,10 +95,11 @@ def measure(
         j_alloc, j_full = objective(scenario, allocator), known["objective"]
         seconds = known["seconds"]
         optimal = known["status"] == "optimal" or known.get("proved") is True
-        coverage = metrics(scenario, allocator)["rt_coverage"]
-        # a target no plan reaches: full's plan has the most coverage there is, and a plan
-        # with less ranks below it whatever its J (no relative gap: listed on its own)
-        less = optimal and coverage < known.get("rt_coverage", coverage) - 1e-9
+        coverage, slo_met = (metrics(scenario, allocator)[k] for k in ("rt_coverage", "slo_met"))
+        # the allocator misses the target and full's plan covers more (it meets the target, or
+        # none can and it has the most coverage there is): that ranks below full's plan
+        # whatever its J (no relative gap: listed on its own)
+        less = optimal and slo_met is False and coverage < known.get("rt_coverage", coverage) - 1e-9
         gap = (j_full - j_alloc) / j_full if j_full > 1e-9 and not less else math.nan
         rows.append(
             {
@@ -118,7 +119,7 @@ def measure(
                 "seconds": seconds,
                 "cached": cached,
                 "below_baseline": j_alloc < baselines - 1e-9 * max(1.0, abs(baselines)),
-                "slo_met": metrics(scenario, allocator)["slo_met"],
+                "slo_met": slo_met,
                 "coverage": coverage,
                 "less_coverage": less,
             }
@@ -147,7 +148,7 @@ def measure(
             for r in optimal
             if math.isnan(r["gap"]) and not r["less_coverage"]
         ],
-        # the target out of reach and the allocator short of the most coverage there is
+        # the allocator short of the target and of full's coverage
         "less_coverage": [r["scenario"] for r in optimal if r["less_coverage"]],
         "mean_gap": overall["mean_gap"],
         "median_gap": statistics.median(solved) if solved else math.nan,
