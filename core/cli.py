@@ -564,6 +564,9 @@ class _ProgressLine:
         words = SolveStatus(status).words if status in set(SolveStatus) else str(status)
         runtime = float(stats.get("runtime_ms", 0.0)) / 1000
         line = f"{self.name}: {words} after {runtime:,.1f} s"
+        if stats.get("most_coverage") is not None:  # a coverage target no plan reaches
+            proved = "proved" if stats.get("most_coverage_proved") else "not proved"
+            line += f"; most coverage {stats['most_coverage']:.1%} ({proved})"
         print(("\r" + line.ljust(78)) if self.tty else line, file=sys.stderr, flush=True)
 
 

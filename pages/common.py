@@ -305,6 +305,10 @@ def solver_summary(stats: dict[str, Any]) -> str:
         return f"{status_words(stats)}: no bound was computed"
     bound, gap = stats.get("bound"), stats.get("gap")
     parts = [status_words(stats)]
+    most = stats.get("most_coverage")  # a coverage target no plan reaches
+    if most is not None:
+        proved = "proved" if stats.get("most_coverage_proved") else "the most found, not proved"
+        parts.append(f"most coverage any plan reaches {most:.1%} ({proved})")
     if bound is not None and math.isfinite(bound):
         parts.append(f"bound {bound:,.1f}")
     if gap is not None and math.isfinite(gap):

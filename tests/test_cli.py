@@ -165,6 +165,28 @@ def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+def test_a_target_no_plan_reaches_is_said_with_the_most_coverage_there_is(tmp_path):
+    # 2 GPUs, demand 3 a step: 2/3 coverage at most against a 90% target
+    from core.formats.scenario_json import scenario_to_json
+    from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
+
+    chat = RealtimeJob("chat", 4, 0, 2, swap_cap=2, demand=(3.0, 3.0, 3.0))
+    job = BatchJob("train", "training", 5, 1, 2, 2.0)
+    path = tmp_path / "short.json"
+    path.write_text(
+        scenario_to_json(
+            Scenario("t", Cluster(2, 60, 3), (chat, job), Policy(rt_coverage_target=0.9))
+        )
+    )
+    result = gpuplan("plan", path, "--planner", "full", "--time-limit", "20")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["status"] == "slo_infeasible" and shown["slo_met"] is False
+    assert shown["most_coverage"] == pytest.approx(2 / 3) and shown["most_coverage_proved"]
+    assert shown["rt_coverage"] == pytest.approx(2 / 3)
+    assert "most coverage 66.7% (proved)" in result.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize(
     ("planners", "says"),
     [

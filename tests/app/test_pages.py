@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -700,3 +701,17 @@ def test_the_forecast_page_shows_what_the_forecaster_did():
     history, _ = load_history(ROOT / "data" / "histories" / "chat_requests_hourly.csv")
     _, report = forecast_series(history, 48, 0.9, report=True)
     assert report.members and all(member in shown for member in report.members)
+
+
+def test_the_solver_summary_says_the_most_coverage_where_no_plan_reaches_the_target():
+    from pages import common
+
+    stats = {"status": "slo_infeasible", "bound": 12.5, "gap": 0.0, "most_coverage": 2 / 3}
+    proved = common.solver_summary({**stats, "most_coverage_proved": True})
+    assert proved == (
+        "coverage target cannot be met (proved), most coverage kept · most coverage any plan "
+        "reaches 66.7% (proved) · bound 12.5 · gap 0.00%"
+    )
+    found = common.solver_summary({**stats, "most_coverage_proved": False, "bound": math.inf})
+    assert "66.7% (the most found, not proved)" in found and "bound" not in found
+    assert "most coverage any" not in common.solver_summary({"status": "optimal", "bound": 1.0})
