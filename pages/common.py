@@ -307,8 +307,10 @@ def solver_summary(stats: dict[str, Any]) -> str:
     parts = [status_words(stats)]
     most = stats.get("most_coverage")  # a coverage target no plan reaches
     if most is not None:
-        proved = "proved" if stats.get("most_coverage_proved") else "the most found, not proved"
-        parts.append(f"most coverage any plan reaches {most:.1%} ({proved})")
+        if stats.get("most_coverage_proved"):
+            parts.append(f"{most:.1%} is the most any plan reaches (proved)")
+        else:
+            parts.append(f"{most:.1%} is the most found (not proved the most there is)")
     if bound is not None and math.isfinite(bound):
         parts.append(f"bound {bound:,.1f}")
     if gap is not None and math.isfinite(gap):

@@ -709,9 +709,9 @@ def test_the_solver_summary_says_the_most_coverage_where_no_plan_reaches_the_tar
     stats = {"status": "slo_infeasible", "bound": 12.5, "gap": 0.0, "most_coverage": 2 / 3}
     proved = common.solver_summary({**stats, "most_coverage_proved": True})
     assert proved == (
-        "coverage target cannot be met (proved), most coverage kept · most coverage any plan "
-        "reaches 66.7% (proved) · bound 12.5 · gap 0.00%"
+        "coverage target cannot be met (proved), most coverage kept · 66.7% is the most any "
+        "plan reaches (proved) · bound 12.5 · gap 0.00%"
     )
     found = common.solver_summary({**stats, "most_coverage_proved": False, "bound": math.inf})
-    assert "66.7% (the most found, not proved)" in found and "bound" not in found
-    assert "most coverage any" not in common.solver_summary({"status": "optimal", "bound": 1.0})
+    assert "66.7% is the most found (not proved" in found and "bound" not in found
+    assert "the most" not in common.solver_summary({"status": "optimal", "bound": 1.0})
