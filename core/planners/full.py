@@ -1307,10 +1307,31 @@ class _FullModel:
                     start = phase["grid"]
             if start is not None:
                 self.set_start(start)  # the best legal plan so far starts the full model
-        full = self._run_highs(solver, clock.left, reporter, start is not None, base, True)
+        full = self._solve_full(solver, clock, reporter, start is not None, base, grids)
+        full["grids"] = grids
+        return full
+
+    def _solve_full(self, solver, clock: _Clock, reporter, warm: bool, base, grids: list):
+        """The full model's phase (its grids appended to `grids`); where the value HiGHS
+        reports is not its solution's (seen with presolve on: the solution handed back was the
+        start, the value a better one's), once more without a MIP start or presolve."""
+        full = self._run_highs(solver, clock.left, reporter, warm, base, True)
         if full["grid"] is not None:
             grids.append(full["grid"])
-        full["grids"] = grids
+        if not full["inconsistent"] or clock.left() <= 4 * clock.MIN_PHASE_S:
+            return full
+        presolve = solver.highs_options.get("presolve")
+        solver.highs_options["presolve"] = "off"
+        try:
+            full = self._run_highs(solver, clock.left, reporter, False, base, True)
+        finally:
+            if presolve is None:
+                solver.highs_options.pop("presolve")
+            else:
+                solver.highs_options["presolve"] = presolve
+        full["solver_status"] += " (solved again without the MIP start and presolve)"
+        if full["grid"] is not None:
+            grids.append(full["grid"])
         return full
 
     def _instance(self, params: FullParams, base: dict[str, Any]) -> Any:
@@ -1446,10 +1467,17 @@ class _FullModel:
         model_status = highs.getModelStatus()
         grid = None
         incumbent = math.nan
+        inconsistent = False
         if results.best_feasible_objective is not None:
             results.solution_loader.load_vars()  # also the next phase's MIP start
             grid = self.decode()
             incumbent = float(results.best_feasible_objective)
+            # HiGHS 1.16 can report a MIP start of a maximising model with an objective
+            # constant at more than its value and stop there, claiming it optimal (see
+            # `solve_shapes`): the objective is J exactly, so the grid's J must agree
+            value = objective(self.scenario, Plan(grid, "full", {}))
+            if abs(value - incumbent) > 1e-6 * max(1.0, abs(value)):
+                inconsistent, incumbent = True, value
         bound = results.best_objective_bound
         if bound is None or not math.isfinite(bound):
             bound = math.inf
@@ -1460,7 +1488,8 @@ class _FullModel:
             "grid": grid,
             "incumbent": incumbent,
             "bound": float(bound),
-            "optimal": condition == TerminationCondition.optimal,
+            "optimal": condition == TerminationCondition.optimal and not inconsistent,
+            "inconsistent": inconsistent,
             "time_limit": condition == TerminationCondition.maxTimeLimit,
             "infeasible": condition == TerminationCondition.infeasible,
             "solver_status": highs.modelStatusToString(model_status)

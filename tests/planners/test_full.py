@@ -599,3 +599,20 @@ def test_a_time_limit_too_short_to_build_the_model_returns_the_warm_start_and_sa
     assert plan.stats["status"] == "time_limit_warm_start"
     assert plan.stats["message"].startswith("not solved:")
     assert plan.stats["objective_source"] == "allocator"
+
+
+def test_a_solve_whose_reported_value_is_not_its_plans_is_not_taken_for_a_proof():
+    # Wide small-31074 with a 95% target no plan reaches. Started from a plan covering 84.33%,
+    # HiGHS (1.16, presolve on) reported the serving model's optimum at 84.79% but handed back
+    # the start, and full said 84.33% was the most there is, proved. The objective is J exactly,
+    # so a solution whose J is not the reported value is solved again (no start, no presolve).
+    from core.bench import small_case
+    from core.planners.allocator import AllocatorParams, _plan
+
+    scenario = small_case(31074, wide=True, slo=0.95)
+    start = _plan(scenario, AllocatorParams(), False)  # without its own search for coverage
+    assert metrics(scenario, start)["rt_coverage"] == pytest.approx(0.8433, abs=5e-5)
+    plan = plan_full(scenario, time_limit=60.0, mip_gap=0.0, warm_start=start)
+    assert plan.stats["most_coverage_proved"] is True
+    assert metrics(scenario, plan)["rt_coverage"] == pytest.approx(0.8479, abs=5e-5)
+    assert plan.stats["most_coverage"] == pytest.approx(0.8479, abs=5e-5)
