@@ -242,12 +242,19 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
     """Plan with the fast allocator; the result always passes `core.plan.check`.
 
     With `policy.rt_coverage_target`, a plan that meets it wins over one that does not (among
-    those that miss it, the one with the most coverage). Last, on small clusters
+    those that miss it, the one with the most coverage). Where the plan misses it, the
+    allocator looks for the most coverage (`_most_coverage`: J weighs services by priority, so
+    the plan it prefers may serve less demand than another). Last, on small clusters
     (`guard_cells`) or when the plan misses the target, it is compared with the queue
     baselines' plans: the better legal one comes back (its stats' `guard` names the baseline
     when that one won).
     """
-    params = params or AllocatorParams()
+    return _plan(scenario, params or AllocatorParams(), True)
+
+
+def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> Plan:
+    """Phases 1-7, then the search for the most coverage where the target is missed (unless
+    this plans for that search) and the guard."""
     plan = _allocate(scenario, params)
     if params.restarts and _restarts_here(scenario, params):
         once = replace(params, restarts=0)
@@ -258,10 +265,55 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
             params.restarts,
             params.give_up_serving,
         )
+    if most_coverage and _misses_target(scenario, plan):
+        plan = _most_coverage(scenario, plan, params)
     small = scenario.cluster.gpus * scenario.cluster.horizon_steps <= params.guard_cells
     if small or _misses_target(scenario, plan):
         plan = _guard(scenario, plan)
     return plan
+
+
+# the shortfall's price when coverage is all that counts: far above any batch job's reward
+_COVERAGE_PRICE = 1e9
+
+
+def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> Plan:
+    """A plan that misses the coverage target, or one with more coverage: the allocator on the
+    scenario where coverage is all that counts (every service weighs 1, the shortfall priced far
+    above any batch reward, no target), then on the scenario with the coverage that reached as
+    its target, for the best J there; the best of the three by coverage, then J. (On wide draws
+    with a 95% target no plan reaches, this took the allocator to the most coverage `full`
+    proves on 7 of 8 where it had less, e.g. 81.72% -> 84.14%; it runs only where the target
+    is missed.)"""
+    from ..plan import metrics
+
+    policy = scenario.policy
+    serving = replace(
+        scenario,
+        jobs=tuple(
+            replace(job, priority=1) if isinstance(job, RealtimeJob) else job
+            for job in scenario.jobs
+        ),
+        policy=replace(policy, rt_coverage_target=None, penalty_weight=_COVERAGE_PRICE),
+    )
+    once = replace(params, restarts=0)
+    most = Plan(_allocate(serving, once).grid, "allocator", dict(plan.stats))
+
+    def key(candidate: Plan) -> tuple[float, float]:
+        m = metrics(scenario, candidate)
+        return m["rt_coverage"], m["objective"]
+
+    best, best_key = plan, key(plan)
+    coverage = key(most)[0]
+    if coverage <= best_key[0] + 1e-9:
+        return plan
+    best, best_key = most, key(most)
+    reachable = replace(scenario, policy=replace(policy, rt_coverage_target=coverage))
+    again = _plan(reachable, replace(params, guard_cells=0), False)
+    again_key = key(again)
+    if again_key[0] >= coverage - 1e-9 and again_key[1] > best_key[1]:
+        best = again
+    return Plan(best.grid, "allocator", dict(plan.stats))
 
 
 def _restarts_here(scenario: Scenario, params: AllocatorParams) -> bool:
