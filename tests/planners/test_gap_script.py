@@ -110,18 +110,31 @@ def test_a_foreign_optima_file_is_named_with_its_line(tmp_path, line):
         GAP["Optima"](path)
 
 
-def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(tmp_path):
-    # wide small-31013 with a 95% target: no plan reaches it; the most coverage there is, 83.13%
-    # (full, proved), is more than the allocator's 82.89%, at a lower J (-412 against -368): a
-    # negative gap would flatter the allocator, so the row is listed on its own
-    optima = GAP["Optima"](tmp_path / "optima.jsonl")
-    result = GAP["measure"](1, 31013, 60.0, wide=True, slo=0.95, optima=optima)
+def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(monkeypatch):
+    # One GPU, two services: a (priority 8) asks half of it, b (priority 1) all of it, against
+    # a 90% target no plan reaches. The plan J prefers serves a: 1/3 of the demand, J = -32;
+    # the most coverage there is serves b: 2/3, J = -128 (full, proved). Planned as J prefers
+    # (the allocator without its search for coverage), the row ranks below full's whatever its
+    # J: a gap of (-128 - -32) / -128 would flatter it, so it is listed on its own.
+    from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
+    from core.planners.allocator import _plan
+
+    a = RealtimeJob("a", 8, 0, 1, swap_cap=1, demand=(0.5,) * 4)
+    b = RealtimeJob("b", 1, 0, 1, swap_cap=1, demand=(1.0,) * 4)
+    job = BatchJob("train", "training", 5, 1, 1, 2.0)
+    scenario = Scenario("two", Cluster(1, 60, 4), (a, b, job), Policy(rt_coverage_target=0.9))
+    names = GAP["measure"].__globals__
+    monkeypatch.setitem(names, "small_case", lambda *args, **kwargs: scenario)
+    monkeypatch.setitem(
+        names, "plan_allocator", lambda s, params=None: _plan(s, AllocatorParams(), False)
+    )
+    result = GAP["measure"](1, 0, 60.0)
     (row,) = result["rows"]
     assert row["status"] == "slo_infeasible" and row["proved"] is True
-    assert row["slo_met"] is False
-    assert row["less_coverage"] is True and row["coverage"] == pytest.approx(0.8289, abs=1e-4)
-    assert row["optimum"] == pytest.approx(-412.0) and row["allocator"] == pytest.approx(-368.0)
-    assert result["summary"]["less_coverage"] == ["small-31013"]
+    assert row["slo_met"] is False and row["less_coverage"] is True
+    assert row["coverage"] == pytest.approx(1 / 3)
+    assert row["optimum"] == pytest.approx(-128.0) and row["allocator"] == pytest.approx(-32.0)
+    assert result["summary"]["less_coverage"] == ["two"]
     assert result["summary"]["with_positive_optimum"] == 0
     assert result["summary"]["nonpositive_optimum_abs_gaps"] == []
 

@@ -84,6 +84,19 @@ def test_the_allocator_reaches_the_most_coverage_full_proves_on_wide_draws(seed,
     assert m["slo_met"] is False and m["rt_coverage"] == pytest.approx(most, abs=5e-5)
 
 
+def test_among_plans_of_the_most_coverage_the_lower_priority_goes_short():
+    # wide small-31074, 95% target out of reach: 84.79% is the most coverage there is (full,
+    # proved), and the best plan with it (J 74.198) leaves the priority-2 service short where
+    # serving it instead of the priority-8 one covers as much. Weighing both services exactly
+    # alike in the search for coverage gave a plan of the same coverage at J 32.198.
+    from core.bench import small_case
+
+    scenario = small_case(31074, wide=True, slo=0.95)
+    m = metrics(scenario, plan_allocator(scenario))
+    assert m["rt_coverage"] == pytest.approx(0.8479, abs=5e-5)
+    assert m["objective"] == pytest.approx(74.198, abs=1e-3)
+
+
 def test_a_target_forbids_the_shortfall_the_penalty_alone_would_accept():
     # A priority-8 job pays 8 per GPU-step; serving's penalty is 0.5 x 1 per unit: priced alone,
     # the allocator gives the demand up; a 100% target keeps it served.
