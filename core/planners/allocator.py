@@ -115,7 +115,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from ..model import BatchJob, RealtimeJob, Scenario
+from ..model import MAX_NUMBER, BatchJob, RealtimeJob, Scenario
 from ..model import duration_steps as duration
 from ..plan import Plan, discounts, pin_running
 from .blocks import (
@@ -303,15 +303,18 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
 
     policy = scenario.policy
     # every service weighs alike, up to a thousandth: among plans of equal coverage, the one
-    # that leaves lower priorities short
-    alike = 1000.0 * max(job.priority for job in scenario.realtime_jobs)
+    # that leaves lower priorities short; the price is far above any batch job's per GPU-step
+    # (within the model's limit on numbers)
+    top = 1000.0 * max(job.priority for job in scenario.realtime_jobs)
+    batch = max((job.priority for job in scenario.batch_jobs), default=1.0)
+    price = min(MAX_NUMBER, _COVERAGE_PRICE * max(1.0, batch * policy.reward_weight))
     serving = replace(
         scenario,
         jobs=tuple(
-            replace(job, priority=alike + job.priority) if isinstance(job, RealtimeJob) else job
+            replace(job, priority=1.0 + job.priority / top) if isinstance(job, RealtimeJob) else job
             for job in scenario.jobs
         ),
-        policy=replace(policy, rt_coverage_target=None, penalty_weight=_COVERAGE_PRICE / alike),
+        policy=replace(policy, rt_coverage_target=None, penalty_weight=price),
     )
     once = replace(params, restarts=0)
     most = Plan(_allocate(serving, once).grid, "allocator", dict(plan.stats))
