@@ -94,8 +94,9 @@ def measure(
                 optima.add(scenario, known)
         j_alloc, j_full = objective(scenario, allocator), known["objective"]
         seconds = known["seconds"]
-        optimal = known["status"] == "optimal" or known.get("proved") is True
-        coverage, slo_met = (metrics(scenario, allocator)[k] for k in ("rt_coverage", "slo_met"))
+        optimal = _proved(known)
+        measured = metrics(scenario, allocator)
+        coverage, slo_met = measured["rt_coverage"], measured["slo_met"]
         # the allocator misses the target and full's plan covers more (it meets the target, or
         # none can and it has the most coverage there is): that ranks below full's plan
         # whatever its J (no relative gap: listed on its own)
@@ -224,14 +225,21 @@ class Optima:
             and "rt_coverage" not in record
         ):
             return None  # kept before full found the most coverage where the target is out of reach
-        proved = record is not None and (record["status"] == "optimal" or record.get("proved"))
-        return record if record is None or proved or record["time_limit"] >= time_limit else None
+        if record is None or _proved(record) or record["time_limit"] >= time_limit:
+            return record
+        return None
 
     def add(self, scenario, record: dict) -> None:
         key = self.key(scenario)
         self.known[key] = record
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"key": key, "scenario": scenario.name, **record}) + "\n")
+
+
+def _proved(record: dict) -> bool:
+    """A kept result that is optimal, or (the target out of reach) the best plan with the most
+    coverage there is, both proved."""
+    return record["status"] == "optimal" or record.get("proved") is True
 
 
 def _gaps(gaps: list[float]) -> dict:

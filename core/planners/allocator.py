@@ -257,11 +257,7 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
     this plans for that search) and the guard."""
     plan = _allocate(scenario, params)
     moves = params.max_rt_moves or params.max_windows
-    if (
-        moves
-        and scenario.realtime_jobs
-        and _effort(scenario, params, len(_candidates(scenario)))[1]
-    ):
+    if moves and scenario.realtime_jobs and _effort(scenario, params, _queued(scenario))[1]:
         # Small problems: the plan without real-time moves too. A move wins where it is made,
         # but the phases after it may gain less from it than from the plan it replaced (3 GPUs,
         # a zero-demand service held to one GPU: a window for the last step's job, 38 against
@@ -323,11 +319,10 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
         m = metrics(scenario, candidate)
         return m["rt_coverage"], m["objective"]
 
-    best, best_key = plan, key(plan)
-    coverage = key(most)[0]
-    if coverage <= best_key[0] + 1e-9:
-        return plan
     best, best_key = most, key(most)
+    coverage = best_key[0]
+    if coverage <= key(plan)[0] + 1e-9:
+        return plan
     reachable = replace(scenario, policy=replace(policy, rt_coverage_target=coverage))
     again = _plan(reachable, replace(params, guard_cells=0), False)
     again_key = key(again)
@@ -336,19 +331,27 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
     return Plan(best.grid, "allocator", dict(plan.stats))
 
 
-def _restarts_here(scenario: Scenario, params: AllocatorParams) -> bool:
-    """Whether phase 7 runs: on the small path (counted as `_candidates` counts, without
-    building them: this runs on the hot path too) or up to `restart_work` units."""
-    c = scenario.cluster
-    T = c.horizon_steps
-    queued = sum(
+def _queued(scenario: Scenario) -> int:
+    """The batch jobs `_candidates` would build, counted without building them (this runs on
+    the hot path too)."""
+    T = scenario.cluster.horizon_steps
+    return sum(
         1
         for job in scenario.jobs
         if isinstance(job, BatchJob) and job.running is None and job.arrival_step < T
     )
+
+
+def _restarts_here(scenario: Scenario, params: AllocatorParams) -> bool:
+    """Whether phase 7 runs: on the small path or up to `restart_work` units."""
+    c = scenario.cluster
+    queued = _queued(scenario)
     if not queued:
         return False
-    return queued * c.gpus * T <= params.restart_work or _effort(scenario, params, queued)[1]
+    return (
+        queued * c.gpus * c.horizon_steps <= params.restart_work
+        or _effort(scenario, params, queued)[1]
+    )
 
 
 def search_effort(scenario: Scenario, params: AllocatorParams | None = None) -> tuple[int, bool]:
