@@ -536,6 +536,23 @@ class Value(NamedTuple):
         return None if target is None else bool(self.coverage >= target - 1e-9)
 
 
+def plan_rank(scenario: Scenario, plan: Plan) -> tuple[bool, float, float]:
+    """Where a plan ranks under the coverage rule every planner follows: (coverage target met
+    or none set, coverage where it is missed, objective); higher is better. `ranks_above`
+    compares two."""
+    v = plan_value(scenario, holdings(scenario, plan))
+    met = v.slo_met(scenario.policy) is not False
+    return met, 0.0 if met else v.coverage, v.objective
+
+
+def ranks_above(key: tuple[bool, float, float], than: tuple[bool, float, float]) -> bool:
+    """Whether the rank `key` is strictly above `than`: the target and coverage decide first,
+    then the objective by more than a relative 1e-9 (so that rounding in a sum never does)."""
+    if key[:2] != than[:2]:
+        return key[:2] > than[:2]
+    return key[2] > than[2] + 1e-9 * max(1.0, abs(than[2]))
+
+
 def plan_value(scenario: Scenario, counts: np.ndarray) -> Value:
     """`Value` of the holdings `counts` (jobs x steps, as `holdings` gives them)."""
     policy = scenario.policy

@@ -9,7 +9,7 @@ import pytest
 
 from core.formats import plan_from_grid_csv
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
-from core.plan import IDLE, Plan, batch_placements, check, metrics
+from core.plan import IDLE, Plan, batch_placements, check, metrics, plan_rank, ranks_above
 
 
 def scenario_8x4() -> Scenario:
@@ -233,6 +233,25 @@ def test_metrics_scale_with_step_length_and_reward_weight():
     assert m["objective"] == pytest.approx(3 * 0.5)
     assert m["completed_jobs"] == 0  # both now need more steps than the horizon leaves
     assert m["started_jobs"] == 2
+
+
+def test_plan_rank_follows_the_coverage_rule():
+    s, plan = metrics_scenario()  # coverage 2.5 / 3.5, J 0.5
+    assert plan_rank(s, plan) == (True, 0.0, pytest.approx(0.5))  # no target: J alone
+    at = s.replace(policy=Policy(2, 0.5, 1, rt_coverage_target=0.7))
+    assert plan_rank(at, plan) == (True, 0.0, pytest.approx(0.5))
+    above = s.replace(policy=Policy(2, 0.5, 1, rt_coverage_target=0.8))
+    assert plan_rank(above, plan) == (False, pytest.approx(2.5 / 3.5), pytest.approx(0.5))
+    empty = Plan.empty(above)  # serves nothing: less coverage ranks lower whatever J
+    assert plan_rank(above, empty)[:2] == (False, 0.0)
+
+
+def test_a_plan_that_meets_the_target_ranks_above_whatever_its_objective():
+    assert ranks_above((True, 0.0, -50.0), (False, 0.9, 100.0))
+    assert not ranks_above((False, 0.9, 100.0), (True, 0.0, -50.0))
+    assert ranks_above((False, 0.9, -50.0), (False, 0.8, 100.0))  # then the most coverage
+    assert ranks_above((True, 0.0, 10.0), (True, 0.0, 9.0))
+    assert not ranks_above((True, 0.0, 10.0 + 1e-12), (True, 0.0, 10.0))  # a tie is not a win
 
 
 def test_no_realtime_demand_means_full_coverage():

@@ -117,7 +117,7 @@ from typing import NamedTuple
 
 from ..model import MAX_NUMBER, BatchJob, RealtimeJob, Scenario
 from ..model import duration_steps as duration
-from ..plan import Plan, discounts, pin_running
+from ..plan import Plan, discounts, pin_running, plan_rank, ranks_above
 from .blocks import (
     FreeBlocks,
     FreeGrid,
@@ -263,7 +263,7 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
         # a zero-demand service held to one GPU: a window for the last step's job, 38 against
         # 40 without), so the better of the two goes on.
         still = _allocate(scenario, replace(params, max_rt_moves=0, max_windows=0))
-        if _rank(scenario, still) > _rank(scenario, plan):
+        if ranks_above(plan_rank(scenario, still), plan_rank(scenario, plan)):
             plan = still
     if params.restarts and _restarts_here(scenario, params):
         once = replace(params, restarts=0)
@@ -965,27 +965,15 @@ def _coverage_key(scenario: Scenario, realtime: dict[int, list[int]]) -> tuple[f
     return (2.0 if met else coverage, -weight * price, short)
 
 
-def _rank(scenario: Scenario, plan: Plan) -> tuple[bool, float, float]:
-    """(coverage target met or none set, coverage where it is missed, J): higher is better."""
-    from ..plan import metrics
-
-    m = metrics(scenario, plan)
-    met = m["slo_met"] is not False
-    return met, 0.0 if met else m["rt_coverage"], m["objective"]
-
-
 def _guard(scenario: Scenario, plan: Plan) -> Plan:
     """The better of the allocator's plan and the queue baselines' (SLO first, then J)."""
     from .fifo import plan_backfill, plan_fifo
 
-    best, best_key = plan, _rank(scenario, plan)
+    best, best_key = plan, plan_rank(scenario, plan)
     for name, baseline in (("fifo", plan_fifo), ("backfill", plan_backfill)):
         other = baseline(scenario)
-        other_key = _rank(scenario, other)
-        tolerance = 1e-9 * max(1.0, abs(best_key[2]))
-        if other_key[:2] > best_key[:2] or (
-            other_key[:2] == best_key[:2] and other_key[2] > best_key[2] + tolerance
-        ):
+        other_key = plan_rank(scenario, other)
+        if ranks_above(other_key, best_key):
             best, best_key = Plan(other.grid, "allocator", {"guard": name}), other_key
     return best
 

@@ -100,7 +100,17 @@ from typing import Any
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
-from ..plan import IDLE, Plan, check, free_blocks, metrics, objective, pin_running
+from ..plan import (
+    IDLE,
+    Plan,
+    check,
+    free_blocks,
+    metrics,
+    objective,
+    pin_running,
+    plan_rank,
+    ranks_above,
+)
 from . import SolveStatus
 
 ProgressHook = Callable[[dict[str, float]], None]
@@ -265,7 +275,7 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: FullParams, clock: _C
         dataclasses.replace(params, time_limit=clock.left(), warm_start=start),
         _Clock(clock.left()),
     )
-    if check(scenario, best) or _slo_key(scenario, best) < _slo_key(scenario, plan):
+    if check(scenario, best) or ranks_above(plan_rank(scenario, plan), plan_rank(scenario, best)):
         return plan  # (never: each solve keeps its start)
     stats = dict(plan.stats)
     for key in ("build_ms", "solve_ms"):
@@ -500,13 +510,6 @@ def _relative_gap(value: float, bound: float) -> float:
     return diff / abs(value) if abs(value) > 1e-12 else math.inf
 
 
-def _slo_key(scenario: Scenario, plan: Plan) -> tuple[bool, float, float]:
-    """(coverage target met or none set, coverage where it is missed, J): higher is better."""
-    m = metrics(scenario, plan)
-    met = m["slo_met"] is not False
-    return (met, 0.0 if met else m["rt_coverage"], m["objective"])
-
-
 def _choose(
     scenario: Scenario,
     warm: Plan,
@@ -521,7 +524,7 @@ def _choose(
     stats["mip_nodes"] = outcome["mip_nodes"]
     bound = outcome["bound"]
     chosen, source, status = warm, "allocator", None
-    best = _slo_key(scenario, warm) if math.isfinite(warm_objective) else (False, -1.0, -math.inf)
+    best = plan_rank(scenario, warm) if math.isfinite(warm_objective) else (False, -1.0, -math.inf)
     for grid in outcome["grids"]:
         candidate = Plan(grid, "full", {})
         violations = check(scenario, candidate)
@@ -529,10 +532,8 @@ def _choose(
             status = SolveStatus.CHECK_FAILED
             stats["message"] = f"MIP solution rejected by check: {violations[0]}"
             continue
-        key = _slo_key(scenario, candidate)
-        if key[:2] > best[:2] or (
-            key[:2] == best[:2] and key[2] > best[2] + 1e-9 * max(1.0, abs(best[2]))
-        ):
+        key = plan_rank(scenario, candidate)
+        if ranks_above(key, best):
             chosen, source, best = candidate, "mip", key
     if source == "mip":
         status = None  # a legal improvement was found: report how the solver ended
@@ -1258,8 +1259,9 @@ class _FullModel:
                 if not check(self.scenario, plan) and _reaches(self.scenario, plan, bound, mip_gap):
                     restricted.update(grids=grids, bound=bound, optimal=True, time_limit=False)
                     return restricted
-                if not check(self.scenario, plan) and _slo_key(self.scenario, plan) > _slo_key(
-                    self.scenario, Plan(start, "full", {})
+                start_rank = plan_rank(self.scenario, Plan(start, "full", {}))
+                if not check(self.scenario, plan) and ranks_above(
+                    plan_rank(self.scenario, plan), start_rank
                 ):
                     start = restricted["grid"]
         if shapes is not None:
@@ -1301,8 +1303,10 @@ class _FullModel:
                     return phase
                 if legal and (
                     start is None
-                    or _slo_key(self.scenario, plan)
-                    > _slo_key(self.scenario, Plan(start, "full", {}))
+                    or ranks_above(
+                        plan_rank(self.scenario, plan),
+                        plan_rank(self.scenario, Plan(start, "full", {})),
+                    )
                 ):
                     start = phase["grid"]
             if start is not None:

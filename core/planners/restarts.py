@@ -37,7 +37,7 @@ from ..model import (
     ScenarioError,
     duration_steps,
 )
-from ..plan import IDLE, Plan, batch_placements, discounts, holdings, plan_value
+from ..plan import IDLE, Plan, batch_placements, discounts, plan_rank, ranks_above
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
 _PRICES = (0.5, 1.5, 0.75, 2.0)
@@ -62,17 +62,18 @@ def restart(
     budget: int,
     give_up_serving: bool = True,
 ) -> Plan:
-    """The best of `plan` and the allocator's plans of tighter problems, scored on `scenario`
-    (a plan meeting `policy.rt_coverage_target` first, then the objective), within `budget`
+    """The best of `plan` and the allocator's plans of tighter problems, ranked on `scenario`
+    as every planner ranks plans (`core.plan.plan_rank`: a plan meeting
+    `policy.rt_coverage_target` first, then the most coverage, then the objective), within `budget`
     restarts. Without `give_up_serving`, no tightening aims for less serving (a price below 1,
     a cap). `plan.stats["restarts"]` says how many ran and which tightenings won."""
     best_grid = plan.grid.copy()
     swap_in(scenario, best_grid)
-    best_key = _key(scenario, best_grid)
+    best_key = plan_rank(scenario, Plan(best_grid))
     applied: tuple[_Tightening, ...] = ()
     spent = 0
-    ceiling = (True, _ceiling(scenario))
-    improved = _better(ceiling, best_key)  # where the plan reaches it, nothing can win
+    ceiling = (True, 0.0, _ceiling(scenario))
+    improved = ranks_above(ceiling, best_key)  # where the plan reaches it, nothing can win
     while improved and spent < budget:
         base = applied
         for tightening in _tightenings(scenario, base, give_up_serving):
@@ -85,22 +86,16 @@ def restart(
             spent += 1
             grid = _in_original(allocate(tighter).grid, index)
             swap_in(scenario, grid)
-            key = _key(scenario, grid)
-            if _better(key, best_key):
+            key = plan_rank(scenario, Plan(grid))
+            if ranks_above(key, best_key):
                 best_key, best_grid, applied = key, grid, trial
-        improved = applied != base and _better(ceiling, best_key)
+        improved = applied != base and ranks_above(ceiling, best_key)
     result = Plan(best_grid, plan.planner, dict(plan.stats))
     result.stats["restarts"] = {
         "spent": spent,
         "kept": [dataclasses.astuple(t) for t in applied],
     }
     return result
-
-
-def _better(key: tuple[bool, float], than: tuple[bool, float]) -> bool:
-    if key[0] != than[0]:
-        return key[0]
-    return key[1] > than[1] + 1e-9 * max(1.0, abs(than[1]))
 
 
 def _ceiling(scenario: Scenario) -> float:
@@ -205,12 +200,6 @@ def _in_original(grid: np.ndarray, index: np.ndarray) -> np.ndarray:
     """A tighter problem's grid with the original problem's job numbers."""
     lookup = np.append(index, IDLE).astype(np.int32)  # IDLE (-1) reads the last entry
     return lookup[grid]
-
-
-def _key(scenario: Scenario, grid: np.ndarray) -> tuple[bool, float]:
-    """A grid's (coverage target met, objective), as `core.plan.metrics` has them."""
-    v = plan_value(scenario, holdings(scenario, Plan(grid)))
-    return v.slo_met(scenario.policy) is not False, v.objective
 
 
 def swap_in(scenario: Scenario, grid: np.ndarray) -> int:

@@ -114,8 +114,9 @@ def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(monkeypa
     # One GPU, two services: a (priority 8) asks half of it, b (priority 1) all of it, against
     # a 90% target no plan reaches. The plan J prefers serves a: 1/3 of the demand, J = -32;
     # the most coverage there is serves b: 2/3, J = -128 (full, proved). Planned as J prefers
-    # (the allocator without its search for coverage), the row ranks below full's whatever its
-    # J: a gap of (-128 - -32) / -128 would flatter it, so it is listed on its own.
+    # (the allocator without its searches for coverage: restarts rank by it too), the row
+    # ranks below full's whatever its J: a gap of (-128 - -32) / -128 would flatter it, so it
+    # is listed on its own.
     from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
     from core.planners.allocator import _plan
 
@@ -126,7 +127,7 @@ def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(monkeypa
     names = GAP["measure"].__globals__
     monkeypatch.setitem(names, "small_case", lambda *args, **kwargs: scenario)
     monkeypatch.setitem(
-        names, "plan_allocator", lambda s, params=None: _plan(s, AllocatorParams(), False)
+        names, "plan_allocator", lambda s, params=None: _plan(s, AllocatorParams(restarts=0), False)
     )
     result = GAP["measure"](1, 0, 60.0)
     (row,) = result["rows"]
