@@ -24,7 +24,9 @@ from core.planners.restarts import (
     swap_in,
 )
 
-_PHASES = AllocatorParams(restarts=0)
+# the restarts alone: the kicks that follow them are tested in test_kicks.py
+_PHASES = AllocatorParams(restarts=0, kicks=0)
+_RESTARTS = AllocatorParams(kicks=0)
 
 
 def test_serving_priced_higher_reaches_the_proved_optimum():
@@ -37,7 +39,7 @@ def test_serving_priced_higher_reaches_the_proved_optimum():
     # price.
     scenario = small_case(2085, wide=True)
     alone = plan_allocator(scenario, _PHASES)
-    plan = plan_allocator(scenario)
+    plan = plan_allocator(scenario, _RESTARTS)
     assert check(scenario, plan) == []
     assert metrics(scenario, alone)["objective"] == pytest.approx(23.2)
     assert metrics(scenario, plan)["objective"] == pytest.approx(32.0)
@@ -52,7 +54,7 @@ def test_holding_a_job_to_a_wider_size_reaches_the_optimum():
     # for one step (4 cells); held to 8 GPUs it still takes one step and earns 8 cells, with
     # serving moved off that block for the step. The phases score 94; the proved optimum is 106.
     scenario = small_case(2033, wide=True)
-    plan = plan_allocator(scenario)
+    plan = plan_allocator(scenario, _RESTARTS)
     assert metrics(scenario, plan_allocator(scenario, _PHASES))["objective"] == pytest.approx(94.0)
     assert batch_placements(scenario, plan)["b0"].gpus == 8
     assert metrics(scenario, plan)["objective"] >= 94.0 + 8.0 - 1e-9
@@ -66,7 +68,7 @@ def test_the_tightening_that_wins_most_is_kept_not_the_first_that_wins():
     # (priority 4, one GPU for all 16 steps), which the phases leave out, then gets a GPU
     # from step 0.
     scenario = small_case(7008, wide=True)
-    plan = plan_allocator(scenario)
+    plan = plan_allocator(scenario, _RESTARTS)
     assert check(scenario, plan) == []
     assert metrics(scenario, plan_allocator(scenario, _PHASES))["objective"] == pytest.approx(439.2)
     assert plan.stats["restarts"]["kept"] == [("size", "b6", 1)]
@@ -126,7 +128,7 @@ def test_a_tighter_scenario_maps_back_to_the_original_job_numbers():
 def test_restarts_are_legal_and_never_lose_to_the_phases(seed, shape, slo):
     scenario = small_case(seed, wide=shape == "wide", day=shape == "day", slo=slo)
     alone = plan_allocator(scenario, _PHASES)
-    plan = plan_allocator(scenario)
+    plan = plan_allocator(scenario, _RESTARTS)
     assert check(scenario, plan) == []
     before, after = metrics(scenario, alone), metrics(scenario, plan)
     if not _restarts_here(scenario, AllocatorParams()):  # larger problems: the same plan
