@@ -33,6 +33,7 @@ import numpy as np
 from ..model import (
     MAX_NUMBER,
     BatchJob,
+    RealtimeJob,
     Scenario,
     ScenarioError,
     duration_steps,
@@ -61,17 +62,21 @@ def restart(
     allocate: Callable[[Scenario], Plan],
     budget: int,
     give_up_serving: bool = True,
-) -> Plan:
+    others: int = 0,
+) -> tuple[Plan, list[np.ndarray]]:
     """The best of `plan` and the allocator's plans of tighter problems, ranked on `scenario`
     as every planner ranks plans (`core.plan.plan_rank`: a plan meeting
     `policy.rt_coverage_target` first, then the most coverage, then the objective), within `budget`
     restarts. Without `give_up_serving`, no tightening aims for less serving (a price below 1,
-    a cap). `plan.stats["restarts"]` says how many ran and which tightenings won."""
+    a cap). `plan.stats["restarts"]` says how many ran and which tightenings won. Also returns
+    the grids of up to `others` more plans, best first, each serving otherwise than the best
+    plan and than each other (the allocator's kicks search around their serving too)."""
     best_grid = plan.grid.copy()
     swap_in(scenario, best_grid)
     best_key = plan_rank(scenario, Plan(best_grid))
     applied: tuple[_Tightening, ...] = ()
     spent = 0
+    planned = [(best_key, best_grid)]  # every plan, for `others`
     ceiling = (True, 0.0, _ceiling(scenario))
     improved = ranks_above(ceiling, best_key)  # where the plan reaches it, nothing can win
     while improved and spent < budget:
@@ -87,6 +92,8 @@ def restart(
             grid = _in_original(allocate(tighter).grid, index)
             swap_in(scenario, grid)
             key = plan_rank(scenario, Plan(grid))
+            if others:
+                planned.append((key, grid))
             if ranks_above(key, best_key):
                 best_key, best_grid, applied = key, grid, trial
         improved = applied != base and ranks_above(ceiling, best_key)
@@ -95,7 +102,27 @@ def restart(
         "spent": spent,
         "kept": [dataclasses.astuple(t) for t in applied],
     }
-    return result
+    return result, _other_serving(scenario, best_grid, planned, others)
+
+
+def _other_serving(scenario, best: np.ndarray, planned: list, count: int) -> list[np.ndarray]:
+    """Up to `count` of the `planned` (rank, grid) pairs' grids, best first (stable: the
+    earlier among equals), whose serving differs from `best`'s and from each other's."""
+    serving = np.array([isinstance(job, RealtimeJob) for job in scenario.jobs] + [False])
+
+    def cells(grid: np.ndarray) -> bytes:  # the serving jobs' cells, the rest as one value
+        return np.where(serving[grid], grid, -1).tobytes()
+
+    seen = {cells(best)}
+    out: list[np.ndarray] = []
+    for _, grid in sorted(planned, key=lambda item: item[0], reverse=True):
+        if len(out) >= count:
+            break
+        key = cells(grid)
+        if key not in seen:
+            seen.add(key)
+            out.append(grid)
+    return out
 
 
 def _ceiling(scenario: Scenario) -> float:

@@ -141,13 +141,13 @@ def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(monkeypa
 
 
 def test_a_plan_that_meets_the_target_is_compared_on_j_whatever_its_coverage(tmp_path):
-    # wide small-4148, 95% target: the allocator covers 98.84%, full 99.42%; both meet it, so
-    # coverage beyond the target is worth only what J says: a gap of (212 - 208) / 212
+    # wide small-4148, 95% target: the allocator covers 97.11%, full 99.42%; both meet it, so
+    # coverage beyond the target is worth only what J says: a gap of (212 - 210) / 212
     result = GAP["measure"](1, 4148, 60.0, wide=True, slo=0.95)
     (row,) = result["rows"]
-    assert row["slo_met"] is True and row["coverage"] < 0.99 and row["less_coverage"] is False
-    assert row["optimum"] == pytest.approx(212.0) and row["allocator"] == pytest.approx(208.0)
-    assert row["gap"] == pytest.approx(4 / 212)
+    assert row["slo_met"] is True and row["coverage"] < 0.98 and row["less_coverage"] is False
+    assert row["optimum"] == pytest.approx(212.0) and row["allocator"] == pytest.approx(210.0)
+    assert row["gap"] == pytest.approx(2 / 212)
     assert result["summary"]["less_coverage"] == []
 
 
