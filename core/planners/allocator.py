@@ -285,7 +285,7 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
         if ranks_above(plan_rank(scenario, still), plan_rank(scenario, plan)):
             plan = still
     others: list[np.ndarray] = []  # the restarts' best plans that serve otherwise
-    kicks = params.kicks and _effort(scenario, params, _queued(scenario))[1]
+    kicks = params.kicks > 0 and _effort(scenario, params, _queued(scenario))[1]
     if params.restarts and _restarts_here(scenario, params):
         once = replace(params, restarts=0)
         plan, others = restart(
@@ -631,7 +631,9 @@ _OTHER_SERVING = 8  # the restarts' best plans that serve otherwise, kicked too
 _OTHER_KICKS = 40  # kicks on each of those
 
 
-def _kick(scenario: Scenario, plan: Plan, others: list[np.ndarray], params: AllocatorParams):
+def _kick(
+    scenario: Scenario, plan: Plan, others: list[np.ndarray], params: AllocatorParams
+) -> Plan:
     """The best of the final plan kicked `params.kicks` times and the restarts' best plans
     that serve otherwise (`others`) kicked `_OTHER_KICKS` times each, where it ranks above the
     plan; `stats["kicks"]` says how many plans were kicked and whether one won."""
