@@ -165,11 +165,12 @@ def simulate(
     (as an autoscaler on a real cluster would); `metrics["rt_idle_served_gpu_hours"]` says how
     much of the realised real-time allocation came from there (False: the plan's GPUs only).
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
-    The allocator plans each window with `give_up_serving=False` and `restarts=0` unless the
-    options say otherwise: its window moves then make room for batch work by moving serving to
-    idle GPUs or batch cells only, never by giving up serving the forecast asks for; and a
-    re-plan keeps the allocator's own speed (restarts would plan a small window up to 48 times
-    more at every re-plan, for a plan the next re-plan revises).
+    The allocator plans each window with `give_up_serving=False`, `restarts=0` and `kicks=0`
+    unless the options say otherwise: its window moves then make room for batch work by moving
+    serving to idle GPUs or batch cells only, never by giving up serving the forecast asks for;
+    and a re-plan keeps the allocator's own speed (restarts would plan a small window up to 48
+    times more at every re-plan, and kicks pack its batch work hundreds of times more, for a
+    plan the next re-plan revises).
     """
     options = dict(planner_options or {})
     if planner_spec(planner).accepts("give_up_serving"):
@@ -178,6 +179,7 @@ def simulate(
         options.setdefault("give_up_serving", False)
     if planner_spec(planner).accepts("restarts"):
         options.setdefault("restarts", 0)
+        options.setdefault("kicks", 0)
     source_steps = scenario.cluster.horizon_steps
     period, commit_steps, window_steps = _steps(scenario, days, replan_minutes, window_hours)
     scenario, notes = extend_demand(scenario, period)
