@@ -561,3 +561,26 @@ def test_a_real_trace_scenario_replays_legally_and_the_allocator_earns_more():
     print({p: (r.metrics["rt_coverage"], r.metrics["value"]) for p, r in runs.items()})
     assert allocator["value"] >= 1.3 * fifo["value"]
     assert allocator["rt_coverage"] >= fifo["rt_coverage"] >= 0.99
+
+
+def test_the_allocator_replans_at_its_own_speed_unless_told_otherwise(monkeypatch):
+    # each window: no serving given up against a forecast, no restarts and no kicks (a plan the
+    # next re-plan revises); options passed in win over those defaults
+    import core.rolling
+
+    seen: list[dict] = []
+    real = core.rolling.solve
+
+    def recording(window, planner, **options):
+        seen.append(dict(options))
+        return real(window, planner, **options)
+
+    monkeypatch.setattr(core.rolling, "solve", recording)
+    simulate(_overrun_scenario(), 0.25, "allocator", replan_minutes=180, window_hours=6)
+    assert seen and all(
+        o["give_up_serving"] is False and o["restarts"] == 0 and o["kicks"] == 0 for o in seen
+    )
+    seen.clear()
+    options = {"kicks": 50, "restarts": 4}
+    simulate(_overrun_scenario(), 0.25, "allocator", 180, options, window_hours=6)
+    assert seen and all(o["kicks"] == 50 and o["restarts"] == 4 for o in seen)
