@@ -120,7 +120,16 @@ import numpy as np
 
 from ..model import MAX_NUMBER, BatchJob, RealtimeJob, Scenario
 from ..model import duration_steps as duration
-from ..plan import Plan, discounts, pin_running, plan_rank, ranks_above
+from ..plan import (
+    Plan,
+    batch_placements,
+    discounts,
+    holdings,
+    pin_running,
+    plan_rank,
+    plan_value,
+    ranks_above,
+)
 from .blocks import (
     FreeBlocks,
     FreeGrid,
@@ -275,8 +284,9 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
     """Phases 1-7, then the search for the most coverage where the target is missed (unless
     this plans for that search) and the guard."""
     plan = _allocate(scenario, params)
+    small_path = _effort(scenario, params, _queued(scenario))[1]
     moves = params.max_rt_moves or params.max_windows
-    if moves and scenario.realtime_jobs and _effort(scenario, params, _queued(scenario))[1]:
+    if moves and scenario.realtime_jobs and small_path:
         # Small problems: the plan without real-time moves too. A move wins where it is made,
         # but the phases after it may gain less from it than from the plan it replaced (3 GPUs,
         # a zero-demand service held to one GPU: a window for the last step's job, 38 against
@@ -285,7 +295,7 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
         if ranks_above(plan_rank(scenario, still), plan_rank(scenario, plan)):
             plan = still
     others: list[np.ndarray] = []  # the restarts' best plans that serve otherwise
-    kicks = params.kicks > 0 and _effort(scenario, params, _queued(scenario))[1]
+    kicks = params.kicks > 0 and small_path
     if params.restarts and _restarts_here(scenario, params):
         once = replace(params, restarts=0)
         plan, others = restart(
@@ -319,8 +329,6 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
     440 wide draws with a 95% target, the 8 that had less coverage than `full` proves the most
     there is all reach it now, e.g. 81.72% -> 84.14%, most at full's J as well; it runs only
     where the target is missed: 3-4 ms more on an 8-GPU day, 10-17 ms on scale-64.)"""
-    from ..plan import metrics
-
     policy = scenario.policy
     # every service weighs alike, up to a thousandth: among plans of equal coverage, the one
     # that leaves lower priorities short; the price is far above any batch job's per GPU-step
@@ -340,8 +348,8 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
     most = Plan(_allocate(serving, once).grid, "allocator", dict(plan.stats))
 
     def key(candidate: Plan) -> tuple[float, float]:
-        m = metrics(scenario, candidate)
-        return m["rt_coverage"], m["objective"]
+        v = plan_value(scenario, holdings(scenario, candidate))
+        return v.coverage, v.objective
 
     best, best_key = most, key(most)
     coverage = best_key[0]
@@ -402,9 +410,7 @@ def _effort(scenario: Scenario, params: AllocatorParams, batch: int) -> tuple[in
 def _misses_target(scenario: Scenario, plan: Plan) -> bool:
     if scenario.policy.rt_coverage_target is None or not scenario.realtime_jobs:
         return False
-    from ..plan import metrics
-
-    return metrics(scenario, plan)["slo_met"] is False
+    return not plan_rank(scenario, plan)[0]
 
 
 def _allocate(scenario: Scenario, params: AllocatorParams) -> Plan:
@@ -638,10 +644,12 @@ def _kick(
     that serve otherwise (`others`) kicked `_OTHER_KICKS` times each, where it ranks above the
     plan; `stats["kicks"]` says how many plans were kicked and whether one won."""
     best = _kicked(scenario, plan, params, params.kicks)
+    best_rank = plan_rank(scenario, best)
     for grid in others:
         kicked = _kicked(scenario, Plan(grid, "allocator"), params, _OTHER_KICKS)
-        if ranks_above(plan_rank(scenario, kicked), plan_rank(scenario, best)):
-            best = kicked
+        rank = plan_rank(scenario, kicked)
+        if ranks_above(rank, best_rank):
+            best, best_rank = kicked, rank
     won = best is not plan
     result = Plan(best.grid, "allocator", dict(plan.stats))
     result.stats["kicks"] = {"plans": 1 + len(others), "improved": won}
@@ -672,11 +680,13 @@ def _kicked(scenario: Scenario, plan: Plan, params: AllocatorParams, kicks: int)
     }
     free = _free_masks(G, _running_masks(scenario, T), realtime)
     packer = _Packer(G, T, discount, free, _use_grid(params, G, T))
-    first: dict[int, tuple[int, int]] = {}  # each job's first (step, GPU) in the plan
-    for t in range(T):
-        for g in range(G):
-            first.setdefault(int(plan.grid[g, t]), (t, g))
-    order = sorted(candidates, key=lambda c: (first.get(c.index, (T, G)), -c.worth, c.index))
+    placed = batch_placements(scenario, plan)
+
+    def where(c: _Candidate) -> tuple[int, int]:  # its (start, first GPU); left out: last
+        p = placed.get(scenario.jobs[c.index].id)
+        return (T, G) if p is None else (p.start_step, p.gpu_start)
+
+    order = sorted(candidates, key=lambda c: (where(c), -c.worth, c.index))
     best = None
     for rule in ("value", "early"):
         start = (packer.pack(order, rule), order, rule, packer.trace)

@@ -1256,12 +1256,13 @@ class _FullModel:
             if restricted["grid"] is not None:
                 grids.append(restricted["grid"])
                 plan = Plan(restricted["grid"], "full", {})
-                if not check(self.scenario, plan) and _reaches(self.scenario, plan, bound, mip_gap):
+                legal = not check(self.scenario, plan)
+                if legal and _reaches(self.scenario, plan, bound, mip_gap):
                     restricted.update(grids=grids, bound=bound, optimal=True, time_limit=False)
                     return restricted
-                start_rank = plan_rank(self.scenario, Plan(start, "full", {}))
-                if not check(self.scenario, plan) and ranks_above(
-                    plan_rank(self.scenario, plan), start_rank
+                if legal and ranks_above(
+                    plan_rank(self.scenario, plan),
+                    plan_rank(self.scenario, Plan(start, "full", {})),
                 ):
                     start = restricted["grid"]
         if shapes is not None:
