@@ -24,9 +24,10 @@ from core.planners.restarts import (
     swap_in,
 )
 
-# the restarts alone: the kicks that follow them are tested in test_kicks.py
+# the restarts alone: the pins and kicks that follow them are tested in test_pins.py and
+# test_kicks.py
 _PHASES = AllocatorParams(restarts=0, kicks=0)
-_RESTARTS = AllocatorParams(kicks=0)
+_RESTARTS = AllocatorParams(kicks=0, pins=0)
 
 
 def test_serving_priced_higher_reaches_the_proved_optimum():
