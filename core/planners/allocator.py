@@ -212,10 +212,11 @@ class AllocatorParams:
     many plans each move one batch job of the best plan to another aligned block at the same
     steps and lay out serving and the rest anew around it (`restarts.pin`: serving decides
     which blocks are left, and no move after it takes a block from serving whole); the best
-    plan is kept, and those that lost and serve otherwise are kicked too. On issue 13's seven
-    wide sets (1,455 draws with a positive optimum) 3 pins made 12 draws better and none worse;
-    the small path's draws more than 3% below went from 7 to 5 (small-42018: 6.7% -> 2.7%), at
-    a median of 4-15 ms more a plan (about 5%); 0 turns them off.
+    plan is kept (the winner planned again with restarts around it), and those that lost and
+    serve otherwise are kicked too. On issue 13's seven wide sets (1,455 draws with a positive
+    optimum) 3 pins made 12 draws better (2 of them now optimal: small-42018 from 6.7% below)
+    and none worse; the small path's draws more than 3% below went from 7 to 5, at a median of
+    0-11 ms more a plan (about 3%); 0 turns them off.
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
@@ -327,6 +328,13 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
                 lambda tighter, blocked: _allocate(tighter, once, blocked),
                 params.pins,
                 params.give_up_serving,
+                lambda tighter, blocked: restart(
+                    tighter,
+                    _allocate(tighter, once, blocked),
+                    lambda t: _allocate(t, once, blocked),
+                    params.restarts,
+                    params.give_up_serving,
+                )[0],
             )
             others = pinned + others if kicks else []
     if kicks:

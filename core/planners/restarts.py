@@ -125,6 +125,7 @@ def pin(
     allocate: Callable[[Scenario, list[int]], Plan],
     count: int,
     give_up_serving: bool = True,
+    deep: Callable[[Scenario, list[int]], Plan] | None = None,
 ) -> tuple[Plan, list[np.ndarray]]:
     """The best of `plan` and up to `count` plans that each pin one of its batch jobs to another
     aligned block at the same steps, ranked as `restart` ranks them; also the grids of those
@@ -144,7 +145,11 @@ def pin(
     three in this order reach two thirds of what the best pin of all gains. A block holding
     a GPU a service held before the horizon, or inherited running work, is not tried. Without
     `give_up_serving`, a plan that serves less demand than `plan` does not count (a pin may
-    leave serving short where it moves).
+    leave serving short where it moves). The pin that wins is planned once more with `deep`
+    (the allocator's restarts around it), kept where that ranks higher: the restarts' choices
+    around the old serving need not hold around the new one (small-42018: 167.8 -> 172.4, the
+    optimum; on the wide sets this costs nothing in the median or the 90th percentile, since
+    a pin wins on few draws).
     `plan.stats["pins"]` says how many ran and which won (job, first GPU)."""
     best, best_key = plan, plan_rank(scenario, plan)
     shortfall = plan_value(scenario, holdings(scenario, plan)).shortfall
@@ -163,11 +168,17 @@ def pin(
         if ranks_above(key, best_key):
             if best is not plan:
                 lost.append((best_key, best.grid))
-            best, best_key, won = Plan(grid, plan.planner), key, (scenario.jobs[index].id, b)
+            best, best_key, won = Plan(grid, plan.planner), key, (index, b, p)
         else:
             lost.append((key, grid))
+    if won is not None and deep is not None:  # the winning pin planned with more effort
+        grid = _pinned(scenario, deep, *won)
+        if grid is not None and ranks_above(plan_rank(scenario, Plan(grid)), best_key):
+            lost.append((best_key, best.grid))
+            best = Plan(grid, plan.planner)
     result = Plan(best.grid, plan.planner, dict(plan.stats))
-    result.stats["pins"] = {"spent": len(moves), "kept": won}
+    kept = None if won is None else (scenario.jobs[won[0]].id, won[1])
+    result.stats["pins"] = {"spent": len(moves), "kept": kept}
     return result, _other_serving(scenario, best.grid, lost, count)
 
 
