@@ -187,18 +187,10 @@ def _pin_moves(scenario: Scenario, plan: Plan) -> list[tuple[int, int, Placement
     them: each placed queued job on each other aligned block at its steps that holds no
     inherited running work and no GPU a service held before the horizon, and leaves room for
     every service's `gpus_min`."""
-    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    G = scenario.cluster.gpus
     serving = np.array([isinstance(job, RealtimeJob) for job in scenario.jobs] + [False])
     served = serving[plan.grid]
-    held = np.zeros((G, T), dtype=bool)  # inherited running blocks and GPUs served before
-    for job in scenario.jobs:
-        if isinstance(job, BatchJob) and job.running is not None:
-            r = job.running
-            held[r.gpu_start : r.gpu_start + r.gpus, : r.remaining_steps] = True
-        elif isinstance(job, RealtimeJob) and job.previous_gpus:
-            held[list(job.previous_gpus)] = True
-    # per step, the GPUs a block may take while every service keeps its gpus_min
-    spare = G - held.sum(axis=0) - sum(job.gpus_min for job in scenario.realtime_jobs)
+    held, spare = pin_room(scenario)
     moves = []
     for job_id, p in batch_placements(scenario, plan).items():
         index = scenario.job_index(job_id)
@@ -211,6 +203,22 @@ def _pin_moves(scenario: Scenario, plan: Plan) -> list[tuple[int, int, Placement
                 moves.append((-displaced, p.end_step - p.start_step, index, b, p))
     moves.sort(key=lambda move: move[:4])
     return [move[2:] for move in moves]
+
+
+def pin_room(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
+    """Where a pin may go: the cells (GPUs x steps) held by inherited running work or by a GPU
+    a service held before the horizon, none of which a pin takes; and per step, how many GPUs
+    a pinned block may take while every service keeps its `gpus_min`."""
+    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    held = np.zeros((G, T), dtype=bool)
+    for job in scenario.jobs:
+        if isinstance(job, BatchJob) and job.running is not None:
+            r = job.running
+            held[r.gpu_start : r.gpu_start + r.gpus, : r.remaining_steps] = True
+        elif isinstance(job, RealtimeJob) and job.previous_gpus:
+            held[list(job.previous_gpus)] = True
+    spare = G - held.sum(axis=0) - sum(job.gpus_min for job in scenario.realtime_jobs)
+    return held, spare
 
 
 def _pinned(scenario, allocate, index: int, b: int, p: Placement) -> np.ndarray | None:

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.bench import small_case
-from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
+from core.model import Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, check, metrics, plan_rank, ranks_above
 from core.planners.allocator import AllocatorParams, _allocate, plan_allocator
-from core.planners.restarts import pin, restart
+from core.planners.restarts import pin, pin_room, restart
 from tests.strategies import scenarios
 
 _ONCE = AllocatorParams(restarts=0)
@@ -70,18 +70,8 @@ def test_blocked_gpus_are_left_to_the_pinned_job(scenario, data):
     width = data.draw(st.integers(1, G - first))
     begin = data.draw(st.integers(0, T - 1))
     end = data.draw(st.integers(begin + 1, T))
-    held = np.zeros((G, T), dtype=bool)
-    for job in scenario.jobs:
-        if isinstance(job, BatchJob) and job.running is not None:
-            r = job.running
-            held[r.gpu_start : r.gpu_start + r.gpus, : r.remaining_steps] = True
-        elif isinstance(job, RealtimeJob) and job.previous_gpus:
-            held[list(job.previous_gpus)] = True
-    floor = sum(job.gpus_min for job in scenario.realtime_jobs)
-    if (
-        held[first : first + width, begin:end].any()
-        or (G - held.sum(axis=0)[begin:end] - floor < width).any()
-    ):
+    held, spare = pin_room(scenario)
+    if held[first : first + width, begin:end].any() or (spare[begin:end] < width).any():
         return
     block = ((1 << width) - 1) << first
     blocked = [block if begin <= t < end else 0 for t in range(T)]
