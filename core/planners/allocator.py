@@ -446,7 +446,7 @@ def _misses_target(scenario: Scenario, plan: Plan) -> bool:
 
 def _allocate(scenario: Scenario, params: AllocatorParams, blocked: Sequence[int] = ()) -> Plan:
     """Phases 1-6 (see the module's docstring); `blocked` (per step, a bitset of GPUs) is held
-    as running batch work is: a job pinned there by `_pin` (the grid leaves it idle)."""
+    as running batch work is: a job pinned there by `restarts.pin` (the grid leaves it idle)."""
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     running = _running_masks(scenario, T)
     if blocked:
@@ -612,7 +612,7 @@ def _no_worse_than_the_queues(scenario, running, batch, discount, params, realti
     met, price, _ = _coverage_key(scenario, realtime)
     best = (met, result[1] + price)
     serving = reserved_sets(scenario)
-    if _overlaps(serving, running):  # held for a pinned job (`_pin`): not theirs to take
+    if _overlaps(serving, running):  # held for a pinned job (`restarts.pin`)
         return realtime, result
     met_q, price_q, _ = _coverage_key(scenario, serving)
     free = _free_masks(G, running, serving)
@@ -1079,7 +1079,7 @@ def _screen(scenario, running, candidates, discount, params, configurations, scr
     for pricing, style in configurations:
         if pricing.mode == "fifo":
             realtime = reserved_sets(scenario)
-            if _overlaps(realtime, running):  # held for a pinned job (`_pin`)
+            if _overlaps(realtime, running):  # held for a pinned job (`restarts.pin`)
                 continue
         else:
             realtime = _place_realtime(

@@ -156,14 +156,16 @@ def pin(
     lost: list[tuple[tuple, np.ndarray]] = []
     moves = _pin_moves(scenario, plan)[:count]
     won = None
+
+    def counts(grid: np.ndarray | None) -> bool:  # legal, and serving not given up if it may not
+        if grid is None or give_up_serving:
+            return grid is not None
+        return plan_value(scenario, holdings(scenario, Plan(grid))).shortfall <= shortfall + 1e-9
+
     for index, b, p in moves:
         grid = _pinned(scenario, allocate, index, b, p)
-        if grid is None:
+        if not counts(grid):
             continue
-        if not give_up_serving:
-            less = plan_value(scenario, holdings(scenario, Plan(grid))).shortfall
-            if less > shortfall + 1e-9:
-                continue  # serving given up for batch work
         key = plan_rank(scenario, Plan(grid))
         if ranks_above(key, best_key):
             if best is not plan:
@@ -173,7 +175,7 @@ def pin(
             lost.append((key, grid))
     if won is not None and deep is not None:  # the winning pin planned with more effort
         grid = _pinned(scenario, deep, *won)
-        if grid is not None and ranks_above(plan_rank(scenario, Plan(grid)), best_key):
+        if counts(grid) and ranks_above(plan_rank(scenario, Plan(grid)), best_key):
             lost.append((best_key, best.grid))
             best = Plan(grid, plan.planner)
     result = Plan(best.grid, plan.planner, dict(plan.stats))
