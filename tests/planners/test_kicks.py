@@ -60,20 +60,21 @@ def test_kicks_must_be_a_non_negative_integer():
 
 
 def test_a_restart_plan_that_serves_otherwise_wins_once_kicked(monkeypatch):
-    # Wide-shape small-7181 (6 GPUs x 16 steps, one service): kicked around the final plan's
-    # serving, the batch work reaches 184; kicked around the serving of one of the restarts'
-    # other plans, 186, the optimum HiGHS proves
-    # (scripts/allocator_gap.py --wide --seed 7181 --count 1).
+    # Wide-shape small-7214 (8 GPUs x 16 steps, one service): kicked around the final plan's
+    # serving, the plan reaches 154.65; kicked around the serving of one of the restarts' or
+    # pins' other plans, 155.16, the optimum HiGHS proves
+    # (scripts/allocator_gap.py --wide --seed 7214 --count 1). (small-7181 showed this until
+    # the restarts' own follow-up round reached its optimum.)
     from core.planners import allocator
 
-    scenario = small_case(7181, wide=True)
+    scenario = small_case(7214, wide=True)
     monkeypatch.setattr(allocator, "_OTHER_SERVING", 0)
     alone = plan_allocator(scenario)
     monkeypatch.undo()
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
-    assert metrics(scenario, alone)["objective"] == pytest.approx(184.0)
-    assert metrics(scenario, plan)["objective"] == pytest.approx(186.0)
+    assert metrics(scenario, alone)["objective"] == pytest.approx(154.652, abs=5e-4)
+    assert metrics(scenario, plan)["objective"] == pytest.approx(155.161, abs=5e-4)
     assert plan.stats["kicks"]["improved"] and plan.stats["kicks"]["plans"] > 1
     (service,) = [i for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
     assert not np.array_equal(plan.grid == service, alone.grid == service)

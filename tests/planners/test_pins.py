@@ -29,22 +29,25 @@ def _restarted(scenario, blocked):  # a few restarts around the pin, as `deep`
 
 def test_a_pin_moves_serving_off_the_block_the_batch_work_needs():
     # Wide-shape small-42018 (12 GPUs x 8 steps, one service): serving sits on GPUs 9-11, in
-    # the aligned pair a 2-GPU, priority-3 job needs; restarts and kicks end at 160.83. Pinning
-    # the 1-GPU job b3 to GPU 11 first moves serving off that pair: 167.83, and with restarts
+    # the aligned pair a 2-GPU, priority-3 job needs; restarts and kicks end at 163.31. Pinning
+    # the 1-GPU job b3 to GPU 10 or 11 first moves serving off that pair: 167.83, and with restarts
     # around the pin 172.41, the optimum HiGHS proves
     # (scripts/allocator_gap.py --wide --seed 42018 --count 1).
     scenario = small_case(42018, wide=True)
     without = plan_allocator(scenario, AllocatorParams(pins=0))
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
-    assert metrics(scenario, without)["objective"] == pytest.approx(160.83, abs=0.01)
+    assert metrics(scenario, without)["objective"] == pytest.approx(163.31, abs=0.01)
     assert metrics(scenario, plan)["objective"] == pytest.approx(172.41, abs=0.01)
     start = plan_allocator(scenario, AllocatorParams(pins=0, kicks=0))
     shallow, _ = pin(scenario, start, _allocate_once, 3)
     assert metrics(scenario, shallow)["objective"] == pytest.approx(167.83, abs=0.01)
-    assert plan.stats["pins"] == {"spent": 3, "kept": ("b3", 11)}
-    b3 = scenario.job_index("b3")
-    assert (plan.grid[11] == b3).any()
+    # b3 on GPU 10 or 11 (the pin that wins depends on the restarts' plan before it): either
+    # takes the pair 10-11 from serving
+    assert plan.stats["pins"]["spent"] == 3
+    assert plan.stats["pins"]["kept"] in (("b3", 10), ("b3", 11))
+    b3, gpu = scenario.job_index("b3"), plan.stats["pins"]["kept"][1]
+    assert (plan.grid[gpu] == b3).any()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -117,8 +120,9 @@ def test_pins_must_be_a_non_negative_integer():
 
 
 # The wide draws (scripts/allocator_gap.py --wide [--slo 0.95] --seed S --count 1) that pins
-# made better when they were measured, each then closer to the optimum HiGHS proves.
-_PINS_WON = [(2042, None), (2051, None), (2259, None), (2351, None), (42066, None), (4017, 0.95)]
+# made better when they were measured, each then closer to the optimum HiGHS proves (42066
+# left the list when the restarts' delays, every job's shortest first, reached its optimum).
+_PINS_WON = [(2042, None), (2051, None), (2259, None), (2351, None), (4017, 0.95)]
 
 
 @pytest.mark.parametrize(("seed", "slo"), _PINS_WON)

@@ -76,6 +76,30 @@ def test_the_tightening_that_wins_most_is_kept_not_the_first_that_wins():
     assert metrics(scenario, plan)["objective"] == pytest.approx(471.8)
 
 
+def test_a_round_that_wins_leaves_the_next_one_room():
+    # Wide-shape small-31010 with an SLO of 0.95 (HiGHS proves 223.02): its 57 tightenings
+    # outrun the 48 restarts, so the first round, which holds b4 to 4 GPUs, spent the budget and
+    # the descent stopped there. The round that wins leaves the next 16 more, where holding b1
+    # to 4 GPUs as well reaches the optimum.
+    scenario = small_case(31010, wide=True, slo=0.95)
+    plan = plan_allocator(scenario, _RESTARTS)
+    assert check(scenario, plan) == []
+    assert plan.stats["restarts"]["kept"] == [("size", "b4", 4), ("size", "b1", 4)]
+    assert AllocatorParams().restarts < plan.stats["restarts"]["spent"]
+    assert metrics(scenario, plan)["objective"] == pytest.approx(223.02, abs=0.005)
+
+
+def test_a_long_list_tries_every_job_s_shortest_delay_first():
+    # Wide-shape small-42106 (HiGHS proves 95.43): 74 tightenings, 50 of them delays. With
+    # each job's delays together, the budget ended before b5 held from step 1 to step 5 (its
+    # second delay of 2 steps), the one that wins: 91.95, 3.65% below; now the optimum.
+    scenario = small_case(42106, wide=True)
+    plan = plan_allocator(scenario, _RESTARTS)
+    assert check(scenario, plan) == []
+    assert ("after", "b5", 5) in plan.stats["restarts"]["kept"]
+    assert metrics(scenario, plan)["objective"] == pytest.approx(95.43, abs=0.005)
+
+
 def _scenario() -> Scenario:
     return Scenario(
         "tiny",
@@ -138,7 +162,7 @@ def test_restarts_are_legal_and_never_lose_to_the_phases(seed, shape, slo):
     assert (after["slo_met"] is not False) >= (before["slo_met"] is not False)
     if (after["slo_met"] is not False) == (before["slo_met"] is not False):
         assert after["objective"] >= before["objective"] - 1e-9
-    assert plan.stats["restarts"]["spent"] <= AllocatorParams().restarts
+    assert plan.stats["restarts"]["spent"] <= 2 * AllocatorParams().restarts
 
 
 def test_no_restarts_without_batch_work_or_with_a_budget_of_zero():
