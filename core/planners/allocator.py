@@ -186,13 +186,14 @@ class AllocatorParams:
     tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs. It
     always runs when the plan misses the coverage target.
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
-    none by default) phases 1-6 plan up to this many tighter scenarios (`restarts.py`) and the
+    none by default) phases 1-6 plan this many tighter scenarios (`restarts.py`; a round that
+    wins leaves the next `restarts._FOLLOW` = 16 more, up to twice this many in all) and the
     best plan is kept; 0 turns them off. On issue 13's wide shape that costs a median of about
-    140 ms instead of 4 ms (up to 48 plans of the small path) and takes the mean gap to the
-    optimum from 0.68% to 0.12% on 287 cases (0.16% at 86 ms with 24 plans, each tightening
-    kept at its first win); on the benchmarks' size (`restart_work=10**9`) 100 fresh draws'
-    from 1.98% to 0.52%, at about 170 ms a plan, which is why it is not the default there: the
-    8-GPU benchmarks keep their 2 ms. At that size the small path's own search (`small_work`
+    140 ms instead of 4 ms and takes the mean gap to the optimum from 0.68% to 0.12% on 287
+    cases (0.16% at 86 ms with 24 plans, each tightening kept at its first win); on the
+    benchmarks' size (`restart_work=10**9`) 100 fresh draws' from 1.98% to 0.52%, at about
+    170 ms a plan, which is why it is not the default there: the 8-GPU benchmarks keep their
+    2 ms. At that size the small path's own search (`small_work`
     raised, `restarts=0`) gets most of that for less: 0.82% below at 18 ms
     (`scripts/allocator_gap.py --day --path fast`; the README has the table).
     `kicks`: on the small path, last, the final plan's batch work is packed again around its
@@ -216,7 +217,9 @@ class AllocatorParams:
     serve otherwise are kicked too. On issue 13's seven wide sets (1,455 draws with a positive
     optimum) 3 pins made 12 draws better (2 of them now optimal: small-42018 from 6.7% below)
     and none worse; the small path's draws more than 3% below went from 7 to 5, at a median of
-    0-11 ms more a plan (about 3%); 0 turns them off.
+    0-11 ms more a plan (about 3%). 6 pins (the default since) take small-2013 from 3.65% to
+    0.96% as well, for 4% more time in the median, 5% in the 90th percentile (the same draws
+    timed in turn); 0 turns them off.
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
@@ -239,7 +242,7 @@ class AllocatorParams:
     restarts: int = 48
     restart_work: int = 0
     kicks: int = 300
-    pins: int = 3
+    pins: int = 6
 
     def __post_init__(self) -> None:
         for name in ("max_packs", "pack_budget", "rt_budget", "small_packs"):

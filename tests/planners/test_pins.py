@@ -44,7 +44,7 @@ def test_a_pin_moves_serving_off_the_block_the_batch_work_needs():
     assert metrics(scenario, shallow)["objective"] == pytest.approx(167.83, abs=0.01)
     # b3 on GPU 10 or 11 (the pin that wins depends on the restarts' plan before it): either
     # takes the pair 10-11 from serving
-    assert plan.stats["pins"]["spent"] == 3
+    assert plan.stats["pins"]["spent"] == AllocatorParams().pins
     assert plan.stats["pins"]["kept"] in (("b3", 10), ("b3", 11))
     b3, gpu = scenario.job_index("b3"), plan.stats["pins"]["kept"][1]
     assert (plan.grid[gpu] == b3).any()
@@ -121,8 +121,9 @@ def test_pins_must_be_a_non_negative_integer():
 
 # The wide draws (scripts/allocator_gap.py --wide [--slo 0.95] --seed S --count 1) that pins
 # made better when they were measured, each then closer to the optimum HiGHS proves (42066
-# left the list when the restarts' delays, every job's shortest first, reached its optimum).
-_PINS_WON = [(2042, None), (2051, None), (2259, None), (2351, None), (4017, 0.95)]
+# left the list when the restarts' delays, every job's shortest first, reached its optimum;
+# 2013 joined it with the fourth to sixth pins: 3.65% below -> 0.96%).
+_PINS_WON = [(2013, None), (2042, None), (2051, None), (2259, None), (2351, None), (4017, 0.95)]
 
 
 @pytest.mark.parametrize(("seed", "slo"), _PINS_WON)
