@@ -193,9 +193,9 @@ class AllocatorParams:
     cases (0.16% at 86 ms with 24 plans, each tightening kept at its first win); on the
     benchmarks' size (`restart_work=10**9`) 100 fresh draws' from 1.98% to 0.52%, at about
     170 ms a plan, which is why it is not the default there: the 8-GPU benchmarks keep their
-    2 ms. At that size the small path's own search (`small_work`
-    raised, `restarts=0`) gets most of that for less: 0.82% below at 18 ms
-    (`scripts/allocator_gap.py --day --path fast`; the README has the table).
+    2 ms. At that size the small path's own search (`small_work` raised, `restarts=0`) gets
+    most of that for less: 0.82% below at 18 ms (`scripts/allocator_gap.py --day --path fast`;
+    the README has the table).
     `kicks`: on the small path, last, the final plan's batch work is packed again around its
     serving by an iterated local search (`_kicked`): this many times, two or three jobs of the
     best order found are moved to random places and the order is packed and descended a little;

@@ -90,7 +90,7 @@ def test_a_round_that_wins_leaves_the_next_one_room():
 
 
 def test_a_long_list_tries_every_job_s_shortest_delay_first():
-    # Wide-shape small-42106 (HiGHS proves 95.43): 74 tightenings, 50 of them delays. With
+    # Wide-shape small-42106 (HiGHS proves 95.43): 74 tightenings, 51 of them delays. With
     # each job's delays together, the budget ended before b5 held from step 1 to step 5 (its
     # second delay of 2 steps), the one that wins: 91.95, 3.65% below; now the optimum.
     scenario = small_case(42106, wide=True)
