@@ -443,12 +443,15 @@ def realtime_figure(
                 hovertemplate="%{customdata}: " + name + " holds %{y} GPUs<extra></extra>",
             )
         )
+    # the legend under the time axis, a row per three entries (above the plot, four or more
+    # planners ran into the title)
+    rows = math.ceil((1 + len(names)) / 3)
     fig.update_layout(
-        height=300,
+        height=280 + 24 * rows,
         title=f"Real-time '{job.id}': demand vs GPUs allocated",
-        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        margin={"l": 50, "r": 10, "t": 40, "b": 10 + 24 * rows},
         plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.32, "x": 0},
         yaxis={"title": "GPUs", "gridcolor": "#eee", "rangemode": "tozero"},
     )
     fig.update_xaxes(**_time_axis(scenario))

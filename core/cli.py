@@ -192,14 +192,14 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument(
         "--no-progress",
         action="store_true",
-        help=f"do not report the {_exact_names()} planner's progress on stderr",
+        help=f"do not report the {_searching_names()} planners' progress on stderr",
     )
     plan.add_argument(
         "--time-limit",
         type=_positive_float,
         default=10.0,
         metavar="S",
-        help=f"seconds for the {_exact_names()} planner (default 10)",
+        help=f"seconds for the {_searching_names()} planners (default 10)",
     )
     plan.add_argument(
         "--gap",
@@ -494,6 +494,10 @@ def _exact_names() -> str:
     return " and ".join(name for name, spec in PLANNERS.items() if spec.exact) or "exact"
 
 
+def _searching_names() -> str:
+    return " and ".join(name for name, spec in PLANNERS.items() if spec.searches)
+
+
 def _run_plan(args: argparse.Namespace) -> int:
     from .formats import metrics_to_json, write_exports
     from .plan import check, report
@@ -534,8 +538,8 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 class _ProgressLine:
-    """The MIP's progress on stderr: one line rewritten in place on a terminal, else one line
-    every few seconds (so a log stays short)."""
+    """A searching planner's progress on stderr: one line rewritten in place on a terminal,
+    else one line every few seconds (so a log stays short)."""
 
     def __init__(self, name: str, time_limit: float, every_s: float = 2.0) -> None:
         self.name, self.time_limit, self.every_s = name, time_limit, every_s
@@ -559,10 +563,15 @@ class _ProgressLine:
 
     def finish(self, stats: dict) -> None:
         from .planners import SolveStatus
+        from .planners.restarts import search_words
 
         status = stats.get("status")
-        words = SolveStatus(status).words if status in set(SolveStatus) else str(status)
         runtime = float(stats.get("runtime_ms", 0.0)) / 1000
+        if status is None:  # a search without a bound (thorough)
+            line = f"{self.name}: {search_words(stats)} ({runtime:,.1f} s)"
+            print(("\r" + line.ljust(78)) if self.tty else line, file=sys.stderr, flush=True)
+            return
+        words = SolveStatus(status).words if status in set(SolveStatus) else str(status)
         line = f"{self.name}: {words} after {runtime:,.1f} s"
         if stats.get("most_coverage") is not None:  # a coverage target no plan reaches
             proved = "proved" if stats.get("most_coverage_proved") else "not proved"

@@ -170,14 +170,14 @@ def simulate(
     serving to idle GPUs or batch cells only, never by giving up serving the forecast asks for;
     and a re-plan keeps the allocator's own speed (restarts would plan a small window up to 48
     times more at every re-plan, and kicks pack its batch work hundreds of times more, for a
-    plan the next re-plan revises).
+    plan the next re-plan revises); `thorough` keeps them, within its time limit per re-plan.
     """
     options = dict(planner_options or {})
     if planner_spec(planner).accepts("give_up_serving"):
         # demand here is a forecast: serving the allocator gave up against it for batch work
         # would turn into realised shortfall whenever demand comes in above it
         options.setdefault("give_up_serving", False)
-    if planner_spec(planner).accepts("restarts"):
+    if planner_spec(planner).accepts("restarts") and not planner_spec(planner).searches:
         options.setdefault("restarts", 0)
         options.setdefault("kicks", 0)
     source_steps = scenario.cluster.horizon_steps

@@ -73,7 +73,7 @@ store = st.session_state.get("bench_rows")
 if (
     store is None
     or (run and store["params"] != params)
-    or (store["params"] != params and not any(PLANNERS[p].exact for p in chosen))
+    or (store["params"] != params and not any(PLANNERS[p].searches for p in chosen))
 ):
     rows = []
     with st.status("Running the benchmarks ...", expanded=True) as status:

@@ -21,6 +21,7 @@ from core import views
 from core.formats import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
+from core.planners.restarts import search_words
 from core.workload import (  # noqa: F401  (re-exported for the pages)
     JOB_TABLE_COLUMNS,
     KEEP,
@@ -299,8 +300,11 @@ def status_words(stats: dict[str, Any]) -> str:
 
 
 def solver_summary(stats: dict[str, Any]) -> str:
-    """Status, bound and gap of a planner that proves a bound, in words; no 'inf' on screen."""
+    """Status, bound and gap of a planner that proves a bound, in words; no 'inf' on screen;
+    for a search without a bound (thorough), how it ended and what won."""
     status = stats.get("status")
+    if status is None and "time_limit_reached" in stats:
+        return search_words(stats)
     if status is not None and not SolveStatus(status).solver_ran:
         return f"{status_words(stats)}: no bound was computed"
     bound, gap = stats.get("bound"), stats.get("gap")

@@ -10,7 +10,7 @@ from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_optio
 from core.rolling import simulate
 from pages import common
 
-EXACT = [name for name, spec in PLANNERS.items() if spec.exact]
+SEARCHING = [name for name, spec in PLANNERS.items() if spec.searches]
 REPLAN_TIME_LIMIT = 2.0  # seconds per re-plan for planners that search
 
 common.page_header(
@@ -105,8 +105,8 @@ with st.container(border=True):
             format_func=common.planner_label,
             on_change=common.remember,
             args=("hz_planners",),
-            help=f"{', '.join(common.planner_label(p) for p in EXACT)} solve at every re-plan "
-            f"({REPLAN_TIME_LIMIT:g} s limit each): slow over several days.",
+            help=f"{' and '.join(common.planner_label(p) for p in SEARCHING)} search at every "
+            f"re-plan ({REPLAN_TIME_LIMIT:g} s limit each): slow over several days.",
         )
     with c5:
         common.init_widget("hz_quantile", 0.9)

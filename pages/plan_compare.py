@@ -25,7 +25,7 @@ common.page_header(
 common.sidebar_summary()
 
 s = common.scenario()
-exact = [name for name, spec in PLANNERS.items() if spec.exact]
+searching = [name for name, spec in PLANNERS.items() if spec.searches]
 timed = [name for name, spec in PLANNERS.items() if spec.accepts("time_limit")]
 P = common.SCENARIO_CONTROL_PREFIX  # keys derived from the scenario, reset when it changes
 
@@ -118,14 +118,15 @@ with st.container(border=True):
             )
     with c3:
         st.number_input(
-            "MIP time limit (s)",
+            "Search time limit (s)",
             min_value=1,
             max_value=600,
             step=1,
             key="plan_time_limit",
             on_change=common.remember,
             args=("plan_time_limit",),
-            help=f"Seconds {', '.join(common.planner_label(p) for p in timed)} may search.",
+            help=f"Seconds {' and '.join(common.planner_label(p) for p in timed)} may search "
+            "(each; they run when you press Run planners).",
         )
     if s.realtime_jobs:
         caps = st.columns(max(3, min(4, len(s.realtime_jobs))))
@@ -151,7 +152,7 @@ with st.container(border=True):
             on_change=common.remember,
             args=("plan_planners",),
             help=f"{common.planner_label(BASELINE)} is always run as the baseline for the "
-            f"deltas. {', '.join(common.planner_label(p) for p in exact)} search up to the "
+            f"deltas. {' and '.join(common.planner_label(p) for p in searching)} search up to the "
             "time limit and run only when you press Run.",
         )
     with p2:
@@ -164,7 +165,7 @@ if st.session_state.get("plan_control_error"):
 s = common.scenario()  # controls may have changed it
 store = common.stored_plans(s)
 wanted = [BASELINE, *[p for p in chosen if p != BASELINE]]
-to_run = [p for p in wanted if run or (p not in store["plans"] and not PLANNERS[p].exact)]
+to_run = [p for p in wanted if run or (p not in store["plans"] and not PLANNERS[p].searches)]
 time_limit = float(st.session_state["plan_time_limit"])
 
 
@@ -213,7 +214,7 @@ if to_run:
 
 plans = {p: store["plans"][p] for p in wanted if p in store["plans"]}
 for name in chosen:
-    if PLANNERS[name].exact and name not in plans:
+    if PLANNERS[name].searches and name not in plans:
         st.info(
             f"{common.planner_label(name)} runs when you press **Run planners** (it searches "
             "up to the time limit)."

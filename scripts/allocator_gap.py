@@ -3,6 +3,7 @@
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
                                               [--day | --wide] [--slo TARGET] [--realtime N]
                                               [--path small|fast] [--set NAME=VALUE ...]
+                                              [--thorough]
     .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
 
 `--wide` draws issue 13's shapes (4-16 GPUs, 8-24 steps, 4-12 jobs); `--slo` gives every
@@ -11,7 +12,9 @@ scenario that coverage target (both planners then solve the same constrained pro
 below fifo or backfill (it never should). `--path fast` keeps only the draws on the allocator's
 fast path (`search_effort`: problems the size of the 8-GPU benchmarks, which keep their 2 ms),
 drawing seeds until `--count` of them; `--set` overrides an `AllocatorParams` field (repeatable,
-e.g. `--set restart_work=1000000000` for restarts on every path), to measure what effort buys.
+e.g. `--set restart_work=1000000000` for restarts on every path), to measure what effort buys;
+`--thorough` measures the `thorough` planner instead (`--set` then overrides a `ThoroughParams`
+field, e.g. `--set time_limit=2`).
 `--optima FILE` keeps `full`'s results in a JSON Lines file, keyed by a hash of each scenario's
 JSON: a scenario proved once is not solved again (a change to the allocator is measured against
 100 optima in seconds, not minutes), one left open only at a longer time limit, and a changed
@@ -46,7 +49,13 @@ from core.bench import small_case  # noqa: E402
 from core.formats.scenario_json import scenario_to_json  # noqa: E402
 from core.plan import check, metrics, objective  # noqa: E402
 from core.planners import solve  # noqa: E402
-from core.planners.allocator import AllocatorParams, plan_allocator, search_effort  # noqa: E402
+from core.planners.allocator import (  # noqa: E402
+    AllocatorParams,
+    ThoroughParams,
+    plan_allocator,
+    plan_thorough,
+    search_effort,
+)
 from core.planners.full import plan_full  # noqa: E402
 
 
@@ -58,6 +67,7 @@ def measure(
     path: str | None = None,
     params: AllocatorParams | None = None,
     optima: Optima | None = None,
+    thorough: bool = False,
     **shape,
 ) -> dict:
     rows = []
@@ -68,7 +78,7 @@ def measure(
         if path is not None and ("small" if search_effort(scenario)[1] else "fast") != path:
             continue  # (the path under the default parameters: the draw's size class)
         started = time.perf_counter()
-        allocator = plan_allocator(scenario, params)
+        allocator = (plan_thorough if thorough else plan_allocator)(scenario, params)
         allocator_ms = (time.perf_counter() - started) * 1000
         baselines = max(objective(scenario, solve(scenario, b)) for b in ("fifo", "backfill"))
         assert not check(scenario, allocator)
@@ -287,12 +297,12 @@ def benchmarks(time_limit: float) -> list[dict]:
     return rows
 
 
-def _params(settings: list[str]) -> AllocatorParams | None:
-    """`AllocatorParams` with the `--set NAME=VALUE` overrides (integers, or true/false)."""
+def _params(settings: list[str], kind: type = AllocatorParams) -> AllocatorParams | None:
+    """`kind` with the `--set NAME=VALUE` overrides (integers, numbers, or true/false)."""
     if not settings:
         return None
-    fields = {f.name: f.type for f in dataclasses.fields(AllocatorParams)}
-    values: dict[str, int | bool] = {}
+    fields = {f.name: f.type for f in dataclasses.fields(kind) if f.name != "progress"}
+    values: dict[str, float | bool] = {}
     for setting in settings:
         name, sep, text = setting.partition("=")
         if not sep or name not in fields:
@@ -303,12 +313,17 @@ def _params(settings: list[str]) -> AllocatorParams | None:
             if text.lower() not in ("true", "false"):
                 raise ValueError(f"--set {setting!r}: {name} is true or false")
             values[name] = text.lower() == "true"
+        elif fields[name] in (float, "float"):
+            try:
+                values[name] = float(text)
+            except ValueError:
+                raise ValueError(f"--set {setting!r}: {name} is a number") from None
         else:
             try:
                 values[name] = int(text)
             except ValueError:
                 raise ValueError(f"--set {setting!r}: {name} is an integer") from None
-    return AllocatorParams(**values)  # its own checks name a value out of range
+    return kind(**values)  # its own checks name a value out of range
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         help="an AllocatorParams field for the allocator (repeatable)",
     )
     parser.add_argument(
+        "--thorough",
+        action="store_true",
+        help="measure the thorough planner (its restarts, pins and kicks at every size)",
+    )
+    parser.add_argument(
         "--optima",
         metavar="FILE",
         help="JSON Lines file of full's results: read, and each new one appended",
@@ -353,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(rows, indent=2))
         return 0
     try:
-        params = _params(args.set)
+        params = _params(args.set, ThoroughParams if args.thorough else AllocatorParams)
         optima = Optima(args.optima) if args.optima else None
     except ValueError as error:
         parser.error(str(error))
@@ -367,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         path=args.path,
         params=params,
         optima=optima,
+        thorough=args.thorough,
         wide=args.wide,
         slo=args.slo,
         realtime=args.realtime,

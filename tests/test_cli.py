@@ -165,6 +165,41 @@ def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+def test_the_thorough_search_says_how_it_ended_and_what_won(scenarios_dir):
+    peak = scenarios_dir / "realtime-peak.json"
+    result = gpuplan("plan", peak, "--planner", "allocator,thorough", "--time-limit", "30")
+    assert result.returncode == 0, result.stderr
+    reports = json.loads(result.stdout)  # stdout is the metrics alone
+    assert reports["thorough"]["objective"] > reports["allocator"]["objective"]
+    assert reports["thorough"]["time_limit_reached"] is False
+    assert reports["thorough"]["restarts"]["kept"] == [["after", "training-1", 18]]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("thorough: search finished · ")
+    assert "won by: training-1 starting at step 18 or later" in last
+    cut = gpuplan("plan", peak, "--planner", "thorough", "--time-limit", "0.001")
+    assert cut.returncode == 0, cut.stderr
+    assert json.loads(cut.stdout)["time_limit_reached"] is True
+    assert cut.stderr.strip().splitlines()[-1].startswith("thorough: time limit reached · ")
+
+
+def test_bench_runs_a_search_once_and_leaves_it_out_of_a_generated_shape(tmp_path):
+    result = gpuplan(
+        "bench", "--planners", "allocator", "thorough", "--scenarios", str(ROOT / "data"
+        / "scenarios" / "example.json"), "--generated", "16", "20", "24", "--repeat", "3",
+        "--json", "--time-limit", "5", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(r["scenario"], r["planner"]) for r in rows] == [
+        ("example", "allocator"),
+        ("example", "thorough"),
+        ("generated-16x20x24", "allocator"),
+    ]
+    assert all(r["legal"] for r in rows)
+    assert rows[1]["time_limit_reached"] is False and "time_limit_reached" not in rows[0]
+    assert rows[1]["objective"] >= rows[0]["objective"]
+
+
 def test_a_target_no_plan_reaches_is_said_with_the_most_coverage_there_is(tmp_path):
     # 2 GPUs, demand 3 a step: 2/3 coverage at most against a 90% target
     from core.formats.scenario_json import scenario_to_json

@@ -78,7 +78,8 @@ class PlannerSpec:
     params_class: str
     description: str
     # "baseline": the reference every gain is measured against (exactly one planner);
-    # "fast": the recommended hot path; "exact": proves a bound, takes its time limit.
+    # "fast": the recommended hot path; "search": searches up to its time limit for a better
+    # plan; "exact": proves a bound, takes its time limit.
     role: str = "fast"
     # Stats beyond the SPEC metrics that the planner reports (shown beside its metrics).
     reports: tuple[str, ...] = ()
@@ -88,6 +89,11 @@ class PlannerSpec:
     @property
     def exact(self) -> bool:
         return self.role == "exact"
+
+    @property
+    def searches(self) -> bool:
+        """It spends up to its time limit (seconds, not milliseconds): run once, on request."""
+        return self.role in ("search", "exact")
 
     @property
     def params(self) -> type:
@@ -144,6 +150,21 @@ _SPECS = (
         description="serving follows demand within the swap cap; batch work packed by value "
         "into aligned blocks; a cheap local search on top",
         role="fast",
+    ),
+    PlannerSpec(
+        name="thorough",
+        label="Allocator (thorough)",
+        colour="#56B4E9",
+        module="core.planners.allocator",
+        function="plan_thorough",
+        params_module="core.planners.allocator",
+        params_class="ThoroughParams",
+        description="the allocator, then re-planned on tighter problems (a job left out, held "
+        "to a size or delayed, serving priced otherwise), with jobs pinned to other blocks and "
+        "the batch work re-packed, up to a time limit; for one decision, not for sweeps",
+        role="search",
+        reports=("time_limit_reached",),
+        default=False,
     ),
     PlannerSpec(
         name="full",

@@ -148,7 +148,7 @@ from .blocks import (
     top_bits,
 )
 from .fifo import reserved_sets
-from .restarts import pin, restart
+from .restarts import Watch, pin, restart
 
 
 @dataclass(frozen=True)
@@ -186,29 +186,29 @@ class AllocatorParams:
     tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs. It
     always runs when the plan misses the coverage target.
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
-    none by default) phases 1-6 plan this many tighter scenarios (`restarts.py`; a round that
-    wins leaves the next `restarts._FOLLOW` = 16 more, up to twice this many in all) and the
-    best plan is kept; 0 turns them off. On issue 13's wide shape that costs a median of about
-    140 ms instead of 4 ms and takes the mean gap to the optimum from 0.68% to 0.12% on 287
-    cases (0.16% at 86 ms with 24 plans, each tightening kept at its first win); on the
-    benchmarks' size (`restart_work=10**9`) 100 fresh draws' from 1.98% to 0.52%, at about
-    170 ms a plan, which is why it is not the default there: the 8-GPU benchmarks keep their
-    2 ms. At that size the small path's own search (`small_work` raised, `restarts=0`) gets
-    most of that for less: 0.82% below at 18 ms (`scripts/allocator_gap.py --day --path fast`;
-    the README has the table).
-    `kicks`: on the small path, last, the final plan's batch work is packed again around its
-    serving by an iterated local search (`_kicked`): this many times, two or three jobs of the
-    best order found are moved to random places and the order is packed and descended a little;
-    the plan it ends on replaces the final one where that ranks higher. The descents stop at
-    orders no single move improves, and packings on these clusters cost 10-20 microseconds, so
-    the kicks reach orders many moves away (wide small-42018 with `full`'s serving: 622 random
-    orders reach the optimum's batch reward, the descent stops 8% below). The restarts' best
-    plans that serve otherwise (up to `_OTHER_SERVING`) get `_OTHER_KICKS` kicks each too: a
-    serving that lost to the final plan's may win once the batch work around it is packed
-    better (wide small-7214: 154.65 -> 155.16, the optimum). On the small path's 66 draws of four
-    kept sets that were not optimal, the mean gap went from 1.17% to 1.00% with the final
-    plan's kicks, to 0.80% with the others' as well (26 of them optimal, none worse), at a
-    median of 0.55 s a plan instead of 0.44 s; 0 turns it off.
+    none by default, every size in `ThoroughParams`) phases 1-6 plan this many tighter scenarios
+    (`restarts.py`; a round that wins leaves the next `restarts._FOLLOW` = 16 more, up to twice
+    this many in all) and the best plan is kept; 0 turns them off. On issue 13's wide shape that
+    costs a median of about 140 ms instead of 4 ms and takes the mean gap to the optimum from
+    0.68% to 0.12% on 287 cases (0.16% at 86 ms with 24 plans, each tightening kept at its first
+    win); on the benchmarks' size (`restart_work=10**9`) 100 fresh draws' from 1.98% to 0.52%,
+    at about 170 ms a plan, which is why it is not the default there: the 8-GPU benchmarks keep
+    their 2 ms. At that size the small path's own search (`small_work` raised, `restarts=0`)
+    gets most of that for less: 0.82% below at 18 ms (`scripts/allocator_gap.py --day --path
+    fast`; the README has the table).
+    `kicks`: on the small path (and wherever the restarts run), last, the final plan's batch
+    work is packed again around its serving by an iterated local search (`_kicked`): this many
+    times, two or three jobs of the best order found are moved to random places and the order is
+    packed and descended a little; the plan it ends on replaces the final one where that ranks
+    higher. The descents stop at orders no single move improves, and packings on these clusters
+    cost 10-20 microseconds, so the kicks reach orders many moves away (wide small-42018 with
+    `full`'s serving: 622 random orders reach the optimum's batch reward, the descent stops 8%
+    below). The restarts' best plans that serve otherwise (up to `_OTHER_SERVING`) get
+    `_OTHER_KICKS` kicks each too: a serving that lost to the final plan's may win once the
+    batch work around it is packed better (wide small-7214: 154.65 -> 155.16, the optimum). On
+    the small path's 66 draws of four kept sets that were not optimal, the mean gap went from
+    1.17% to 1.00% with the final plan's kicks, to 0.80% with the others' as well (26 of them
+    optimal, none worse), at a median of 0.55 s a plan instead of 0.44 s; 0 turns it off.
     `pins`: where restarts run (not with `restarts=0`) and there is serving, after them, this
     many plans each move one batch job of the best plan to another aligned block at the same
     steps and lay out serving and the rest anew around it (`restarts.pin`: serving decides
@@ -267,6 +267,35 @@ class AllocatorParams:
             raise ValueError("Expected give_up_serving to be True or False.")
 
 
+# `restart_work` that reaches every problem (the units overflow no Python int)
+_EVERY_SIZE = 1 << 62
+
+
+@dataclass(frozen=True)
+class ThoroughParams(AllocatorParams):
+    """`thorough`'s parameters: the allocator's, with its restarts, pins and kicks at every
+    size (`restart_work`), within `time_limit` seconds for the whole call (the search stops
+    where it is and keeps its best plan; a plan under way when the limit passes is finished
+    first: milliseconds on an 8-GPU day, a tenth of a second at 1,024 or 16,384 GPUs). `progress`
+    hears {"elapsed_s", "incumbent"} at most every `progress_every_s` seconds."""
+
+    restart_work: int = _EVERY_SIZE
+    time_limit: float = 10.0
+    progress: Callable[[dict[str, float]], None] | None = field(default=None, compare=False)
+    progress_every_s: float = 0.25
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("time_limit", "progress_every_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"Expected {name} to be a number.")
+            if not 0 < value <= 1e9:  # (a number of seconds, not inf or nan)
+                raise ValueError(f"Expected {name} to be a number of seconds above 0.")
+        if self.progress is not None and not callable(self.progress):
+            raise ValueError("Expected progress to be callable.")
+
+
 class _Candidate(NamedTuple):
     """One batch job as the allocator sees it (a named tuple: the search makes and reads
     thousands of them)."""
@@ -298,9 +327,26 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
     return _plan(scenario, params or AllocatorParams(), True)
 
 
-def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> Plan:
+def plan_thorough(scenario: Scenario, params: ThoroughParams | None = None) -> Plan:
+    """The allocator with its restarts, pins and kicks at every size, within a time limit: the
+    plan for one decision, where `plan_allocator` keeps its milliseconds for sweeps and the
+    rolling horizon (which re-plan hundreds of times). Never ranks below the fast allocator's
+    plan (that is its first plan). `stats["time_limit_reached"]` says whether the limit cut
+    the search short."""
+    params = params or ThoroughParams()
+    watch = Watch(params.time_limit, params.progress, params.progress_every_s)
+    plan = _plan(scenario, params, True, watch)
+    plan.stats["time_limit_reached"] = watch.reached
+    return plan
+
+
+def _plan(
+    scenario: Scenario, params: AllocatorParams, most_coverage: bool, watch: Watch | None = None
+) -> Plan:
     """Phases 1-7, then the search for the most coverage where the target is missed (unless
-    this plans for that search) and the guard."""
+    this plans for that search) and the guard; the restarts, pins and kicks stop at `watch`'s
+    time limit (none by default)."""
+    watch = watch or Watch()
     plan = _allocate(scenario, params)
     small_path = _effort(scenario, params, _queued(scenario))[1]
     moves = params.max_rt_moves or params.max_windows
@@ -313,8 +359,9 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
         if ranks_above(plan_rank(scenario, still), plan_rank(scenario, plan)):
             plan = still
     others: list[np.ndarray] = []  # the restarts' and pins' best plans that serve otherwise
-    kicks = params.kicks > 0 and small_path
-    if params.restarts and _restarts_here(scenario, params):
+    restarts = params.restarts > 0 and _restarts_here(scenario, params)
+    kicks = params.kicks > 0 and (small_path or restarts)
+    if restarts:
         once = replace(params, restarts=0)
         plan, others = restart(
             scenario,
@@ -323,6 +370,7 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
             params.restarts,
             params.give_up_serving,
             _OTHER_SERVING if kicks else 0,
+            watch,
         )
         if params.pins and scenario.realtime_jobs:
             plan, pinned = pin(
@@ -337,13 +385,15 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
                     lambda t: _allocate(t, once, blocked),
                     params.restarts,
                     params.give_up_serving,
+                    watch=watch,
                 )[0],
+                watch,
             )
             others = pinned + others if kicks else []
-    if kicks:
-        plan = _kick(scenario, plan, others, params)
+    if kicks and not watch.over():
+        plan = _kick(scenario, plan, others, params, watch)
     if most_coverage and _misses_target(scenario, plan):
-        plan = _most_coverage(scenario, plan, params)
+        plan = _most_coverage(scenario, plan, params, watch)
     small = scenario.cluster.gpus * scenario.cluster.horizon_steps <= params.guard_cells
     if small or _misses_target(scenario, plan):
         plan = _guard(scenario, plan)
@@ -354,7 +404,9 @@ def _plan(scenario: Scenario, params: AllocatorParams, most_coverage: bool) -> P
 _COVERAGE_PRICE = 1e9
 
 
-def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> Plan:
+def _most_coverage(
+    scenario: Scenario, plan: Plan, params: AllocatorParams, watch: Watch | None = None
+) -> Plan:
     """A plan that misses the coverage target, or one with more coverage: the allocator on the
     scenario where coverage is all that counts (the services weigh alike but for a thousandth
     of their priorities, which settles ties between plans of equal coverage; the shortfall
@@ -390,7 +442,9 @@ def _most_coverage(scenario: Scenario, plan: Plan, params: AllocatorParams) -> P
     if coverage <= key(plan)[0] + 1e-9:
         return plan
     reachable = replace(scenario, policy=replace(policy, rt_coverage_target=coverage))
-    again = _plan(reachable, replace(params, guard_cells=0), False)
+    watch = watch or Watch()
+    with watch.muted():  # (plans of another target)
+        again = _plan(reachable, replace(params, guard_cells=0), False, watch)
     again_key = key(again)
     if again_key[0] >= coverage - 1e-9 and again_key[1] > best_key[1]:
         best = again
@@ -678,25 +732,39 @@ _OTHER_KICKS = 40  # kicks on each of those
 
 
 def _kick(
-    scenario: Scenario, plan: Plan, others: list[np.ndarray], params: AllocatorParams
+    scenario: Scenario,
+    plan: Plan,
+    others: list[np.ndarray],
+    params: AllocatorParams,
+    watch: Watch | None = None,
 ) -> Plan:
     """The best of the final plan kicked `params.kicks` times and the restarts' and pins'
     best plans that serve otherwise (`others`) kicked `_OTHER_KICKS` times each, where it ranks
-    above the plan; `stats["kicks"]` says how many plans were kicked and whether one won."""
-    best = _kicked(scenario, plan, params, params.kicks)
+    above the plan (until `watch`'s time limit); `stats["kicks"]` says how many plans were
+    kicked and whether one won."""
+    watch = watch or Watch()
+    best = _kicked(scenario, plan, params, params.kicks, watch)
     best_rank = plan_rank(scenario, best)
+    watch.best(best_rank[2])
+    kicked_plans = 1
     for grid in others:
-        kicked = _kicked(scenario, Plan(grid, "allocator"), params, _OTHER_KICKS)
+        if watch.over():
+            break
+        kicked = _kicked(scenario, Plan(grid, "allocator"), params, _OTHER_KICKS, watch)
+        kicked_plans += 1
         rank = plan_rank(scenario, kicked)
         if ranks_above(rank, best_rank):
             best, best_rank = kicked, rank
+            watch.best(rank[2])
     won = best is not plan
     result = Plan(best.grid, "allocator", dict(plan.stats))
-    result.stats["kicks"] = {"plans": 1 + len(others), "improved": won}
+    result.stats["kicks"] = {"plans": kicked_plans, "improved": won}
     return result
 
 
-def _kicked(scenario: Scenario, plan: Plan, params: AllocatorParams, kicks: int) -> Plan:
+def _kicked(
+    scenario: Scenario, plan: Plan, params: AllocatorParams, kicks: int, watch: Watch | None = None
+) -> Plan:
     """The plan with its batch work packed again around its serving by an iterated local
     search, where that ranks higher; else the plan itself (the same object).
 
@@ -735,7 +803,10 @@ def _kicked(scenario: Scenario, plan: Plan, params: AllocatorParams, kicks: int)
             best = found
     current = best
     rng = random.Random(n * 7919 + G * 31 + T)
+    watch = watch or Watch()
     for _ in range(kicks):
+        if watch.over():
+            break
         order = list(current[1])
         for _ in range(rng.choice((2, 2, 3))):
             job = order.pop(rng.randrange(n))
@@ -3371,4 +3442,4 @@ class _Packer:
         return (candidates & -candidates).bit_length() - 1
 
 
-__all__ = ["plan_allocator", "realtime_targets", "search_effort"]
+__all__ = ["plan_allocator", "plan_thorough", "realtime_targets", "search_effort"]

@@ -289,6 +289,30 @@ def test_compare_planners_and_check_the_downloaded_grid(app_url, page, tmp_path)
     assert checked.stdout.startswith("legal:")
 
 
+def test_the_thorough_allocator_runs_on_request_beside_the_fast_one(app_url, page):
+    page.goto(f"{app_url}/plan_compare")
+    page.get_by_role("heading", name="Plan & compare", level=1).wait_for()
+    settle(page)
+    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
+    box.click()
+    box.press_sequentially("thorough", delay=20)
+    page.get_by_role("option").filter(has_text="Allocator (thorough)").first.click()
+    box.press("Escape")
+    settle(page)
+    no_exception(page)
+    # a search: it waits for the button rather than running on every change
+    assert page.get_by_text("Allocator (thorough) runs when you press").count() == 1
+    page.get_by_role("button", name="Run planners").click()
+    settle(page)
+    no_exception(page)
+    utilization = page.get_by_test_id("stMetric").filter(has_text="Utilization")
+    assert utilization.count() == 4  # FIFO, backfill, the fast allocator and the thorough one
+    summary = page.get_by_test_id("stCaptionContainer").filter(has_text="search finished")
+    assert summary.count() == 1, "the thorough card says how its search ended"
+    page.locator(".js-plotly-plot .heatmaplayer").nth(3).wait_for(timeout=30000)
+    screenshot(page, "plan_compare_thorough")
+
+
 def test_an_uploaded_csv_pair_becomes_the_named_active_workload(app_url, page, tmp_path):
     from playwright.sync_api import expect
 

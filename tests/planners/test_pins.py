@@ -12,7 +12,7 @@ from core.bench import small_case
 from core.model import Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, check, metrics, plan_rank, ranks_above
 from core.planners.allocator import AllocatorParams, _allocate, plan_allocator
-from core.planners.restarts import pin, pin_room, restart
+from core.planners.restarts import _pin_moves, pin, pin_room, restart
 from tests.strategies import scenarios
 
 _ONCE = AllocatorParams(restarts=0)
@@ -133,3 +133,19 @@ def test_pins_improve_the_draws_they_were_measured_on(seed, slo):
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert ranks_above(plan_rank(scenario, plan), plan_rank(scenario, without))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.integers(1, 8))
+def test_the_first_pins_are_the_first_of_all_the_pins_in_order(scenario, count):
+    # `_pin_moves` keeps only each job's `count` best blocks before it sorts (16,384 GPUs have
+    # millions of pins): the first `count` must be those of the whole ordered list
+    plan = plan_allocator(scenario, AllocatorParams(restarts=0, kicks=0, pins=0))
+    every = _pin_moves(scenario, plan, 10**9)
+    assert _pin_moves(scenario, plan, count) == every[:count]
+    serving = [i for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
+    keys = []
+    for index, b, p in every:
+        cells = plan.grid[b : b + p.gpus, p.start_step : p.end_step]
+        keys.append((-int(np.isin(cells, serving).sum()), p.end_step - p.start_step, index, b))
+    assert keys == sorted(keys)  # the most serving displaced first, then the shortest job

@@ -18,6 +18,7 @@ from core.planners.allocator import (
     plan_allocator,
 )
 from core.planners.restarts import (
+    Watch,
     _in_original,
     _Tightening,
     _tighter,
@@ -205,6 +206,21 @@ def test_a_job_left_out_takes_the_place_of_one_that_earns_less_there():
     assert check(scenario, plan) == []
     assert "a" not in batch_placements(scenario, plan)
     assert metrics(scenario, plan)["objective"] == pytest.approx(before - 4 + 20)
+
+
+def test_swaps_stop_when_the_watch_says_the_time_is_up():
+    class Ticks(Watch):  # over after `n` questions: a clock the test controls
+        def __init__(self, n):
+            super().__init__()
+            self.left = n
+
+        def over(self):
+            self.left -= 1
+            return self.left < 0
+
+    scenario, grid = _swap_case(4.0, 2)
+    assert swap_in(scenario, grid.copy(), Ticks(0)) == 0
+    assert swap_in(scenario, grid, Ticks(1)) == 1  # (the one swap there is)
 
 
 def test_a_longer_job_swaps_in_only_where_the_gpus_after_the_place_are_idle():
