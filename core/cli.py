@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -290,6 +291,9 @@ def _parser() -> argparse.ArgumentParser:
         "0.9; raised after a miss, decaying back)",
     )
     simulate.add_argument("--out", type=_out_folder, metavar="DIR")
+    simulate.add_argument(
+        "--no-progress", action="store_true", help="do not report the re-plans on stderr"
+    )
     simulate.set_defaults(run=_run_simulate)
 
     workspace = sub.add_parser(
@@ -537,6 +541,34 @@ def _run_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _say(line: str, tty: bool, last: bool = False) -> None:
+    """A progress line on stderr: rewritten in place on a terminal (the last one stays)."""
+    print(("\r" + line.ljust(78)) if tty else line, end="\n" if last or not tty else "",
+          file=sys.stderr, flush=True)  # fmt: skip
+
+
+class _SimulationLine:
+    """The rolling horizon's progress on stderr (`simulate`'s `progress` hook): on a terminal
+    after every re-plan, else one line every few seconds; then how long it took."""
+
+    def __init__(self, planner: str, every_s: float = 2.0) -> None:
+        self.planner, self.every_s = planner, every_s
+        self.tty = sys.stderr.isatty()
+        self.started = time.perf_counter()
+        self.last = -every_s
+
+    def __call__(self, fraction: float, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        if not self.tty and elapsed - self.last < self.every_s:
+            return
+        self.last = elapsed
+        _say(f"simulate ({self.planner}): {fraction:.0%} · {message} · {elapsed:.1f} s", self.tty)
+
+    def finish(self, replans: int) -> None:
+        elapsed = time.perf_counter() - self.started
+        _say(f"simulate ({self.planner}): {replans} re-plans in {elapsed:.1f} s", self.tty, True)
+
+
 class _ProgressLine:
     """A searching planner's progress on stderr: one line rewritten in place on a terminal,
     else one line every few seconds (so a log stays short)."""
@@ -557,9 +589,7 @@ class _ProgressLine:
                 parts.append(text.format(info[key]))
         if info.get("gap") is not None and math.isfinite(info["gap"]):
             parts.append(f"gap {info['gap']:.2%}")
-        line = f"{self.name}: " + " · ".join(parts)
-        print(("\r" + line.ljust(78)) if self.tty else line, end="" if self.tty else "\n",
-              file=sys.stderr, flush=True)  # fmt: skip
+        _say(f"{self.name}: " + " · ".join(parts), self.tty)
 
     def finish(self, stats: dict) -> None:
         from .planners import SolveStatus
@@ -568,15 +598,14 @@ class _ProgressLine:
         status = stats.get("status")
         runtime = float(stats.get("runtime_ms", 0.0)) / 1000
         if status is None:  # a search without a bound (thorough)
-            line = f"{self.name}: {search_words(stats)} ({runtime:,.1f} s)"
-            print(("\r" + line.ljust(78)) if self.tty else line, file=sys.stderr, flush=True)
+            _say(f"{self.name}: {search_words(stats)} ({runtime:,.1f} s)", self.tty, True)
             return
         words = SolveStatus(status).words if status in set(SolveStatus) else str(status)
         line = f"{self.name}: {words} after {runtime:,.1f} s"
         if stats.get("most_coverage") is not None:  # a coverage target no plan reaches
             proved = "proved" if stats.get("most_coverage_proved") else "not proved"
             line += f"; most coverage {stats['most_coverage']:.1%} ({proved})"
-        print(("\r" + line.ljust(78)) if self.tty else line, file=sys.stderr, flush=True)
+        _say(line, self.tty, True)
 
 
 PLAN_TABLE_COLUMNS = (  # (header, report key, format)
@@ -704,6 +733,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
             f"--replan-minutes {args.replan_minutes} is not a whole number of the scenario's "
             f"{step}-minute steps"
         )
+    line = None if args.no_progress else _SimulationLine(args.planner)
     result = simulate(
         scenario,
         days=args.days,
@@ -711,7 +741,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
         replan_minutes=args.replan_minutes,
         planner_options=_planner_options(args),
         demand_quantile=args.demand_quantile,
+        progress=line,
     )
+    if line is not None:
+        line.finish(len(result.replans))
     if args.out:
         write_simulation(result, args.out)
     sys.stdout.write(metrics_to_json(result.metrics))

@@ -329,6 +329,19 @@ def test_simulate_takes_the_demand_quantile_and_writes_risk_and_idle_windows(tmp
     assert bad.returncode == 2 and "--demand-quantile" in bad.stderr
 
 
+def test_simulate_reports_its_re_plans_on_stderr_and_keeps_stdout_the_metrics(example):
+    result = gpuplan(
+        "simulate", example, "--days", "1", "--planner", "thorough", "--time-limit", "0.2"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["planner"] == "thorough"
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("simulate (thorough): ") and "step " in lines[0]
+    assert lines[-1].startswith("simulate (thorough): 24 re-plans in ")  # hourly, one day
+    quiet = gpuplan("simulate", example, "--days", "1", "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
 def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
     result = gpuplan(
         "bench", "--planners", "fifo", "allocator", "--scenarios", str(ROOT / "data" / "scenarios"
