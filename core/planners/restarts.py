@@ -98,6 +98,11 @@ class Watch:
             self.reached = True
         return self.reached
 
+    @property
+    def listening(self) -> bool:
+        """Whether an objective told to `best` now reaches anyone (worth computing for it)."""
+        return self.loud and self.progress is not None
+
     def best(self, objective: float) -> None:
         """A plan of the call's own problem with this objective is the best so far."""
         if self.loud:
@@ -178,7 +183,8 @@ def restart(
     plan and than each other (the allocator's kicks search around their serving too). No
     restart starts once `watch` is over its time limit; it hears each best plan's objective."""
     watch = watch or Watch()
-    watch.best(plan_rank(scenario, plan)[2])  # (legal as it is: the best while swaps run)
+    if watch.listening:  # (legal as it is: the best while the swaps run)
+        watch.best(plan_rank(scenario, plan)[2])
     best_grid = plan.grid.copy()
     swap_in(scenario, best_grid, watch)
     best_key = plan_rank(scenario, Plan(best_grid))
@@ -524,15 +530,16 @@ def swap_in(scenario: Scenario, grid: np.ndarray, watch: Watch | None = None) ->
         placed = [(row[job_id], p) for job_id, p in placements if job_id in row]
         if not placed:
             return swaps
+        rows = np.array([k for k, _ in placed])
         out = np.ones(len(queued), dtype=bool)
-        out[[k for k, _ in placed]] = False
+        out[rows] = False
         left = np.flatnonzero(out)
         if not left.size:
             return swaps
         n = np.array([p.gpus for _, p in placed])
         s = np.array([p.start_step for _, p in placed])
         e = np.array([p.end_step for _, p in placed])
-        loses = priority[[k for k, _ in placed]] * n * (earned[e] - earned[s])
+        loses = priority[rows] * n * (earned[e] - earned[s])
         # per GPU and step, the idle steps from there on; per placed job, its block's from its end
         idle = np.zeros((c.gpus, T + 1), dtype=np.int64)
         for t in range(T - 1, -1, -1):
