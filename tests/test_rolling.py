@@ -347,6 +347,58 @@ def test_adaptive_quantile_rises_after_a_miss_and_decays_back():
     assert model.quantile_of("s") == pytest.approx(0.9, abs=1e-3)
 
 
+def test_a_replay_with_another_planner_takes_the_first_replays_fits():
+    from core.forecast.rolling_demand import FITS
+
+    calls = []
+
+    def counting(history, horizon, level=0.9):
+        calls.append(horizon)
+        return seasonal_naive(history, horizon, level)
+
+    scenario = load_scenario(EXAMPLE)
+    simulate(scenario, 1, "fifo", forecaster=counting)
+    fitted = len(calls)
+    assert fitted >= 4  # two services, refitted every 6 hours
+    shared = simulate(scenario, 1, "allocator", forecaster=counting)
+    assert len(calls) == fitted  # demand is the scenario's: the same fits
+    FITS.clear()
+    alone = simulate(scenario, 1, "allocator", forecaster=counting)
+    assert len(calls) == 2 * fitted
+    np.testing.assert_array_equal(shared.plan.grid, alone.plan.grid)
+    timing = {k for k in shared.metrics if "_ms" in k}  # (how long, not what)
+    assert {k: v for k, v in shared.metrics.items() if k not in timing} == {
+        k: v for k, v in alone.metrics.items() if k not in timing
+    }
+    assert shared.forecasts.keys() == alone.forecasts.keys()
+    for job, frame in shared.forecasts.items():
+        pd.testing.assert_frame_equal(frame, alone.forecasts[job])
+
+
+def test_kept_fits_are_copies_and_the_oldest_go_first():
+    from core.forecast.rolling_demand import _Fits
+
+    fits = _Fits(2)
+    history = pd.Series(np.arange(48.0), index=pd.date_range("2026-01-05", periods=48, freq="h"))
+    keys = [fits.key(seasonal_naive, history, h) for h in (24, 25, 26)]
+    assert len(set(keys)) == 3
+    other = history.copy()
+    other.iloc[0] = 7.0  # another history, the same length and dates
+    assert fits.key(seasonal_naive, other, 24) != keys[0]
+    frame = seasonal_naive(history, 24)
+    fits.put(keys[0], frame)
+    frame.iloc[0, 0] = -1.0  # the caller's frame changes; the kept one does not
+    kept = fits.get(keys[0])
+    assert kept.iloc[0, 0] == history.iloc[-24]
+    kept.iloc[0, 0] = -2.0
+    assert fits.get(keys[0]).iloc[0, 0] == history.iloc[-24]
+    fits.put(keys[1], frame)
+    fits.get(keys[0])  # used last: keys[1] is now the oldest
+    fits.put(keys[2], frame)
+    assert fits.get(keys[1]) is None
+    assert fits.get(keys[0]) is not None and fits.get(keys[2]) is not None
+
+
 def test_a_service_over_its_plan_is_served_on_idle_gpus_within_its_swap_cap():
     """Hand-made: 4 idle GPUs, a service planned at 1 GPU (mean forecast 1) for the whole
     period in one commit; actual demand 1, 1, 3, 3, 3, 1 and swap_cap 1. It takes one idle GPU

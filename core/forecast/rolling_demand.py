@@ -10,7 +10,10 @@ actual demand ran above it (`boosted`). With less than a day of data it falls ba
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from statistics import NormalDist
@@ -40,8 +43,49 @@ ADAPT_DECAY = 0.85
 MAX_QUANTILE = 0.995
 # When the cluster has no start time, forecasts are dated from this Monday midnight.
 DEFAULT_START = datetime(2026, 1, 5)
+# Fits kept for the next replay (`_Fits`): a 3-day replay of two services refits 24 times.
+KEPT_FITS = 256
 
 Forecaster = Callable[[pd.Series, int, float], pd.DataFrame]
+
+
+class _Fits:
+    """The forecaster's frames by (forecaster, hours, the observed series): shared by every
+    replay in the process. Demand is the scenario's, not the plan's, so replays of the same
+    workload with other planners (the Horizon page runs two to four) ask for the same fits;
+    they take a quarter of a second each and most of a replay's time. Least recently used out
+    past `KEPT_FITS`; copies in and out, so no caller sees another's frame change."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.frames: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self.lock = threading.Lock()  # (Streamlit sessions replay on threads of their own)
+
+    @staticmethod
+    def key(forecaster: Forecaster, observed: pd.Series, hours: int) -> tuple:
+        digest = hashlib.blake2b(observed.to_numpy(dtype=float).tobytes(), digest_size=16)
+        return forecaster, hours, observed.index[0], str(observed.index.freq), digest.digest()
+
+    def get(self, key: tuple) -> pd.DataFrame | None:
+        with self.lock:
+            frame = self.frames.get(key)
+            if frame is not None:
+                self.frames.move_to_end(key)
+        return None if frame is None else frame.copy()
+
+    def put(self, key: tuple, frame: pd.DataFrame) -> None:
+        with self.lock:
+            self.frames[key] = frame.copy()
+            self.frames.move_to_end(key)
+            while len(self.frames) > self.size:
+                self.frames.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.frames.clear()
+
+
+FITS = _Fits(KEPT_FITS)
 
 
 class DemandModel:
@@ -158,11 +202,15 @@ class DemandModel:
         due = fit is None or first_hour - fit[0] >= self.refit or fit[1].index[-1] < needed_end
         if due:
             horizon = hours + math.ceil(self.refit / pd.Timedelta(hours=1)) + 1
-            try:
-                frame = self.forecaster(observed, horizon, 0.9)
-            except ScenarioError:
-                return persistence(job, observed, first_hour, hours)
-            frame = frame[["mean", "lower", "upper", "std"]].astype(float)
+            key = FITS.key(self.forecaster, observed, horizon)
+            frame = FITS.get(key)
+            if frame is None:
+                try:
+                    frame = self.forecaster(observed, horizon, 0.9)
+                except ScenarioError:
+                    return persistence(job, observed, first_hour, hours)
+                frame = frame[["mean", "lower", "upper", "std"]].astype(float)
+                FITS.put(key, frame)
             frame.index = pd.date_range(first_hour, periods=len(frame), freq="h")
             self.fits[job.id] = (first_hour, frame)
             self.refitted = True
