@@ -406,3 +406,16 @@ def published_text(
     if completed:
         parts.append(f"done {completed}")
     return " · ".join(parts)
+
+
+def change_words(change: float | None, shown: str, against: str) -> tuple[str | None, bool]:
+    """What a KPI card says of its change against `against` (text, whether it is coloured as a
+    gain or loss): nothing without a comparison; "same as ..." when nothing changed; "≈ ..."
+    when the change rounds to zero as `shown` (a red "-0.0 pp" reads as a loss)."""
+    if change is None:
+        return None, False
+    if abs(change) < 1e-9:
+        return f"same as {against}", False
+    if not any(c in "123456789" for c in shown):
+        return f"≈ {against}", False
+    return shown, True

@@ -113,6 +113,7 @@ def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bo
 
 
 K_UPLOAD_DONE, K_UPLOADER_VERSION = "upload_done", "uploader_version"
+K_UPLOAD_REFUSED = "upload_refused"  # the (emptied) uploader a refused upload's error belongs to
 
 
 def uploader_key() -> str:
@@ -122,22 +123,26 @@ def uploader_key() -> str:
 
 def clear_uploader() -> None:
     st.session_state[K_UPLOADER_VERSION] = int(st.session_state.get(K_UPLOADER_VERSION, 0)) + 1
-    for key in (K_UPLOAD_ERROR, K_UPLOADED_IDS, K_UPLOAD_DONE):
+    for key in (K_UPLOAD_ERROR, K_UPLOADED_IDS, K_UPLOAD_DONE, K_UPLOAD_REFUSED):
         st.session_state.pop(key, None)
 
 
 def load_uploads(files: list[Any]) -> views.UploadState:
     """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario.
 
-    One CSV alone waits for the other file of the pair; removing every file clears the error.
-    A loaded upload becomes the active scenario and the page reruns, so the sidebar (drawn
-    before the uploader) shows it at once.
+    One CSV alone waits for the other file of the pair. Files that fail are taken out of the
+    uploader (a new, empty one) so that they are not read again with the next files; their
+    error stays until the uploader holds files again. A loaded upload becomes the active
+    scenario and the page reruns, so the sidebar (drawn before the uploader) shows it at once.
     """
     names = [f.name for f in files]
     headers = {f.name: views.csv_header(f.getvalue()) for f in files}
     state = views.upload_state(names, headers)
     if state.kind != "ready":
-        st.session_state.pop(K_UPLOAD_ERROR, None)
+        refused_here = st.session_state.get(K_UPLOAD_REFUSED) == uploader_key()
+        if files or not refused_here:  # (the uploader emptied after a refusal keeps its error)
+            st.session_state.pop(K_UPLOAD_ERROR, None)
+            st.session_state.pop(K_UPLOAD_REFUSED, None)
         st.session_state.pop(K_UPLOADED_IDS, None)
         return state
     ids = tuple(sorted(str(getattr(f, "file_id", f.name)) for f in files))
@@ -147,9 +152,10 @@ def load_uploads(files: list[Any]) -> views.UploadState:
     try:
         new, source = scenario_from_uploads([(f.name, f.getvalue()) for f in files], scenario())
     except ScenarioError as e:
+        clear_uploader()
         st.session_state[K_UPLOAD_ERROR] = e.problems
-        st.session_state.pop(K_UPLOAD_DONE, None)
-        return state
+        st.session_state[K_UPLOAD_REFUSED] = uploader_key()
+        st.rerun()
     pair = views.csv_pair(names, headers)
     if pair is not None:
         new = views.named_pair(new, *pair)

@@ -124,8 +124,11 @@ with st.container(border=True):
 
 params = (scenario, float(days), int(replan), tuple(planners), float(quantile))
 store = st.session_state.get("hz_results")
+# Another workload's replay is never shown under this one's name: a new workload replays at
+# once, as on the first visit.
+other_workload = store is not None and store["params"][0] != scenario
 fresh = store is None or store["params"] != params
-if planners and (run or (store is None)):
+if planners and (run or store is None or other_workload):
     results, failed = {}, {}
     with st.status("Simulating ...", expanded=True) as status:
         for name in planners:
@@ -156,14 +159,25 @@ if planners and (run or (store is None)):
     st.session_state["hz_results"] = store
     fresh = False
 
+if other_workload and not planners:
+    st.info(f"Choose planners and press **Run simulation** to replay {scenario.name}.")
+    st.stop()
 if store is None or not store["results"]:
     if store and store.get("failed"):
         for name, message in store["failed"].items():
             st.error(f"{name}: {message}")
     st.info("Choose planners and press **Run simulation**.")
     st.stop()
+ran_days, ran_replan, _, ran_quantile = store["params"][1:]
+ran = (
+    f"{store['params'][0].name} over {ran_days:g} days, re-planned every {ran_replan} min at "
+    f"the {ran_quantile:.0%} demand quantile"
+)
 if fresh:
-    st.info("The settings changed since this run: press **Run simulation** to replay them.")
+    st.info(
+        f"The settings changed since this run (below: {ran}): press **Run simulation** to "
+        "replay them."
+    )
 for name, message in store["failed"].items():
     st.error(f"{name}: {message}")
 results = store["results"]
@@ -174,6 +188,7 @@ st.subheader(
     "Realised metrics per planner",
     help="Measured on what actually ran: actual work and actual real-time traffic.",
 )
+st.caption(f"Replay of {ran}.")
 table = views.realised_metrics_table(
     {common.planner_label(n): r.metrics for n, r in results.items()}
 )

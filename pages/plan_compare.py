@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core import charts, tables
+from core import charts, tables, views
 from core.compare import explain_divergence
 from core.formats import export_name, plan_exports, summary_to_csv
 from core.model import ScenarioError
@@ -241,13 +241,12 @@ if as_run is not None:
 
 
 def _card(label: str, value: str, change: float | None, text: str, help: str | None = None):
-    """A metric with its change vs FIFO; no arrow when nothing changed."""
-    if change is None:
-        st.metric(label, value, help=help)
-    elif abs(change) < 1e-9:
-        st.metric(label, value, "same as FIFO", delta_color="off", delta_arrow="off", help=help)
+    """A metric with its change vs FIFO (`views.change_words`)."""
+    words, coloured = views.change_words(change, text, "FIFO")
+    if coloured:
+        st.metric(label, value, words, help=help)
     else:
-        st.metric(label, value, text, help=help)
+        st.metric(label, value, words, delta_color="off", delta_arrow="off", help=help)
 
 
 for col, (name, m) in zip(cards, values.items(), strict=True):

@@ -81,7 +81,8 @@ if error:
     more = f"\n- ... and {len(error) - 12} more" if len(error) > 12 else ""
     hints = "".join(f"\n\n{h}" for h in views.pair_fit_hints(error, common.scenario().cluster))
     st.error(
-        f"**The upload was not loaded; the active scenario is unchanged.**\n\n{shown}{more}{hints}"
+        "**The upload was not loaded (its files were taken out of the uploader); the active "
+        f"scenario is unchanged.**\n\n{shown}{more}{hints}"
     )
 
 history_import.render()  # a scheduler history -> a window's scenario, with what really ran

@@ -278,6 +278,28 @@ def test_invalid_json_names_line_and_column():
         scenario_from_json('{"name": "x",\n "cluster": }', "bad.json")
 
 
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"name": "exam', "line 1, column 10: a string starts here and is never closed"),
+        ('{"name": "a\tb"}', "line 1, column 12: a raw control character (a newline or tab)"),
+        ('{"name": "x",}', "line 1, column 14: Expecting property name enclosed in double quotes"),
+    ],
+)
+def test_every_json_reader_says_what_broke_in_a_whole_sentence(text, words):
+    from core.formats.history import ImportRules, import_history
+
+    for read in (
+        lambda: scenario_from_json(text, "bad.json"),
+        lambda: ImportRules.from_json(text, "bad.json"),
+        lambda: import_history(text.encode(), "kubectl", name="bad.json"),
+    ):
+        with pytest.raises(ScenarioError) as raised:
+            read()
+        assert str(raised.value).startswith(f"bad.json: not valid JSON at {words}")
+        assert not str(raised.value).endswith(" at")
+
+
 def test_cluster_limits_are_checked_before_jobs_are_read():
     doc = mutate("cluster.gpus", 65_537)(BASE)
     doc["jobs"] = [{"id": "x"}]  # would fail too, but the cluster limit comes first
@@ -415,6 +437,18 @@ BAD_TABLES = [
         ["jobs.csv", "job 'a'", "more than one"],
     ),
 ]
+
+
+def test_both_files_of_a_bad_pair_say_what_is_wrong_at_once():
+    base = scenario_from_dict(mutate("cluster.horizon_steps", 2)({**BASE, "jobs": []}))
+    jobs_csv = "id,type,priority,arrival_step,gpus_min,gpus_max\nt,training,1,0,1,1\n"
+    demand_csv = "step,job_id,demand\n5,c,1\n"  # past the horizon of 2 steps
+    with pytest.raises(ScenarioError) as raised:
+        scenario_from_tables(jobs_csv, demand_csv, base)
+    problems = raised.value.problems
+    assert len(problems) == 2
+    assert problems[0].startswith("demand.csv: row 2") and "past the horizon" in problems[0]
+    assert problems[1].startswith("jobs.csv") and "gpu_hours" in problems[1]
 
 
 @pytest.mark.parametrize("jobs_csv, demand_csv, words", BAD_TABLES)

@@ -301,3 +301,20 @@ def test_everything_published_for_a_row_fits_one_cell():
     )
     assert views.published_text(PUBLISHED["mixed-control"], "fifo") == "util. 51.6%"
     assert views.published_text(PUBLISHED["mixed-control"], "backfill", float("nan")) == ""
+
+
+@pytest.mark.parametrize(
+    ("change", "shown", "words"),
+    [
+        (None, "", (None, False)),
+        (0.0, "+0.0 pp", ("same as FIFO", False)),
+        (-1e-12, "-0.0 pp", ("same as FIFO", False)),
+        (-0.0001, "-0.0 pp", ("≈ FIFO", False)),  # rounds to zero: no red arrow
+        (0.0004, "+0.0%", ("≈ FIFO", False)),
+        (-0.002, "-0.2 pp", ("-0.2 pp", True)),
+        (3.0, "+3", ("+3", True)),
+        (0.1, "+10.0%", ("+10.0%", True)),
+    ],
+)
+def test_a_card_says_a_change_only_where_it_shows(change, shown, words):
+    assert views.change_words(change, shown, "FIFO") == words

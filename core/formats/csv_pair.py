@@ -96,12 +96,20 @@ def scenario_from_tables(
 
     The horizon is the base cluster's; every real-time job needs one demand row per step.
     """
-    demand_by_job, history_by_job = _read_demand(
-        demand_text, demand_name, base.cluster.horizon_steps
-    )
-    _, rows = read_csv(jobs_text, jobs_name, JOBS_COLUMNS, JOBS_OPTIONAL_COLUMNS)
+    problems: list[str] = []  # (a file that cannot be read does not hide the other's problems)
+    try:
+        demand_by_job, history_by_job = _read_demand(
+            demand_text, demand_name, base.cluster.horizon_steps
+        )
+    except ScenarioError as e:
+        problems.extend(e.problems)
+    try:
+        _, rows = read_csv(jobs_text, jobs_name, JOBS_COLUMNS, JOBS_OPTIONAL_COLUMNS)
+    except ScenarioError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ScenarioError("; ".join(problems[:5]), problems)
     jobs: list[Job] = []
-    problems: list[str] = []
     for line, row in rows:
         where = f"{jobs_name}: row {line}"
         try:

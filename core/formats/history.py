@@ -44,7 +44,7 @@ from ..model import (
     Scenario,
     ScenarioError,
 )
-from .text import os_errors
+from .text import json_error, os_errors
 
 HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
 MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large; the app's 20 MB upload limit applies there
@@ -192,7 +192,7 @@ class ImportRules:
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ScenarioError(f"{name}: not valid JSON (line {e.lineno}: {e.msg})") from None
+            raise json_error(name, e) from None
         if not isinstance(raw, dict):
             raise ScenarioError(f"{name}: must be a JSON object")
         known = {

@@ -29,6 +29,7 @@ from .history import (
     parse_times,
     read_source,
 )
+from .text import json_error
 
 FORMAT = "kubectl"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -51,7 +52,7 @@ def read_table(
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{shown}: is not UTF-8 text (byte {e.start} cannot be read)") from None
     except json.JSONDecodeError as e:
-        raise ScenarioError(f"{shown}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        raise json_error(shown, e) from None
     items = raw.get("items") if isinstance(raw, dict) else None
     if not isinstance(items, list):
         raise ScenarioError(f"{shown}: expected the pod list of `kubectl get pods -A -o json`")

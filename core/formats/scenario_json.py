@@ -24,6 +24,7 @@ from ..model import (
     shown,
 )
 from .cells import plain_number
+from .text import json_error
 
 FORMAT = "json"
 
@@ -85,9 +86,7 @@ def parse_json(text: str, name: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
-        raise ScenarioError(
-            f"{name}: not valid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
-        ) from None
+        raise json_error(name, e) from None
     except RecursionError:
         raise ScenarioError(f"{name}: not valid JSON: nested too deeply") from None
     except _DuplicateKey as e:

@@ -8,6 +8,7 @@ a FIFO, a process substitution): the size a file reports is not trusted. Bytes m
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -16,6 +17,19 @@ from ..model import ScenarioError
 
 MAX_UPLOAD_MB = 20
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
+
+# `json`'s messages that end in " at" (it gives the place apart), as whole sentences
+_JSON_WORDS = {
+    "Unterminated string starting at": "a string starts here and is never closed (a file cut "
+    "short?)",
+    "Invalid control character at": "a raw control character (a newline or tab) inside a string",
+}
+
+
+def json_error(name: str, e: json.JSONDecodeError) -> ScenarioError:
+    """A JSON syntax error as one line naming the file, the line and column, and what broke."""
+    words = _JSON_WORDS.get(e.msg, e.msg)
+    return ScenarioError(f"{name}: not valid JSON at line {e.lineno}, column {e.colno}: {words}")
 
 
 def decode_upload(data: bytes | BinaryIO, name: str, limit: int = MAX_UPLOAD_BYTES) -> str:

@@ -183,10 +183,39 @@ def test_one_file_of_a_pair_waits_and_removing_files_clears_the_error():
     assert any("add demand.csv" in i.value for i in at.info)
     assert active(at) == before
 
+    uploader(at).set_value([]).run()  # the file removed: nothing waits
+    assert not at.info and not at.error and active(at) == before
+
+
+def test_a_refused_upload_leaves_the_uploader_and_keeps_its_error_until_the_next():
+    at = open_page()
+    before = active(at)
+    version = at.session_state["uploader_version"]
     uploader(at).set_value(("broken.json", b"{", "application/json")).run()
-    assert "not valid JSON" in errors(at)
-    uploader(at).set_value([]).run()  # both files removed: the error goes with them
-    assert not at.error and active(at) == before
+    assert not at.exception and "broken.json" in errors(at) and "not valid JSON" in errors(at)
+    assert "taken out of the uploader" in errors(at)
+    assert at.session_state["uploader_version"] == version + 1  # a new, empty uploader
+    assert uploader(at).value in (None, [])
+    at.run()  # reruns (another widget, another page's visit) keep the error in view
+    assert "broken.json" in errors(at) and active(at) == before
+
+    # the next upload is read alone, not with the refused file: the pair loads
+    example = load_scenario(SCENARIOS / "example.json")
+    jobs_csv, demand_csv = scenario_to_tables(example)
+    uploader(at).set_value(
+        [
+            ("jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception and not at.error
+    assert [j.id for j in active(at).jobs] == [j.id for j in example.jobs]
+
+    # one file of a pair after a refusal: the old error goes, the page waits for the other
+    uploader(at).set_value(("broken.json", b"{", "application/json")).run()
+    assert "broken.json" in errors(at)
+    uploader(at).set_value(("jobs.csv", jobs_csv.encode(), "text/csv")).run()
+    assert not at.error and any("add demand.csv" in i.value for i in at.info)
 
 
 def test_picking_a_builtin_empties_the_uploader_of_failed_files():
@@ -464,6 +493,24 @@ def test_horizon_says_why_a_workload_without_history_replays_flat():
     assert any("no demand history" in c.value for c in at.caption)
     at.radio(key="hz_source").set_value("active").run()
     assert any("flat forecast" in w.value for w in at.warning)
+
+
+def test_horizon_never_shows_another_workloads_replay():
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    assert at.session_state["hz_results"]["params"][0].name == "rolling-surge"
+    assert any(c.value.startswith("Replay of rolling-surge over 3 days") for c in at.caption)
+    at.radio(key="hz_source").set_value("active").run()  # another workload: replayed at once
+    assert not at.exception
+    name = active(at).name
+    store = at.session_state["hz_results"]
+    assert store["params"][0] == active(at) and set(store["results"]) == {"fifo", "allocator"}
+    assert all(r.source.name == name for r in store["results"].values())
+    assert any(c.value.startswith(f"Replay of {name} over") for c in at.caption)
+    assert not any("rolling-surge" in c.value for c in at.caption if "Replay of" in c.value)
+    assert not any("settings changed" in i.value for i in at.info)
+    at.select_slider(key="hz_replan").set_value(120).run()  # the same workload: kept, marked
+    assert at.session_state["hz_results"]["params"][2] == 60
+    assert any(f"below: {name} over" in i.value for i in at.info)
 
 
 def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
