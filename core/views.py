@@ -269,6 +269,19 @@ def jobs_without_history(s: Scenario, min_hours: int | None = None) -> list[str]
     return short
 
 
+def history_series(s: Scenario, job_id: str) -> pd.Series:
+    """A real-time job's `history` as the hourly series it is (GPUs), its last hour the one
+    before step 0 (dated from the forecasts' default Monday when the cluster has no start), as
+    the rolling horizon forecasts from it."""
+    from .forecast.rolling_demand import DEFAULT_START
+
+    job = s.jobs[s.job_index(job_id)]
+    values = np.asarray(job.history if job.history is not None else (), dtype=float)
+    start = pd.Timestamp(s.cluster.start or DEFAULT_START)
+    index = pd.date_range(end=start - pd.Timedelta(hours=1), periods=len(values), freq="h")
+    return pd.Series(values, index=index, name="GPUs")
+
+
 def _runtime(ms: Any) -> str:
     if ms is None:
         return ""

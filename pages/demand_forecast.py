@@ -48,18 +48,32 @@ def _forecast(
 
 
 # --- the history -------------------------------------------------------------------------------
+s = common.scenario()
+# Real-time jobs of the workload with a history to fit (an imported one has its GPUs per hour)
+own = [j.id for j in s.realtime_jobs if j.id not in views.jobs_without_history(s)]
+JOB_HISTORY, SAMPLE_HISTORY, UPLOAD = "A real-time job's history", "Sample history", "Upload a CSV"
+sources = ([JOB_HISTORY] if own else []) + [SAMPLE_HISTORY, UPLOAD]
+common.init_widget("fc_source", sources[0])
+if st.session_state["fc_source"] not in sources:  # (another workload, without a history)
+    st.session_state["fc_source"] = sources[0]
 source_col, level_col = st.columns([3, 1])
 with source_col:
     source = st.radio(
         "Hourly traffic history",
-        ["Sample history", "Upload a CSV"],
+        sources,
         key="fc_source",
         horizontal=True,
         on_change=common.remember,
         args=("fc_source",),
-        help="A CSV whose first column is the hour (e.g. 2026-08-17 13:00) and "
-        "another column the traffic (e.g. requests per hour).",
+        help="A real-time job's own history in the workload (GPUs per hour, e.g. from an "
+        "imported scheduler history); the sample; or a CSV whose first column is the hour (e.g. "
+        "2026-08-17 13:00) and another column the traffic (e.g. requests per hour).",
     )
+    history_job = None
+    if source == JOB_HISTORY:
+        history_job = st.selectbox(
+            "Job", own, key="fc_history_job", help="Its history before step 0, in GPUs"
+        )
 with level_col:
     common.init_widget("fc_quantile", 0.9)
     quantile = st.select_slider(
@@ -74,7 +88,7 @@ with level_col:
     )
 level = round(2 * quantile - 1, 4)  # central interval whose upper edge is the quantile
 
-if source == "Upload a CSV":
+if source == UPLOAD:
     upload = st.file_uploader(
         f"History CSV (up to {MAX_UPLOAD_MB} MB)", type=["csv"], key="fc_upload"
     )
@@ -89,17 +103,19 @@ if source == "Upload a CSV":
     if st.session_state.get("fc_error"):
         st.error(f"{st.session_state['fc_error']}\n\nThe last good history stays in use.")
 
-if source == "Upload a CSV" and "fc_history" in st.session_state:
+if history_job is not None:
+    history, load_warnings = views.history_series(s, history_job), []
+    history_name = f"'{history_job}' history"
+elif source == UPLOAD and "fc_history" in st.session_state:
     history_name, history, load_warnings = st.session_state["fc_history"]
 else:
-    if source == "Upload a CSV":
+    if source == UPLOAD:
         st.info("No history uploaded yet: showing the sample.")
     history, load_warnings = _sample_history(str(SAMPLE), SAMPLE.stat().st_mtime)
     history_name = SAMPLE.name
 for warning in load_warnings:
     st.warning(f"{history_name}: {views.without_name_prefix(history_name, warning)}")
 
-s = common.scenario()
 window = views.aligned_hours(history.index[-1], s)
 unit = views.traffic_unit(history.name)
 with st.spinner("Fitting the weekly profile ..."):
@@ -138,27 +154,40 @@ if not rt:
 else:
     c1, c2 = st.columns([1, 2])
     with c1:
-        job_id = st.selectbox("Real-time job", [j.id for j in rt], key="fc_job")
+        if history_job is not None:  # the forecast is of this job's own GPUs
+            job_id = st.selectbox("Real-time job", [history_job], key="fc_job_own", disabled=True)
+        else:
+            job_id = st.selectbox("Real-time job", [j.id for j in rt], key="fc_job")
     job = next(j for j in rt if j.id == job_id)
-    capacity_key = f"fc_capacity_{job.id}_{history_name}"
-    suggested = views.default_capacity(history, job.demand)
-    common.init_widget(capacity_key, suggested)
-    with c2:
-        capacity = st.number_input(
-            f"Traffic one GPU serves ({unit})",
-            min_value=0.001,
-            key=capacity_key,
-            on_change=common.remember,
-            args=(capacity_key,),
-            help="How much of this traffic one GPU of the job handles: measure it, or keep the "
-            "default, which assumes the job's current demand serves the history's last week.",
+    if history_job is not None:
+        capacity = 1.0
+        with c2:
+            st.caption(
+                f"'{job.id}' history counts the GPUs it held each hour, so the forecast is in "
+                "GPUs already: one GPU serves one GPU of it."
+            )
+    else:
+        capacity_key = f"fc_capacity_{job.id}_{history_name}"
+        suggested = views.default_capacity(history, job.demand)
+        common.init_widget(capacity_key, suggested)
+        with c2:
+            capacity = st.number_input(
+                f"Traffic one GPU serves ({unit})",
+                min_value=0.001,
+                key=capacity_key,
+                on_change=common.remember,
+                args=(capacity_key,),
+                help="How much of this traffic one GPU of the job handles: measure it, or keep "
+                "the default, which assumes the job's current demand serves the history's last "
+                "week.",
+            )
+        recent = float(history.dropna().iloc[-168:].mean())
+        st.caption(
+            f"Default {suggested:,.4g}: the history's last week averages {recent:,.4g} {unit}, "
+            f"and '{job.id}' asks for {float(np.mean(job.demand)):,.2f} GPUs on average in the "
+            f"workload now, so one GPU serves about {suggested:,.4g}. Change it to what one GPU "
+            "really serves."
         )
-    recent = float(history.dropna().iloc[-168:].mean())
-    st.caption(
-        f"Default {suggested:,.4g}: the history's last week averages {recent:,.4g} {unit}, and "
-        f"'{job.id}' asks for {float(np.mean(job.demand)):,.2f} GPUs on average in the workload "
-        f"now, so one GPU serves about {suggested:,.4g}. Change it to what one GPU really serves."
-    )
 
     previous = len(job.previous_gpus) if job.previous_gpus is not None else None
     path = gpu_path_from_forecast(
@@ -218,7 +247,7 @@ else:
         "Workload page and the planners then use it.",
     ):
         history_gpus = None
-        if window.hours[0] == 0 and s.cluster.step_minutes == 60:
+        if history_job is None and window.hours[0] == 0 and s.cluster.step_minutes == 60:
             recent = history.iloc[-8 * 168 :].to_numpy(dtype=float) / capacity
             history_gpus = tuple(
                 float(np.round(v, 3)) if np.isfinite(v) else float("nan") for v in recent

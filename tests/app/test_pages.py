@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -385,6 +386,36 @@ def test_forecast_into_the_scenario_demand():
     assert any("already plans for this 90% forecast" in c.value for c in at.caption)
     assert not any("not for this forecast" in c.value for c in at.caption)
     assert at.button(key="fc_apply").disabled
+
+
+def test_a_workload_with_its_own_history_forecasts_that_history_in_gpus():
+    from core.forecast.demand import demand_quantile, forecast_series
+
+    at = open_page()
+    at.selectbox(key="wl_builtin").set_value("rolling-surge").run()
+    at.switch_page("pages/demand_forecast.py").run()
+    assert not at.exception
+    before = active(at)
+    own = [j.id for j in before.realtime_jobs if j.history]
+    assert at.radio(key="fc_source").value == "A real-time job's history"  # the default here
+    assert at.selectbox(key="fc_history_job").options == own
+    job_id = own[-1]
+    at.selectbox(key="fc_history_job").set_value(job_id).run()
+    assert at.selectbox(key="fc_job_own").value == job_id
+    assert not [n for n in at.number_input if n.key.startswith("fc_capacity_")]  # GPUs already
+    assert any("one GPU serves one GPU of it" in c.value for c in at.caption)
+    at.button(key="fc_apply").click().run()
+    assert not at.exception
+    after = active(at)
+    new, old = after.jobs[after.job_index(job_id)], before.jobs[before.job_index(job_id)]
+    history = views.history_series(before, job_id)
+    assert history.index[-1] == pd.Timestamp(before.cluster.start) - pd.Timedelta(hours=1)
+    window = views.aligned_hours(history.index[-1], before)
+    assert window.hours[0] == 0  # the forecast starts where the history ends
+    frame = forecast_series(history, window.horizon, 0.8).iloc[list(window.hours)]
+    expected = [round(float(v), 3) for v in demand_quantile(frame, 0.9)]
+    assert list(new.demand) == pytest.approx(expected, abs=1e-9)
+    assert new.history == old.history  # its own history, kept whole
 
 
 def test_forecast_capacity_defaults_from_the_current_demand_not_gpus_max():
