@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from .formats import load_scenario
-from .model import BATCH_TYPES, BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
+from .model import (
+    BATCH_TYPES,
+    MAX_JOBS,
+    BatchJob,
+    Cluster,
+    Policy,
+    RealtimeJob,
+    Running,
+    Scenario,
+    ScenarioError,
+)
 from .plan import check, metrics, report
 from .planners import BASELINE, FAST, planner_spec, solve
 
@@ -127,6 +137,13 @@ def run_bench(
     return rows
 
 
+def check_generated_shape(gpus: int, jobs: int, steps: int) -> None:
+    """Refuse a generated shape beyond the scenario limits before a job of it is made."""
+    Cluster(gpus, 60, steps)  # (GPUs, steps and cells within their limits)
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ScenarioError(f"generated case: {jobs:,} jobs is outside 1..{MAX_JOBS:,}")
+
+
 def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int = 0) -> Scenario:
     """A synthetic large scenario for the speed target (1,024 GPUs, 500 jobs, 48 steps).
 
@@ -139,6 +156,7 @@ def generated_case(gpus: int = 1024, jobs: int = 500, steps: int = 48, seed: int
     """
     import numpy as np
 
+    check_generated_shape(gpus, jobs, steps)
     rng = np.random.default_rng(seed)
     spread = np.random.default_rng(seed + 1) if steps > 48 else None
     out: list = []

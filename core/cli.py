@@ -684,8 +684,10 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
-    from .bench import format_table, run_bench
+    from .bench import check_generated_shape, format_table, run_bench
 
+    for shape in args.generated or ():
+        check_generated_shape(*shape)  # before minutes of the other benchmarks
     rows = run_bench(args.scenarios, args.planners, repeat=args.repeat, time_limit=args.time_limit)
     if args.large:
         from .bench import run_generated
@@ -763,9 +765,15 @@ def _run_simulate(args: argparse.Namespace) -> int:
 def _run_workspace(args: argparse.Namespace) -> int:
     from .formats import load_scenario, scenario_to_json
     from .planners import solve
-    from .workspace import Workspace
+    from .workspace import Workspace, WorkspaceError, default_path
 
-    ws = Workspace(args.workspace)
+    path = Path(args.workspace).expanduser() if args.workspace else default_path()
+    if args.action != "save" and not path.exists():  # (reading one makes no file, no folder)
+        if args.action == "list":
+            print(f"workspace: {path} (none yet: save a scenario to start it)", file=sys.stderr)
+            return 0
+        raise WorkspaceError(f"workspace {path}: no such file (nothing saved there yet)")
+    ws = Workspace(path)
     if args.action == "list":
         runs = ws.runs()
         for saved in ws.scenarios():

@@ -341,6 +341,11 @@ def default_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
+def max_local_workers() -> int:
+    """The most local worker processes a sweep starts: four per core."""
+    return 4 * max(1, os.cpu_count() or 1)
+
+
 def open_client(
     workers: int | None = None, scheduler: str | None = None, connect_timeout: str = "20s"
 ) -> Any:
@@ -391,6 +396,12 @@ def local_cluster(workers: int | None = None) -> Any:
 
     n = default_workers() if workers is None else workers
     _check_count("workers", n, minimum=1)
+    most = max_local_workers()
+    if n > most:  # (each is a Python process; past the cores they only take turns)
+        raise ScenarioError(
+            f"sweep: workers {n} is more than {most}, four per core of this machine; for more, "
+            "start a Dask cluster and give its scheduler"
+        )
     with _spawn_without_main():
         return LocalCluster(
             n_workers=int(n),

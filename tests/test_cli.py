@@ -342,6 +342,30 @@ def test_simulate_reports_its_re_plans_on_stderr_and_keeps_stdout_the_metrics(ex
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+@pytest.mark.parametrize(
+    ("shape", "words"),
+    [
+        (["8", "10000000", "24"], "generated case: 10,000,000 jobs is outside 1..100,000"),
+        (["100000", "10", "24"], "cluster: gpus 100000 exceeds the limit of 65,536"),
+        (["4096", "10", "4096"], "exceeds the limit of 10,000,000"),
+    ],
+)
+def test_bench_refuses_a_generated_shape_past_the_limits_before_any_run(shape, words):
+    run = gpuplan("bench", "--planners", "fifo", "--repeat", "1", "--generated", *shape)
+    assert run.returncode == 2 and run.stdout == ""  # not even the benchmarks ran first
+    assert run.stderr.startswith("error: ") and words in run.stderr
+    assert run.stderr.count("\n") == 1
+
+
+def test_a_sweep_refuses_more_local_workers_than_four_per_core():
+    from core.model import ScenarioError
+    from core.sweep import local_cluster, max_local_workers
+
+    assert max_local_workers() == 4 * (os.cpu_count() or 1)
+    with pytest.raises(ScenarioError, match=r"sweep: workers \d+ is more than \d+, four per core"):
+        local_cluster(max_local_workers() + 1)  # refused before a process starts
+
+
 def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
     result = gpuplan(
         "bench", "--planners", "fifo", "allocator", "--scenarios", str(ROOT / "data" / "scenarios"

@@ -136,3 +136,16 @@ def test_the_workspace_command_saves_lists_exports_and_deletes(tmp_path, scenari
     assert main(["workspace", "--workspace", ws, "delete", "example"]) == 0
     assert main(["workspace", "--workspace", ws, "delete", "example"]) == 2
     assert "no saved scenario named 'example'" in capsys.readouterr().err
+
+
+def test_reading_a_workspace_that_is_not_there_creates_nothing(tmp_path, capsys):
+    from core.cli import main
+
+    ws = tmp_path / "not" / "yet" / "ws.sqlite"
+    assert main(["workspace", "--workspace", str(ws), "list"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and f"workspace: {ws} (none yet" in err
+    for action in (["export", "example"], ["delete", "example"]):
+        assert main(["workspace", "--workspace", str(ws), *action]) == 2
+        assert "no such file (nothing saved there yet)" in capsys.readouterr().err
+    assert not (tmp_path / "not").exists()  # no folder, no database

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..model import MAX_GPUS
 from .history import (
     TraceInfo,
     check_order,
@@ -50,7 +51,7 @@ def job_log_table(
             table[column] = frame[source_column].str.strip().to_numpy()
     if "state" in frame.columns:
         table["state"] = normalise_state(frame["state"])
-    table["gpus"] = parse_numbers(frame["gpu_num"], shown, "gpu_num", rows)
+    table["gpus"] = parse_numbers(frame["gpu_num"], shown, "gpu_num", rows, maximum=MAX_GPUS)
     table["submit"] = parse_times(frame["submit_time"], shown, "submit_time", rows)
     table["start"] = parse_times(frame["start_time"], shown, "start_time", rows)
     end = parse_times(frame["end_time"], shown, "end_time", rows)

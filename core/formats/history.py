@@ -36,6 +36,8 @@ from ..model import (
     BATCH_TYPES,
     JOB_TYPES,
     MAX_GPUS,
+    MAX_NUMBER,
+    MAX_STEPS,
     REALTIME_TYPE,
     BatchJob,
     Cluster,
@@ -102,6 +104,12 @@ class ImportWindow:
                 f"window: step_minutes must be a whole number of minutes, got {self.step_minutes!r}"
             )
         steps = self.days * 24 * 60 / self.step_minutes
+        if steps > MAX_STEPS:  # before any array of the window's steps is made
+            raise ScenarioError(
+                f"window: {self.days:g} days of {self.step_minutes}-minute steps is {steps:,.0f} "
+                f"steps, more than the limit of {MAX_STEPS:,} (7 days of 1-minute steps, 420 "
+                "of 60-minute steps)"
+            )
         if abs(steps - round(steps)) > 1e-9:
             raise ScenarioError(
                 f"window: {self.days:g} days is not a whole number of {self.step_minutes}-minute "
@@ -456,8 +464,10 @@ def parse_numbers(
     *,
     missing: tuple[str, ...] = ("",),
     minimum: float | None = 0.0,
+    maximum: float = MAX_NUMBER,
 ) -> np.ndarray:
-    """Floats (NaN for the missing tokens); anything else unreadable or below minimum raises."""
+    """Floats (NaN for the missing tokens); anything else unreadable, below `minimum` or above
+    `maximum` in size (every number a file gives is at most 1e15) raises, naming the row."""
     text = values.astype("str").str.strip()
     absent = text.isin(missing).to_numpy()
     numbers = _to_floats(text.where(~absent, "nan"))
@@ -465,6 +475,12 @@ def parse_numbers(
     if bad is not None:
         raise ScenarioError(
             f"{name}: row {rows[bad]}: {field_name} must be a number, got {text.iloc[bad]!r}"
+        )
+    bad = first_bad(~absent & (np.abs(numbers) > maximum))
+    if bad is not None:
+        raise ScenarioError(
+            f"{name}: row {rows[bad]}: {field_name} {text.iloc[bad]} is more than "
+            f"{maximum:,.0f} in size".replace(f"{MAX_NUMBER:,.0f}", "1e15")
         )
     if minimum is not None:
         bad = first_bad(~absent & (numbers < minimum))
@@ -811,6 +827,25 @@ def history_reader(read_table: Callable[..., tuple[pd.DataFrame, TraceInfo]]) ->
     return read_history
 
 
+def _check_window_in_trace(
+    info: TraceInfo, W0: float, W1: float, stamps: np.ndarray, trace_end: float
+) -> None:
+    """A window the trace says nothing about is an empty cluster, not a plan of it: refuse one
+    that ends before the first job came, or starts after the export (where the format knows its
+    time; otherwise jobs never started may still wait in a later window)."""
+    stamps = stamps[np.isfinite(stamps)]
+    if not len(stamps):
+        return
+    first = float(stamps.min())
+    if (math.isfinite(info.end) and info.end <= W0) or first >= W1:
+        raise ScenarioError(
+            f"{info.name}: the window {_time_label(W0, info.relative)} .. "
+            f"{_time_label(W1, info.relative)} is outside the trace, which runs from "
+            f"{_time_label(first, info.relative)} to {_time_label(trace_end, info.relative)}: "
+            "give a --start inside it"
+        )
+
+
 def import_table(
     table: pd.DataFrame,
     info: TraceInfo,
@@ -845,6 +880,7 @@ def import_table(
         stamps = np.concatenate([submit, start, end])
         stamps = stamps[np.isfinite(stamps)]
         trace_end = float(stamps.max()) if len(stamps) else 0.0
+    _check_window_in_trace(info, W0, W1, np.concatenate([submit, start]), trace_end)
     submit = np.where(np.isfinite(submit), submit, np.where(np.isfinite(start), start, np.nan))
 
     types, groups = _classify(jobs, rules)

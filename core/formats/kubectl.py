@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..model import ScenarioError
+from ..model import MAX_GPUS, ScenarioError
 from .history import (
     TraceInfo,
     as_text,
@@ -86,7 +86,7 @@ def read_table(
     table["qos"] = frame["qos"].to_numpy()
     table["priority_class"] = frame["priority_class"].to_numpy()
     table["state"] = frame["phase"].str.upper().to_numpy()
-    table["gpus"] = parse_numbers(frame["gpus"], shown, GPU_RESOURCE, rows)
+    table["gpus"] = parse_numbers(frame["gpus"], shown, GPU_RESOURCE, rows, maximum=MAX_GPUS)
     table["priority_raw"] = parse_numbers(
         frame["priority"], shown, "spec.priority", rows, minimum=None
     )

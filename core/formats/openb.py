@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import ScenarioError
+from ..model import MAX_GPUS, ScenarioError
 from .history import (
     TraceInfo,
     check_order,
@@ -66,7 +66,7 @@ def read_table(
         frame["pod_phase"].str.strip().str.upper().to_numpy() if "pod_phase" in frame else ""
     )
 
-    num_gpu = parse_numbers(frame["num_gpu"], shown, "num_gpu", rows)
+    num_gpu = parse_numbers(frame["num_gpu"], shown, "num_gpu", rows, maximum=MAX_GPUS)
     if "gpu_milli" in frame.columns:
         milli = parse_numbers(frame["gpu_milli"], shown, "gpu_milli", rows)
         bad = np.flatnonzero(milli > 1000)
@@ -111,5 +111,5 @@ def _cluster_gpus(source: str | bytes | Path, nodes: str | Path | None) -> int |
     frame, shown = read_delimited(nodes, None)
     require_columns(frame, shown, [("gpu",)])
     read_source(nodes)
-    gpus = parse_numbers(frame["gpu"], shown, "gpu", np.arange(2, len(frame) + 2))
+    gpus = parse_numbers(frame["gpu"], shown, "gpu", np.arange(2, len(frame) + 2), maximum=MAX_GPUS)
     return int(np.nansum(gpus))

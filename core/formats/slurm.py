@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..model import ScenarioError
+from ..model import MAX_GPUS, ScenarioError
 from .history import (
     TraceInfo,
     by_unique,
@@ -151,7 +151,8 @@ def _gpus(frame: pd.DataFrame, name: str, rows: np.ndarray, waiting: np.ndarray)
         i = int(bad[0])
         field_name = "ReqTRES" if use_req[i] else "AllocTRES"
         raise ScenarioError(
-            f"{name}: row {rows[i]}: {field_name} gres/gpu must be a whole number >= 0, got "
+            f"{name}: row {rows[i]}: {field_name} gres/gpu must be a whole number from 0 to "
+            f"{MAX_GPUS:,}, got "
             f"{tres.iloc[i]!r}"
         )
     return count
@@ -164,10 +165,11 @@ def _tres_gpus(tres: str) -> float:
     counts = untyped[:1] if untyped else _TYPED.findall(tres)
     total = 0.0
     for text in counts:
-        if not text.strip().isdigit():
+        digits = text.strip()
+        if not digits.isdigit() or len(digits) > 6 or int(digits) > MAX_GPUS:
             return math.nan
-        total += int(text)
-    return total
+        total += int(digits)
+    return total if total <= MAX_GPUS else math.nan
 
 
 def _expand_pending_arrays(

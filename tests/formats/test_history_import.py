@@ -269,6 +269,28 @@ def test_imported_scenarios_plan_legally(path, window, planner):
 
 
 @needs_openb
+@pytest.mark.parametrize("start", ["3600", "1e18", "-100"])
+def test_a_window_outside_the_trace_is_refused_with_the_trace_span(start, capsys, tmp_path):
+    from core.cli import main
+
+    out = tmp_path / "window"
+    code = main(["import", str(OPENB), "--start", start, "--out", str(out / "scenario.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: openb_pod_list_default.csv: the window ")
+    assert "is outside the trace, which runs from 0 h to 3584.16 h" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("days", [1e18, 1e6, 420.5])
+def test_a_window_past_the_step_limit_is_refused_before_its_arrays(days):
+    with pytest.raises(ScenarioError, match=r"more than the limit of 10,080"):
+        ImportWindow(days=days, step_minutes=60)
+    assert ImportWindow(days=420, step_minutes=60).steps == 10_080
+    assert ImportWindow(days=7, step_minutes=1).steps == 10_080
+
+
+@needs_openb
 def test_openb_real_day():
     result = openb.read_history(OPENB, ImportWindow(start=OPENB_DAY))
     s = result.summary
@@ -446,6 +468,38 @@ BAD_FILES = [
     ("openb", "o.csv", OPENB_HEAD + "p0,1,1000,LS,Running,abc,10,0\n", ["row 2", "creation_time"]),
     ("openb", "o.csv", OPENB_HEAD + "p0,1,1500,LS,Running,0,10,0\n", ["row 2", "gpu_milli"]),
     ("openb", "o.csv", "name,num_gpu,gpu_milli\np0,1,1000\n", ["o.csv", "missing column qos"]),
+    # sizes past the limits, named by row and field before anything is made of them
+    (
+        "openb",
+        "o.csv",
+        OPENB_HEAD + "p0,1,1000,LS,Running,0,10,0\np1,1e18,0,LS,Running,0,10,0\n",
+        ["o.csv: row 3: num_gpu 1e18 is more than 65,536 in size"],
+    ),
+    (
+        "openb",
+        "o.csv",
+        OPENB_HEAD + "p0,1,1000,LS,Running,0,1e18,0\n",
+        ["o.csv: row 2: deletion_time 1e18 is more than 1e15 in size"],
+    ),
+    (
+        "slurm",
+        "s.txt",
+        SACCT_HEAD + f"1|{T}|{T}|{T}|gres/gpu={'9' * 5000}\n",
+        ["s.txt: row 2: AllocTRES gres/gpu must be a whole number from 0 to 65,536"],
+    ),
+    (
+        "slurm",
+        "s.txt",
+        SACCT_HEAD + f"1|{T}|{T}|{T}|gres/gpu:a100=40000,gres/gpu:h100=40000\n",
+        ["row 2", "from 0 to 65,536"],  # each fits, their sum does not
+    ),
+    (
+        "helios",
+        "h.csv",
+        HELIOS_HEAD + "j,u,vc,1e9,COMPLETED,2020-05-02 00:00:00,,,0\n",
+        ["h.csv: row 2: gpu_num 1e9 is more than 65,536 in size"],
+    ),
+    ("kubectl", "k.json", _pods("100000"), ["k.json", "row 0", "nvidia.com/gpu 100000 is more"]),
     (
         "helios",
         "h.csv",
@@ -573,7 +627,13 @@ def test_any_history_imports_and_plans_legally(rows, gpus):
     info = TraceInfo(name="random.txt", format="slurm", rows=len(rows))
     if not (table["gpus"] > 0).any():
         return
-    result = import_table(table, info, ImportWindow(start="2027-01-15T08:00:00", gpus=gpus))
+    window = ImportWindow(start="2027-01-15T08:00:00", gpus=gpus)
+    stamps = table.loc[table["gpus"] > 0, ["submit", "start"]].to_numpy(dtype=float)
+    if np.nanmin(stamps) >= t0 + 24 * 3600:  # every job came after the window
+        with pytest.raises(ScenarioError, match="is outside the trace, which runs from"):
+            import_table(table, info, window)
+        return
+    result = import_table(table, info, window)
     scenario = result.scenario
     b = result.summary["batch"]
     event(f"pinned {min(b['pinned'], 2)}, not pinned {min(b['not_pinned'], 1)}")
