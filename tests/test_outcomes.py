@@ -112,6 +112,16 @@ def test_assignments_csv_carries_the_outcome_columns(small):
     )
     summary = list(csv.DictReader(io.StringIO(summary_to_csv(scenario, {"hand": plan}))))
     by_name = {(r["section"], r["name"]): r["hand"] for r in summary}
+    settings = [(r["name"], r["hand"]) for r in summary if r["section"] == "setting"]
+    assert settings == [  # what the plans were made under, first
+        ("scenario", scenario.name),
+        ("gpus", "4"),
+        ("horizon", "4 steps of 60 min from 2026-08-17T06:00"),
+        ("penalty_weight", f"{scenario.policy.penalty_weight:g}"),
+        ("decay", f"{scenario.policy.decay:g}"),
+        ("rt_coverage_target", ""),
+    ]
+    assert summary[len(settings)]["section"] == "kpi"
     assert by_name[("kpi", "late jobs")] == "1" and by_name[("kpi", "cost")] == "32"
     assert by_name[("job", "A")] == "done, steps 1-2, waited 1 h, late"
     assert by_name[("job", "C")] == "not started"

@@ -80,14 +80,29 @@ def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
 def summary_to_csv(scenario: Scenario, plans: Mapping[str, Plan]) -> str:
     """One table to hand on: KPIs, then every batch job and team, one column per planner.
 
-    Columns `section` (kpi, job or team), `name`, then one per planner; KPI cells are
-    numbers, job and team cells a short outcome ("done, steps 3-9, waited 1 h").
+    Columns `section` (setting, kpi, job or team), `name`, then one per planner; the settings
+    the plans were made under come first (the same in every column: the file says what it is of
+    on its own), KPI cells are numbers, job and team cells a short outcome ("done, steps 3-9,
+    waited 1 h").
     """
     from ..tables import kpi_table
 
     names = list(plans)
-    hours = scenario.cluster.step_hours
-    rows: list[dict[str, Any]] = []
+    c, policy = scenario.cluster, scenario.policy
+    hours = c.step_hours
+    settings = {
+        "scenario": scenario.name,
+        "gpus": c.gpus,
+        "horizon": f"{c.horizon_steps} steps of {c.step_minutes} min"
+        + (f" from {c.start:%Y-%m-%dT%H:%M}" if c.start else ""),
+        "penalty_weight": policy.penalty_weight,
+        "decay": policy.decay,
+        "rt_coverage_target": policy.rt_coverage_target,
+    }
+    rows: list[dict[str, Any]] = [
+        {"section": "setting", "name": key, **dict.fromkeys(names, _kpi_cell(value))}
+        for key, value in settings.items()
+    ]
     for record in kpi_table(scenario, plans).to_dict("records"):
         cells = {n: _kpi_cell(record[n]) for n in names}
         rows.append({"section": "kpi", "name": record["KPI"], **cells})
