@@ -104,12 +104,27 @@ with st.container(border=True):
         decay_text = st.text_input("Decays", f"{s.policy.decay:g}", key="cap_decay")
     c7, c8, c9 = st.columns([1, 1, 2])
     with c7:
-        coverage = st.number_input(
-            "Target: real-time coverage", 0.0, 1.0, 0.99, 0.01, key="cap_coverage"
+        # In percent, as on Plan & compare; the workload's own coverage target by default
+        own = s.policy.rt_coverage_target
+        coverage = (
+            st.number_input(
+                "Target: real-time coverage (%)",
+                0.0,
+                100.0,
+                99.0 if own is None else round(own * 100, 2),
+                0.5,
+                key="cap_coverage_pct",
+                help="A size meets it where the planner serves at least this share of the "
+                "demanded real-time GPU-hours (the workload's coverage target when it has one).",
+            )
+            / 100
         )
     with c8:
-        completed = st.number_input(
-            "Target: completed jobs (share)", 0.0, 1.0, 0.8, 0.05, key="cap_completed"
+        completed = (
+            st.number_input(
+                "Target: completed jobs (%)", 0.0, 100.0, 80.0, 5.0, key="cap_completed_pct"
+            )
+            / 100
         )
     with c9:
         st.write("")
@@ -176,7 +191,8 @@ st.plotly_chart(
 
 st.subheader("Smallest swept size meeting the targets")
 st.caption(
-    f"Real-time coverage >= {coverage:.0%} and completed batch jobs >= {completed:.0%} of all, "
+    f"Real-time coverage >= {coverage * 100:g}% and completed batch jobs >= "
+    f"{completed * 100:g}% of all, "
     "per planner and setting; `gpuplan size` searches every multiple of a step instead."
 )
 sizes = pd.DataFrame(marks)

@@ -760,6 +760,14 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         sizes = at.dataframe[0].value  # the sizes table, then every run
         allocator = sizes[sizes["planner"] == "allocator"]["gpus"].tolist()
         assert allocator == ["24"]  # mixed-control: 16 GPUs complete 6/11 jobs, 24 complete 9
+        # Targets in percent, as on Plan & compare: 98% coverage (16 GPUs serve 98.6%) and
+        # half the jobs done (6/11; 8 GPUs complete 5) are met at 16 GPUs
+        assert at.number_input(key="cap_coverage_pct").value == 99.0
+        at.number_input(key="cap_coverage_pct").set_value(98.0).run()
+        at.number_input(key="cap_completed_pct").set_value(50.0).run()
+        sizes = at.dataframe[0].value
+        assert sizes[sizes["planner"] == "allocator"]["gpus"].tolist() == ["16"]
+        assert any("completed batch jobs >= 50% of all" in c.value for c in at.caption)
         # Bad input: one error, the last sweep stays.
         at.text_input(key="cap_gpus").set_value("8,lots")
         at.button(key="cap_run").click().run()
