@@ -291,10 +291,14 @@ st.subheader("Realised grid and idle windows")
 g1, g2, g3 = st.columns([2, 1, 1])
 with g1:
     pick = st.selectbox("Planner", list(results), key="hz_pick", format_func=common.planner_label)
-with g2:
-    min_gpus = st.select_slider(
-        "Window at least (GPUs)", [1, 2, 4, 8, 16, 32, 64], value=2, key="hz_min_gpus"
-    )
+with g2:  # block sizes up to the replayed cluster's (a value kept from a larger one shrinks)
+    G = sim_scenario.cluster.gpus
+    sizes = [1 << k for k in range(G.bit_length()) if 1 << k <= G]
+    common.init_widget("hz_min_gpus", min(2, sizes[-1]))
+    if st.session_state["hz_min_gpus"] not in sizes:
+        kept = st.session_state["hz_min_gpus"]
+        st.session_state["hz_min_gpus"] = max(v for v in sizes if v <= max(1, kept))
+    min_gpus = st.select_slider("Window at least (GPUs)", sizes, key="hz_min_gpus")
 with g3:
     min_steps = st.number_input("and at least (steps)", 1, 1000, 3, key="hz_min_steps")
 result = results[pick]

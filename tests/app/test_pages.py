@@ -500,6 +500,7 @@ def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
     from core.analysis import idle_windows
 
     at = open_page("pages/horizon_risk.py", timeout=180)
+    assert at.select_slider(key="hz_min_gpus").options == ["1", "2", "4", "8", "16"]  # 16 GPUs
     at.select_slider(key="hz_min_gpus").set_value(1).run()
     at.number_input(key="hz_min_steps").set_value(1).run()
     assert not at.exception
