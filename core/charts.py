@@ -778,8 +778,8 @@ def stability_figure(
             )
         )
     layout_x: dict[str, Any] = {"title": "re-plan at step", "gridcolor": "#eee"}
-    if labels is not None:
-        layout_x.update(_label_ticks(labels))
+    if labels is not None:  # (the ticks are then times: the title says so)
+        layout_x.update(_label_ticks(labels), title="re-plan at")
     fig.update_layout(
         height=300,
         title="Plan stability: cells changed by each re-plan",

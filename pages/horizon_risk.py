@@ -151,7 +151,8 @@ if planners and (run or store is None or other_workload):
             except ScenarioError as e:
                 failed[name] = str(e)
         status.update(
-            label=f"Simulated {days:g} days with {', '.join(results) or 'nothing'}",
+            label=f"Simulated {days:g} days with "
+            + (", ".join(common.planner_label(n) for n in results) or "nothing"),
             state="complete" if results else "error",
             expanded=False,
         )
