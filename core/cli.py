@@ -98,9 +98,9 @@ def _read_input(args: argparse.Namespace) -> Any:
     from .formats import HISTORY_FORMATS, detect, read
 
     paths = [Path(p) for p in args.scenario]
-    if len(paths) == 2:
+    if len(paths) == 2 and all(p.suffix.lower() == ".csv" for p in paths):
         return read(paths, base=_pair_host(args, paths))
-    if len(paths) > 2:
+    if len(paths) >= 2:  # (two JSON files are not a pair: say what is)
         raise ScenarioError(
             f"{', '.join(p.name for p in paths)}: give one scenario or history file, or "
             f"jobs.csv together with demand.csv"
@@ -280,7 +280,14 @@ def _parser() -> argparse.ArgumentParser:
     _input_arguments(simulate, window_days=False)
     simulate.add_argument("--days", type=_days, default=1.0, metavar="D")
     simulate.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
-    simulate.add_argument("--replan-minutes", type=_positive_int, default=60, metavar="M")
+    simulate.add_argument(
+        "--replan-minutes",
+        type=_positive_int,
+        default=None,
+        metavar="M",
+        help="minutes between re-plans, a whole number of the scenario's steps (default: every "
+        "hour, or the first whole number of steps past it)",
+    )
     simulate.add_argument("--time-limit", type=_positive_float, default=5.0, metavar="S")
     simulate.add_argument(
         "--demand-quantile",
@@ -739,7 +746,9 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
     scenario = _read_input(args)
     step = scenario.cluster.step_minutes
-    if args.replan_minutes % step:  # rolling would round it to whole steps: say so instead
+    if args.replan_minutes is None:  # hourly, in whole steps (a 7-minute step: every 63 min)
+        args.replan_minutes = step * max(1, math.ceil(60 / step))
+    elif args.replan_minutes % step:  # rolling would round it to whole steps: say so instead
         raise ScenarioError(
             f"--replan-minutes {args.replan_minutes} is not a whole number of the scenario's "
             f"{step}-minute steps"

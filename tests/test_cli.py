@@ -377,3 +377,30 @@ def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
     assert [r["planner"] for r in rows] == ["fifo", "allocator"]
     assert all(r["legal"] and r["gpus"] == 16 and r["jobs"] == 20 for r in rows)
     assert "generated: 16 GPUs, 20 jobs, 120 steps, seed 0: allocator, run 2 of 2" in result.stderr
+
+
+def test_two_scenario_files_are_not_taken_for_a_csv_pair(scenarios_dir):
+    run = gpuplan("plan", scenarios_dir / "example.json", scenarios_dir / "mixed-control.json")
+    assert run.returncode == 2
+    assert run.stderr == (
+        "error: example.json, mixed-control.json: give one scenario or history file, or "
+        "jobs.csv together with demand.csv\n"
+    )  # not "the CSV pair carries no cluster: give --gpus"
+
+
+def test_simulate_replans_hourly_in_whole_steps_unless_told_otherwise(tmp_path, scenarios_dir):
+    from core.formats import scenario_to_json
+    from core.model import Cluster
+
+    example = load_scenario(scenarios_dir / "example.json")
+    c = example.cluster
+    seven = tmp_path / "seven.json"  # 7-minute steps: hourly is every 63 minutes
+    seven.write_text(scenario_to_json(example.replace(cluster=Cluster(c.gpus, 7, c.horizon_steps))))
+    run = gpuplan("simulate", seven, "--planner", "fifo", "--days", "0.5", "--no-progress")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["replans"] == 12  # 720 minutes / 63, rounded up
+    told = gpuplan("simulate", seven, "--replan-minutes", "60", "--no-progress")
+    assert told.returncode == 2
+    assert "--replan-minutes 60 is not a whole number of the scenario's 7-minute steps" in (
+        told.stderr
+    )

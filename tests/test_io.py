@@ -16,6 +16,7 @@ from core.formats import (
     MAX_UPLOAD_BYTES,
     decode_upload,
     grid_to_csv,
+    load_scenario,
     plan_exports,
     plan_from_grid_csv,
     scenario_from_dict,
@@ -185,7 +186,7 @@ def test_bad_scenario_is_named_in_the_message(change, words):
         ("[" * 100_000 + "]" * 100_000, ["bad.json", "nested too deeply"]),
         ('{"jobs": ' + "[" * 50_000 + "]" * 50_000 + "}", ["bad.json", "nested too deeply"]),
         # more digits than Python converts: a message, not ValueError
-        ('{"cluster": {"gpus": 1' + "0" * 5000 + "}}", ["bad.json", "not valid JSON"]),
+        ('{"cluster": {"gpus": 1' + "0" * 5000 + "}}", ["bad.json", "more than 4,300 digits"]),
     ],
 )
 def test_hostile_json_text_is_refused_with_a_message(text, words):
@@ -439,6 +440,18 @@ BAD_TABLES = [
 ]
 
 
+def test_a_job_refused_for_its_demand_is_not_also_missing_from_jobs_csv(scenarios_dir):
+    example = load_scenario(scenarios_dir / "example.json")
+    jobs_csv, demand_csv = scenario_to_tables(example)
+    lines = demand_csv.splitlines()
+    step, job_id, _ = lines[2].split(",")
+    lines[2] = f"{step},{job_id},1e18"
+    with pytest.raises(ScenarioError) as raised:
+        scenario_from_tables(jobs_csv, "\n".join(lines) + "\n", example)
+    [problem] = raised.value.problems  # one problem, not a second "is not a real-time job"
+    assert f"job '{job_id}': demand[{step}] 1e+18 exceeds the limit of 1e+15" in problem
+
+
 def test_both_files_of_a_bad_pair_say_what_is_wrong_at_once():
     base = scenario_from_dict(mutate("cluster.horizon_steps", 2)({**BASE, "jobs": []}))
     jobs_csv = "id,type,priority,arrival_step,gpus_min,gpus_max\nt,training,1,0,1,1\n"
@@ -655,7 +668,7 @@ def test_dev_zero_and_endless_pipes_are_refused_without_reading_them_whole(tmp_p
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     assert len(lines) == 3, result.stdout
-    assert "zero: file is 21.0 MB, larger than the upload limit of 21 MB" in lines[0]
+    assert "zero: file is larger than the upload limit of 20 MB" in lines[0]
     assert "endless.json" in lines[1] and "upload limit" in lines[1]
     assert "upload limit" in lines[2]
 

@@ -110,6 +110,7 @@ def scenario_from_tables(
     if problems:
         raise ScenarioError("; ".join(problems[:5]), problems)
     jobs: list[Job] = []
+    refused: set[str] = set()  # ids of rows already reported: their demand rows are not news
     for line, row in rows:
         where = f"{jobs_name}: row {line}"
         try:
@@ -120,7 +121,8 @@ def scenario_from_tables(
             jobs.append(job_from_row(row, demand=demand, history=history_by_job.get(job_id)))
         except ScenarioError as e:
             problems.extend(f"{where}: {p}" for p in e.problems)
-    known = {j.id for j in jobs}
+            refused.add(str(row.get("id", "")).strip())
+    known = {j.id for j in jobs} | refused
     for job_id, (line, _) in demand_by_job.items():
         if job_id not in known:
             problems.append(

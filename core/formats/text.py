@@ -36,11 +36,8 @@ def decode_upload(data: bytes | BinaryIO, name: str, limit: int = MAX_UPLOAD_BYT
     """Uploaded bytes (or a binary file object, read at most limit + 1 bytes) as text."""
     if not isinstance(data, bytes | bytearray):
         data = data.read(limit + 1)
-    if len(data) > limit:
-        raise ScenarioError(
-            f"{name}: file is {len(data) / 1e6:.1f} MB, larger than the upload limit of "
-            f"{limit / 1e6:.0f} MB"
-        )
+    if len(data) > limit:  # (read no further than one byte past it: its size is unknown)
+        raise ScenarioError(f"{name}: file is larger than the upload limit of {limit / 2**20:g} MB")
     try:
         text = bytes(data).decode("utf-8-sig")
     except UnicodeDecodeError as e:
