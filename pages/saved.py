@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from core.model import Scenario, ScenarioError
 from core.tables import job_table, kpi_table
 from core.workspace import WorkspaceError
 from pages import common
@@ -25,6 +26,25 @@ s = common.scenario()
 store = common.stored_plans(s)
 
 # --- save ------------------------------------------------------------------------------------
+
+
+def _named(s: Scenario, name: str) -> Scenario:
+    """The workload as saved under `name`: it carries that name, so it reopens so named (and
+    saving it again under the same name keeps its runs: the same body)."""
+    return s if name.strip() == s.name else s.replace(name=name.strip())
+
+
+def _adopt(s: Scenario, named: Scenario, store: dict) -> None:
+    """The active workload takes the name it was saved under; its plans stay (only the name
+    changed) and the sidebar shows the new name at once."""
+    if named is s:
+        return
+    plans = dict(store["plans"])
+    common.set_scenario(named, f"saved: {named.name}", reset_controls=False)
+    common.stored_plans(named)["plans"].update(plans)
+    st.rerun()
+
+
 with st.container(border=True):
     st.markdown("**Save the active workload**")
     c1, c2, c3 = st.columns([3, 1, 1])
@@ -38,9 +58,11 @@ with st.container(border=True):
         st.write("")
         if st.button("Save workload", key="saved_save", type="primary", width="stretch"):
             try:
-                workspace.save_scenario(name, s)
+                named = _named(s, name)
+                workspace.save_scenario(name, named)
                 st.session_state["saved_message"] = f"Saved the workload as '{name.strip()}'."
-            except WorkspaceError as e:
+                _adopt(s, named, store)
+            except ScenarioError as e:
                 st.session_state["saved_message"] = f"error: {e}"
     with c3:
         st.write("")
@@ -52,12 +74,14 @@ with st.container(border=True):
             help="Also keep the plans made on Plan & compare (planner, policy, metrics, grid).",
         ):
             try:
+                named = _named(s, name)
                 for planner in planned:
-                    workspace.save_run(name, s, store["plans"][planner])
+                    workspace.save_run(name, named, store["plans"][planner])
                 st.session_state["saved_message"] = (
                     f"Saved '{name.strip()}' with runs of {', '.join(planned)}."
                 )
-            except WorkspaceError as e:
+                _adopt(s, named, store)
+            except ScenarioError as e:
                 st.session_state["saved_message"] = f"error: {e}"
     message = st.session_state.pop("saved_message", None)
     if message and message.startswith("error: "):

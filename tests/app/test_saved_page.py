@@ -43,6 +43,29 @@ def test_a_saved_workload_is_there_in_a_new_session_and_opens(workspace_file):
     fresh.button(key="saved_open").click().run()
     assert not fresh.exception
     assert fresh.session_state["scenario_source"] == "saved: my cluster day"
+    assert fresh.session_state["scenario"].name == "my cluster day"  # reopens as saved
+
+
+def test_a_workload_saved_under_a_name_takes_it_and_keeps_its_runs(workspace_file):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("pages/plan_compare.py").run()  # plans fifo, backfill and the allocator
+    at.switch_page("pages/saved.py").run()
+    before = at.session_state["scenario"]
+    plans = dict(at.session_state["plans"]["plans"])
+    at.text_input(key=f"saved_name_{at.session_state['scenario_version']}").set_value("day 140")
+    at.button(key="saved_save_runs").click().run()
+    assert not at.exception and any("day 140" in s.value for s in at.success)
+    now = at.session_state["scenario"]
+    assert now.name == "day 140" and now == before.replace(name="day 140")
+    assert at.session_state["plans"]["plans"].keys() == plans.keys()  # no plan made again
+    ws = Workspace(workspace_file)
+    assert ws.load_scenario("day 140") == now
+    runs = len(ws.runs("day 140"))
+    assert runs >= 2
+    at.button(key="saved_save").click().run()  # saved again as it is: the same, runs kept
+    assert len(Workspace(workspace_file).runs("day 140")) == runs
+    assert "day 140" in " ".join(m.value for m in at.sidebar.markdown)
 
 
 def test_runs_saved_from_the_session_can_be_compared(workspace_file):
