@@ -58,6 +58,8 @@ def test_a_saved_workload_survives_a_browser_reload(app_url, page):  # noqa: F81
     page.get_by_role("button", name="Open as active workload").click()
     settle(page)
     sidebar = page.get_by_test_id("stSidebar").inner_text()
-    assert "Active scenario: example" in sidebar and "saved: capacity review" in sidebar
+    # example's workload, under the name it was saved as
+    assert "Active scenario: capacity review" in sidebar and "saved: capacity review" in sidebar
+    assert "8 GPUs x 24 steps of 60 min · 5 batch + 1 real-time jobs" in sidebar
     no_exception(page)
     screenshot(page, "saved")
