@@ -432,3 +432,83 @@ def change_words(change: float | None, shown: str, against: str) -> tuple[str | 
     if not any(c in "123456789" for c in shown):
         return f"≈ {against}", False
     return shown, True
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved & compare
+
+_SHARES = {"utilization", "allocated_fraction", "rt_coverage"}
+_COUNTS = {"completed_jobs", "unstarted_jobs", "late_jobs"}
+
+
+def _kpi_text(key: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if key in _SHARES:
+        return f"{value:.1%}"
+    if key in _COUNTS:
+        return f"{int(value):,}"
+    if key == "team_fairness":
+        return f"{value:.3f}"
+    return f"{value:,.1f}"
+
+
+def _kpi_change(key: str, a: Any, b: Any) -> str:
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+        return ""
+    if key in _SHARES:
+        change = f"{(b - a) * 100:+.1f} pp"
+    elif key in _COUNTS:
+        change = f"{int(b) - int(a):+,}"
+    elif key == "team_fairness":
+        change = f"{b - a:+.3f}"
+    else:
+        change = f"{b - a:+,.1f}"
+    return change if any(c in "123456789" for c in change) else "same"
+
+
+def saved_comparison(
+    left: Scenario,
+    left_metrics: Mapping[str, Any],
+    right: Scenario,
+    right_metrics: Mapping[str, Any],
+) -> pd.DataFrame:
+    """Two saved runs side by side, as text a planner reads at a glance: what each was planned
+    under (workload, cluster, policy), then every KPI with its unit and B - A (pp for shares;
+    "same" where it rounds to nothing; "—" where a run has no value)."""
+    from .tables import KPI_COLUMNS
+
+    def settings(s: Scenario) -> dict[str, str]:
+        c, p = s.cluster, s.policy
+        target = "none" if p.rt_coverage_target is None else f"{p.rt_coverage_target:.1%}"
+        return {
+            "workload": s.name,
+            "cluster": f"{c.gpus:,} GPUs x {c.horizon_steps:,} steps of {c.step_minutes} min",
+            "penalty weight": f"{p.penalty_weight:g}",
+            "reward decay": f"{p.decay:g}",
+            "coverage target": target,
+        }
+
+    a, b = settings(left), settings(right)
+    rows = [
+        {
+            "": label,
+            "A": a[label],
+            "B": b[label],
+            "B - A": "" if a[label] == b[label] else "differs",
+        }
+        for label in a
+    ]
+    for key, label in KPI_COLUMNS:
+        x, y = left_metrics.get(key), right_metrics.get(key)
+        if x is None and y is None:
+            continue
+        rows.append(
+            {
+                "": label,
+                "A": _kpi_text(key, x),
+                "B": _kpi_text(key, y),
+                "B - A": _kpi_change(key, x, y),
+            }
+        )
+    return pd.DataFrame(rows, columns=["", "A", "B", "B - A"])

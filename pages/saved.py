@@ -3,8 +3,10 @@
 import pandas as pd
 import streamlit as st
 
+from core import views
 from core.model import Scenario, ScenarioError
-from core.tables import job_table, kpi_table
+from core.plan import metrics
+from core.tables import job_table
 from core.workspace import WorkspaceError
 from pages import common
 
@@ -157,10 +159,8 @@ except WorkspaceError as e:
     st.error(str(e))
     st.stop()
 
-kpis = kpi_table(left_s, {"A": left_p}).merge(
-    kpi_table(right_s, {"B": right_p}), on="KPI", how="outer", sort=False
-)
-st.dataframe(kpis, hide_index=True, width="stretch")
+kpis = views.saved_comparison(left_s, metrics(left_s, left_p), right_s, metrics(right_s, right_p))
+st.dataframe(kpis, hide_index=True, width="stretch", key="saved_kpis")
 if left_s == right_s:
     st.markdown("**Per job** (unfinished and unstarted first)")
     st.dataframe(job_table(left_s, {"A": left_p, "B": right_p}), hide_index=True, width="stretch")

@@ -318,3 +318,36 @@ def test_everything_published_for_a_row_fits_one_cell():
 )
 def test_a_card_says_a_change_only_where_it_shows(change, shown, words):
     assert views.change_words(change, shown, "FIFO") == words
+
+
+def test_two_saved_runs_read_side_by_side_with_their_settings_and_changes(scenarios_dir):
+    from core.model import Policy
+
+    a = load_scenario(scenarios_dir / "example.json")
+    b = a.replace(
+        name="other", policy=Policy(penalty_weight=5, decay=0.97, rt_coverage_target=0.99)
+    )
+    left = {"utilization": 0.8646, "rt_coverage": 1.0, "objective": 1415.1019, "completed_jobs": 3}
+    left |= {"wait_hours_p50": None, "team_fairness": 0.9}
+    right = {"utilization": 0.9, "rt_coverage": 0.99996, "objective": 1400.0, "completed_jobs": 5}
+    right |= {"wait_hours_p50": 2.0, "team_fairness": 0.9}
+    table = views.saved_comparison(a, left, b, right)
+    rows = {r[""]: (r["A"], r["B"], r["B - A"]) for r in table.to_dict("records")}
+    assert rows["workload"] == ("example", "other", "differs")
+    assert rows["cluster"] == ("8 GPUs x 24 steps of 60 min",) * 2 + ("",)
+    assert rows["penalty weight"] == (f"{a.policy.penalty_weight:g}", "5", "differs")
+    assert rows["coverage target"] == ("none", "99.0%", "differs")
+    assert rows["utilization"] == ("86.5%", "90.0%", "+3.5 pp")
+    assert rows["real-time coverage"] == ("100.0%", "100.0%", "same")  # -0.004 pp rounds away
+    assert rows["objective"] == ("1,415.1", "1,400.0", "-15.1")
+    assert rows["completed jobs"] == ("3", "5", "+2")
+    assert rows["wait p50 (h)"] == ("—", "2.0", "")  # no value on one side: no change to say
+    assert rows["team fairness (Jain)"] == ("0.900", "0.900", "same")
+    assert "cost" not in rows  # a KPI neither run has is left out
+    assert list(rows)[:5] == [
+        "workload",
+        "cluster",
+        "penalty weight",
+        "reward decay",
+        "coverage target",
+    ]

@@ -79,7 +79,15 @@ def test_runs_saved_from_the_session_can_be_compared(workspace_file):
     assert {r.planner for r in ws.runs()} >= {"fifo", "allocator"}
     at.run()
     assert at.selectbox(key="saved_run_a") is not None
-    assert any(df.value.columns.tolist()[:1] == ["KPI"] for df in at.dataframe)
+    (table,) = [d.value for d in at.dataframe if d.value.columns.tolist()[:1] == [""]]
+    assert table.columns.tolist() == ["", "A", "B", "B - A"]
+    assert table[""].tolist()[:5] == [
+        "workload",
+        "cluster",
+        "penalty weight",
+        "reward decay",
+        "coverage target",
+    ]
     expected = load_scenario(SCENARIOS_DIR / "mixed-control.json")
     assert ws.load_scenario(expected.name) == expected
 
