@@ -512,3 +512,16 @@ def saved_comparison(
             }
         )
     return pd.DataFrame(rows, columns=["", "A", "B", "B - A"])
+
+
+def unfinished_words(unfinished: Mapping[str, Sequence[str]], shown: int = 8) -> str:
+    """Per planner, the batch jobs not completed: at most `shown` named, then how many more
+    (an imported day leaves dozens: a wall of ids says less than a count)."""
+    parts = []
+    for name, ids in unfinished.items():
+        if not ids:
+            parts.append(f"{name}: none")
+            continue
+        more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+        parts.append(f"{name}: {len(ids)} ({', '.join(ids[:shown])}{more})")
+    return "Not completed in the horizon: " + "; ".join(parts)

@@ -350,15 +350,11 @@ unfinished = {
     name: [o.job.id for o in job_outcomes(s, plan) if not o.completed]
     for name, plan in plans.items()
 }
-st.caption(
-    "Not completed in the horizon: "
-    + "; ".join(
-        f"{common.planner_label(n)}: {', '.join(ids) if ids else 'none'}"
-        for n, ids in unfinished.items()
-    )
-)
+st.caption(views.unfinished_words({common.planner_label(n): ids for n, ids in unfinished.items()}))
 with st.expander(f"Per job, planners side by side ({len(jobs_table)} batch jobs)"):
-    st.dataframe(jobs_table, hide_index=True, width="stretch", key="plan_jobs_table")
+    st.dataframe(
+        jobs_table, hide_index=True, width="stretch", key="plan_jobs_table", placeholder="—"
+    )
 teams_table = tables.team_table(s, plans)
 if not teams_table.empty:
     with st.expander("Per team: GPU-hours, value, completed jobs, wait"):

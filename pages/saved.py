@@ -163,7 +163,12 @@ kpis = views.saved_comparison(left_s, metrics(left_s, left_p), right_s, metrics(
 st.dataframe(kpis, hide_index=True, width="stretch", key="saved_kpis")
 if left_s == right_s:
     st.markdown("**Per job** (unfinished and unstarted first)")
-    st.dataframe(job_table(left_s, {"A": left_p, "B": right_p}), hide_index=True, width="stretch")
+    st.dataframe(
+        job_table(left_s, {"A": left_p, "B": right_p}),
+        hide_index=True,
+        width="stretch",
+        placeholder="—",
+    )
 else:
     st.caption("The two runs are of different workloads: the per-job table needs the same one.")
 g1, g2 = st.columns(2)

@@ -351,3 +351,12 @@ def test_two_saved_runs_read_side_by_side_with_their_settings_and_changes(scenar
         "reward decay",
         "coverage target",
     ]
+
+
+def test_unfinished_jobs_are_counted_and_at_most_a_few_named():
+    many = [f"job-{k}" for k in range(40)]
+    words = views.unfinished_words({"FIFO": many, "Allocator (fast)": ["a", "b"], "Full": []})
+    assert words == (
+        "Not completed in the horizon: FIFO: 40 (job-0, job-1, job-2, job-3, job-4, job-5, "
+        "job-6, job-7 and 32 more); Allocator (fast): 2 (a, b); Full: none"
+    )
