@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from core import charts
+from core import charts, views
 from core.formats import MAX_UPLOAD_MB
 from core.formats.history import ImportRules, ImportWindow
 from core.history_view import (
@@ -354,13 +354,12 @@ def with_as_run(values: dict[str, Any], as_run: dict[str, Any] | None) -> dict[s
 
 
 def _metric(label: str, value: str, change: float | None, text: str, help: str) -> None:
-    """A metric with its change vs FIFO, drawn like the planners' cards."""
-    if change is None:
-        st.metric(label, value, help=help)
-    elif abs(change) < 5e-4 * max(1.0, abs(change)):
-        st.metric(label, value, "same as FIFO", delta_color="off", delta_arrow="off", help=help)
+    """A metric with its change vs FIFO, drawn like the planners' cards (`views.change_words`)."""
+    words, coloured = views.change_words(change, text, "FIFO")
+    if coloured:
+        st.metric(label, value, words, help=help)
     else:
-        st.metric(label, value, text, help=help)
+        st.metric(label, value, words, delta_color="off", delta_arrow="off", help=help)
 
 
 def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
@@ -374,7 +373,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
     with st.container(border=True, key="plan_as_run"):
         st.markdown(f"**{AS_RUN_TITLE}**")
         _metric(
-            "Utilization (of GPU-hours)",
+            "Utilization (of GPU-h)",
             f"{as_run['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",
@@ -383,7 +382,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
         )
         gain = as_run["value"] / base["value"] - 1 if base is not None and base["value"] else None
         _metric(
-            "Value (priority-weighted GPU-hours)",
+            "Value (weighted GPU-h)",
             f"{as_run['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
@@ -391,14 +390,14 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
         )
         if as_run.get("objective") is None:
             st.metric(
-                "Objective (weighted GPU-hours)",
+                "Objective (weighted GPU-h)",
                 "—",
                 help="Computed for the policy of the import; load the window again to see it "
                 "under this decay",
             )
         else:
             _metric(
-                "Objective (weighted GPU-hours)",
+                "Objective (weighted GPU-h)",
                 f"{as_run['objective']:,.1f}",
                 d("objective"),
                 f"{d('objective') or 0:+,.1f}",

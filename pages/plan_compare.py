@@ -258,7 +258,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             return None if b is None else m[key] - b[key]
 
         _card(
-            "Utilization (of GPU-hours)",
+            "Utilization (of GPU-h)",
             f"{m['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",
@@ -267,14 +267,14 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         )
         gain = m["value"] / b["value"] - 1 if b is not None and b["value"] > 0 else None
         _card(
-            "Value (priority-weighted GPU-hours)",
+            "Value (weighted GPU-h)",
             f"{m['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
             "Batch GPU-hours delivered in the horizon, each weighted by its job's priority",
         )
         _card(
-            "Objective (weighted GPU-hours)",
+            "Objective (weighted GPU-h)",
             f"{m['objective']:,.1f}",
             d("objective"),
             f"{d('objective') or 0:+,.1f}",

@@ -77,17 +77,17 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     s = expected.scenario
     assert at.session_state["scenario"] == s  # the page's editor round trip kept it intact
     as_run = expected.as_run
-    card = [m for m in at.metric if m.label == "Utilization (of GPU-hours)"]
+    card = [m for m in at.metric if m.label == "Utilization (of GPU-h)"]
     fifo = metrics(s, solve(s, "fifo"))
     allocator = metrics(s, solve(s, "allocator"))
     # planners' cards first (FIFO, backfill, allocator), the as-run card last
     assert card[0].value == f"{fifo['utilization']:.1%}"
     assert card[-1].value == f"{as_run['utilization']:.1%}"
-    values = [m.value for m in at.metric if m.label == "Value (priority-weighted GPU-hours)"]
+    values = [m.value for m in at.metric if m.label == "Value (weighted GPU-h)"]
     completed = [m.value for m in at.metric if m.label == "Completed jobs"]
     assert values[-1] == f"{as_run['value']:,.1f}"
     assert completed[-1] == f"{as_run['completed_jobs']}/{as_run['batch_jobs']}"
-    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-hours)"][-1] == (
+    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-h)"][-1] == (
         f"{as_run['objective']:,.1f}"
     )
     captions = "\n".join(c.value for c in at.caption)
@@ -101,10 +101,10 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     at.slider(key="ctl_scn_decay").set_value(0.9).run()
     assert not at.exception
     assert at.session_state["scenario"].policy.decay == 0.9
-    assert [m.value for m in at.metric if m.label == "Utilization (of GPU-hours)"][-1] == (
+    assert [m.value for m in at.metric if m.label == "Utilization (of GPU-h)"][-1] == (
         f"{as_run['utilization']:.1%}"
     )
-    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-hours)"][-1] == "—"
+    assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-h)"][-1] == "—"
 
 
 def test_an_edit_drops_the_as_run():
@@ -162,7 +162,7 @@ def test_another_workload_drops_the_as_run():
     assert "history_as_run" not in at.session_state
     assert "As run (your scheduler)" not in "\n".join(m.value for m in at.markdown)
     assert (
-        len([m for m in at.metric if m.label == "Utilization (of GPU-hours)"]) == 3
+        len([m for m in at.metric if m.label == "Utilization (of GPU-h)"]) == 3
     )  # the planners only
 
 
@@ -179,7 +179,7 @@ def test_fifo_the_allocator_and_full_plan_the_imported_window_beside_the_as_run(
     s = expected.scenario
     full = metrics(s, plans["full"])
     assert full["objective"] >= metrics(s, solve(s, "allocator"))["objective"] - 1e-6
-    utilization = [m.value for m in at.metric if m.label == "Utilization (of GPU-hours)"]
+    utilization = [m.value for m in at.metric if m.label == "Utilization (of GPU-h)"]
     # one card per planner, then the as-run card last
     assert len(utilization) == 4
     assert utilization[-1] == f"{expected.as_run['utilization']:.1%}"

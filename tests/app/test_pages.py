@@ -261,7 +261,7 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert {"fifo", "allocator"} <= set(plans)
     shown = metric_values(at)
     per_card = len(shown) // len(plans)
-    cards = {  # label without its unit: "Value (priority-weighted GPU-hours)" -> "Value"
+    cards = {  # label without its unit: "Value (weighted GPU-h)" -> "Value"
         name: {label.split(" (")[0]: v for label, v in shown[k * per_card : (k + 1) * per_card]}
         for k, name in enumerate(plans)
     }
@@ -282,7 +282,7 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert len(at.get("plotly_chart")) >= 3  # utilization vs value + one grid per planner
     # Units on the face of the cards, and allocated told apart from utilized.
     labels = {m.label for m in at.metric}
-    assert "Value (priority-weighted GPU-hours)" in labels
+    assert "Value (weighted GPU-h)" in labels
     assert any(label.startswith("Utilization (") for label in labels)
     assert any("Allocated" in c.value and "utilized" in c.value for c in at.caption)
 
