@@ -370,7 +370,10 @@ def utilization_value_figure(
             x=planners,
             y=value_index,
             marker_color=_bar_colours(planners, "value"),
-            text=[f"{v:,.0f}<br>weighted GPU-h" for v in value],
+            # (the unit under the number while four bars' width holds it; the legend has it)
+            text=[
+                f"{v:,.0f}<br>weighted GPU-h" if len(planners) <= 3 else f"{v:,.0f}" for v in value
+            ],
             textposition="outside",
             customdata=value,
             hovertemplate="%{x}: value %{customdata:,.1f} priority-weighted GPU-hours "
@@ -378,10 +381,11 @@ def utilization_value_figure(
         )
     )
     top = float(max(util_index.max(initial=0), value_index.max(initial=0)))
-    fig.add_hline(y=100, line_dash="dot", line_color="#6c757d")
+    fig.add_hline(y=100, line_dash="dot", line_color="#6c757d", layer="below")  # under labels
     fig.update_layout(
         barmode="group",
         height=360,
+        uniformtext={"minsize": 10, "mode": "show"},  # labels stay readable beside many bars
         title="Utilization vs priority-weighted value (bar height: index; label: absolute)",
         margin={"l": 50, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",

@@ -199,3 +199,17 @@ def test_the_utilization_value_chart_names_its_index_and_its_absolute_labels():
     assert list(util.y) == pytest.approx([100, 150]) and list(value.y) == pytest.approx([100, 250])
     assert list(util.text) == ["50.0%", "75.0%"]
     assert list(value.text) == ["1,200<br>weighted GPU-h", "3,000<br>weighted GPU-h"]
+
+
+def test_the_utilization_value_chart_stays_readable_with_four_bars():
+    m = {
+        name: {"utilization": 0.5 + k / 10, "value": 1000.0 * (k + 1)}
+        for k, name in enumerate(("fifo", "backfill", "allocator", "thorough"))
+    }
+    fig = charts.utilization_value_figure(m)
+    _, value = fig.data
+    assert list(value.text) == ["1,000", "2,000", "3,000", "4,000"]  # the unit is the legend's
+    assert "weighted GPU-hours" in value.name
+    assert fig.layout.uniformtext.minsize == 10 and fig.layout.uniformtext.mode == "show"
+    (line,) = fig.layout.shapes
+    assert line.y0 == 100 and line.layer == "below"  # the baseline never strikes a label
