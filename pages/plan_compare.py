@@ -210,7 +210,11 @@ if to_run:
                 f"{common.planner_label(name)}: {common.format_ms(stats.get('runtime_ms', 0.0))}"
                 + (f" · {common.status_words(stats)}" if "status" in stats else "")
             )
-        status.update(label=f"Planned: {', '.join(to_run)}", state="complete", expanded=False)
+        status.update(
+            label="Planned: " + ", ".join(common.planner_label(n) for n in to_run),
+            state="complete",
+            expanded=False,
+        )
 
 plans = {p: store["plans"][p] for p in wanted if p in store["plans"]}
 for name in chosen:
