@@ -1250,9 +1250,14 @@ def format_summary(summary: dict[str, Any], as_run: dict[str, Any]) -> str:
             f"  {g['id']}: {g['jobs_in_window']} jobs, mean {g['mean_gpus']:g} GPUs, peak "
             f"{g['peak_gpus']:g}, {g['gpu_hours']:g} GPU-h; history {g['history_hours']} h"
         )
+    over = (  # (a share of a cluster smaller than what ran: said, not left to puzzle over)
+        f", more GPUs than the cluster's {summary['window']['gpus']}: see the note"
+        if as_run["over_capacity_steps"]
+        else ""
+    )
     lines.append(
         f"as-run: utilization {as_run['utilization']:.1%} (real GPU counts "
-        f"{as_run['utilization_real_gpus']:.1%}), value {as_run['value']:,.1f}, completed "
+        f"{as_run['utilization_real_gpus']:.1%}{over}), value {as_run['value']:,.1f}, completed "
         f"{as_run['completed_jobs']}/{as_run['batch_jobs']}, started {as_run['started_jobs']}"
     )
     lines.append(f"  ({as_run['note']})")

@@ -686,3 +686,17 @@ def test_demand_frame_for_the_preview_chart(sacct):
     assert (frame["rt-infer"] + frame["rt-serving"]).tolist() == pytest.approx(
         frame["as_run_realtime_gpus"].tolist()
     )
+
+
+def test_an_as_run_on_a_cluster_smaller_than_what_ran_says_so():
+    from core.formats.history import format_summary
+
+    whole = slurm.read_history(SACCT, ImportWindow(start="2026-08-17T00:00:00"))
+    assert not whole.as_run["over_capacity_steps"]
+    assert "see the note" not in format_summary(whole.summary, whole.as_run)
+    small = slurm.read_history(SACCT, ImportWindow(start="2026-08-17T00:00:00", gpus=1))
+    steps = small.as_run["over_capacity_steps"]
+    assert steps > 0 and small.as_run["utilization"] > 1  # a share of too small a cluster
+    text = format_summary(small.summary, small.as_run)
+    assert "more GPUs than the cluster's 1: see the note" in text
+    assert f"note: as-run holds more than 1 GPUs at {steps} step(s)" in text
