@@ -25,6 +25,7 @@ What was done is returned as a `ForecastReport` (`forecast_series(..., report=Tr
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import io
 import math
@@ -43,7 +44,7 @@ from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 from statsmodels.tsa.seasonal import MSTL, STL
 
 from ..formats import decode_upload, read_text
-from ..model import ScenarioError
+from ..model import MAX_DEMAND, ScenarioError
 
 DAY = 24
 WEEK = 168
@@ -102,7 +103,22 @@ def load_history(
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else "unreadable"
         raise ScenarioError(f"{name}: cannot be read as CSV ({first_line})") from None
+    _no_short_rows(text, name)
     return _history_from_table(table, column, name)
+
+
+def _no_short_rows(text: str, name: str) -> None:
+    """A row of one cell under a header of more is a file cut short (or a line broken in two),
+    not an hour without a value: "2020" alone would read as 2020-01-01. (Rows short of an
+    optional trailing column, as some tools write them, stay readable.)"""
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    width = len(next(reader, []))
+    for row in reader:
+        if len(row) == 1 and width > 1 and row[0].strip():
+            raise ScenarioError(
+                f"{name}: row {reader.line_num} has {len(row)} of the header's {width} "
+                f"columns ({','.join(row)[:60]!r}): a file cut short, or a line broken in two?"
+            )
 
 
 def _row(i: int) -> int:
@@ -153,6 +169,12 @@ def _history_from_table(
     if len(infinite):
         raise ScenarioError(
             f"{name}: column '{value_column}', {_rows_text(list(infinite))}: value is not finite"
+        )
+    huge = np.flatnonzero(values > MAX_DEMAND)
+    if len(huge):
+        raise ScenarioError(
+            f"{name}: column '{value_column}', {_rows_text(list(huge))}: "
+            f"{values[huge[0]]:g} is more than {MAX_DEMAND:g}"
         )
     negative = np.flatnonzero(values < 0)
     if len(negative):

@@ -248,6 +248,16 @@ BAD_HISTORIES = [
         + "\n9999-12-31 23:00,1",
         ["span", "hours", "mistyped year"],
     ),  # one far-off stamp: refused before resampling allocates ~70M hours
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)], "2026"]),
+        ["row 50 has 1 of the header's 2 columns ('2026')", "cut short"],
+    ),  # a file cut mid-line: "2026" would read as 2026-01-01, a new hour without a value
+    (
+        "\n".join(["timestamp,requests", *[f"{h},{i}" for i, h in enumerate(HOURS)]]).replace(
+            "2026-01-01 04:00,4", "2026-01-01 04:00,1e13"
+        ),
+        ["'requests'", "row 6", "1e+13 is more than 1e+12"],
+    ),
 ]
 
 
