@@ -505,6 +505,17 @@ def test_spreadsheet_formulas_are_neutralised(value, expected):
     assert spreadsheet_safe(value) == expected
 
 
+def test_a_grid_written_by_a_spreadsheet_reads_its_whole_floats_as_steps_and_gpus():
+    scenario = scenario_from_dict(BASE)
+    plan = solve(scenario, "fifo")
+    header, *rows = grid_to_csv(scenario, plan).splitlines()
+    floats = [
+        ",".join([f"{r.split(',')[0]}.0", f"{r.split(',')[1]}.0", *r.split(",")[2:]]) for r in rows
+    ]
+    assert floats and all(".0," in r for r in floats)
+    assert plan_from_grid_csv(scenario, "\n".join([header, *floats]) + "\n").same_grid(plan)
+
+
 def test_hostile_job_id_is_neutralised_in_export_and_recovered_on_import():
     doc = mutate("jobs.1.id", '=HYPERLINK("x")')(BASE)
     scenario = scenario_from_dict(doc)
@@ -524,6 +535,7 @@ def test_hostile_job_id_is_neutralised_in_export_and_recovered_on_import():
         ("step,gpu,job_id\n7,0,sft\n", ["grid.csv: row 2", "step", "0..3"]),
         ("step,gpu,job_id\n0,0,ghost\n", ["grid.csv: row 2", "job_id 'ghost'"]),
         ("step,gpu,job_id\nx,0,sft\n", ["grid.csv: row 2", "step", "number"]),
+        ("step,gpu,job_id\n2.5,0,sft\n", ["grid.csv: row 2", "step '2.5' is not a step 0..3"]),
     ],
 )
 def test_bad_grid_imports(text, words):

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..model import Scenario, ScenarioError
 from ..plan import IDLE, Conflict, Plan
-from .cells import number_cell, read_csv, text_cell, write_csv
+from .cells import number_cell, plain_number, read_csv, text_cell, write_csv
 
 GRID_COLUMNS = ("step", "gpu", "job_id")
 
@@ -58,8 +58,9 @@ def plan_from_grid_csv(scenario: Scenario, text: str, name: str = "grid.csv") ->
     conflicts = []
     for line, row in rows:
         where = f"{name}: row {line}"
-        step = number_cell(where, "step", row["step"])
-        gpu = number_cell(where, "gpu", row["gpu"])
+        # (integral floats are whole numbers, as a spreadsheet writes them: 2.0 is step 2)
+        step = plain_number(number_cell(where, "step", row["step"]))
+        gpu = plain_number(number_cell(where, "gpu", row["gpu"]))
         job_id = text_cell(row["job_id"])
         if not isinstance(step, int) or not 0 <= step < T:
             raise ScenarioError(f"{where}: step {row['step']!r} is not a step 0..{T - 1}")
