@@ -375,6 +375,9 @@ def _parser() -> argparse.ArgumentParser:
     size.add_argument("--step", metavar="S", default="8")
     size.add_argument("--max-gpus", metavar="N")
     size.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
+    size.add_argument(
+        "--no-progress", action="store_true", help="do not report each size tried on stderr"
+    )
     size.set_defaults(run=_run_size)
     return parser
 
@@ -935,6 +938,12 @@ def _run_size(args: argparse.Namespace) -> int:
     max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
     scenario = load_scenario(args.scenario)
     options = planner_options(args.planner, time_limit=args.time_limit)
+
+    def tried(gpus: int, row: dict[str, Any]) -> None:  # each size as it is planned, on stderr
+        missed = [name for name, ok in row["meets"].items() if not ok]
+        verdict = f"misses {', '.join(missed)}" if missed else "meets the targets"
+        print(f"size: {gpus:,} GPUs {verdict}", file=sys.stderr, flush=True)
+
     result = size(
         scenario,
         coverage=_number("--coverage", args.coverage),
@@ -943,6 +952,7 @@ def _run_size(args: argparse.Namespace) -> int:
         step=step,
         max_gpus=max_gpus,
         options=options,
+        progress=None if args.no_progress else tried,
     )
     print(json.dumps(json_safe(result), indent=2))
     if result["gpus"] is None:

@@ -525,6 +525,7 @@ def size(
     step: int = 8,
     max_gpus: int | None = None,
     options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """The smallest multiple of `step` GPUs at which the plan meets every given target.
 
@@ -533,7 +534,8 @@ def size(
     so the answer is then verified one step below and walked down while that still meets them:
     the answer meets every target and the size one step below misses one (or is below `step`).
     Returns `gpus` (None when no size up to max_gpus meets the targets, with `failed` naming
-    each target missed at the largest size tried) and the metrics at every size tried.
+    each target missed at the largest size tried) and the metrics at every size tried;
+    `progress(gpus, row)` hears each size as it is tried (its row has `meets` per target).
     """
     step, top = _size_range(scenario, coverage, completed, step, max_gpus)
 
@@ -549,6 +551,8 @@ def size(
             row = run_point(scenario, point, planner, options)
             row["meets"] = meets_targets(row, coverage, completed)
             tried[gpus] = row
+            if progress is not None:
+                progress(gpus, row)
         return all(tried[gpus]["meets"].values())
 
     # Exponential: the first size that meets, and the last one that did not.

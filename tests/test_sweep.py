@@ -428,6 +428,16 @@ def test_size_cli_prints_the_size_and_every_size_tried():
         (24, True),
         (32, True),
     ]
+    # each size on stderr as it is planned, in the order tried (32 first: the search doubles)
+    assert result.stderr.splitlines() == [
+        "size: 8 GPUs misses coverage, completed",
+        "size: 16 GPUs misses coverage, completed",
+        "size: 32 GPUs meets the targets",
+        "size: 24 GPUs meets the targets",
+    ]
+    quiet = gpuplan("size", MIXED, "--coverage", "0.99", "--completed", "0.8", "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert json.loads(quiet.stdout)["gpus"] == 24
 
 
 @settings(max_examples=25, deadline=None)
