@@ -724,6 +724,8 @@ def _run_bench(args: argparse.Namespace) -> int:
 
 
 def _run_forecast(args: argparse.Namespace) -> int:
+    # (a second or two: the statistics libraries load, then the members fit at several origins)
+    print(f"forecast: fitting {Path(args.history_csv).name} ...", file=sys.stderr, flush=True)
     from .forecast.demand import forecast_file
 
     table, warnings = forecast_file(

@@ -331,7 +331,9 @@ def test_cli_forecast_bad_history_exits_2(tmp_path):
         timeout=120,
     )
     assert result.returncode == 2
-    assert result.stderr.startswith("error: bad.csv: ") and "Traceback" not in result.stderr
+    progress, error = result.stderr.splitlines()  # what it started, then what is wrong
+    assert progress == "forecast: fitting bad.csv ..."
+    assert error.startswith("error: bad.csv: ") and "Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -626,6 +628,7 @@ def test_cli_forecast_reports_members_and_anomalies_on_stderr(tmp_path, noisy_we
     )
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
+    assert lines[0].startswith("forecast: fitting ") and lines[0].endswith(" ...")  # at once
     assert "forecast: model: median of seasonal_naive_week, mstl_ses, theta" in lines
     assert any(line.startswith("warning: 12 hours") and "outage" in line for line in lines)
     assert any(line.startswith("forecast: interval: split-conformal") for line in lines)
