@@ -1029,35 +1029,48 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
 
 # Plotly config for small explanatory charts: no mode bar.
 STATIC = {"displayModeBar": False}
-IDLE_PARTS = (  # (metric, label, colour): the three kinds of GPU-hours nobody uses
-    ("idle_gpu_hours", "idle (held by nobody)", "#ADB5BD"),
-    ("reserved_idle_gpu_hours", "reserved above demand", "#E8A0A0"),
-    ("fragmented_gpu_hours", "of the idle: fragmented", "#6C757D"),
+IDLE_PARTS = (  # (label, colour): the kinds of GPU-hours nobody uses
+    ("idle, in blocks a waiting job could use", "#ADB5BD"),
+    ("idle, fragmented", "#6C757D"),
+    ("reserved above demand", "#E8A0A0"),
 )
 
 
 def idle_breakdown_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -> go.Figure:
-    """GPU-hours nobody uses, per planner: idle, reserved above demand, and the part of the idle
-    that lies outside any free block the smallest waiting job could take (fragmented)."""
+    """GPU-hours nobody uses, per planner: the idle ones in one bar, split into those in blocks
+    the smallest waiting job could take and the fragmented rest (a part of the idle, so stacked
+    on it, labelled with the idle total), and those reserved above demand beside it."""
     planners = _planner_rows(metrics_by_planner)
+
+    def of(key: str) -> np.ndarray:
+        return np.array([float(metrics_by_planner[p].get(key) or 0.0) for p in planners])
+
+    idle, reserved = of("idle_gpu_hours"), of("reserved_idle_gpu_hours")
+    fragmented = np.minimum(of("fragmented_gpu_hours"), idle)
+    parts = (  # (values, base, text, bar group)
+        (idle - fragmented, None, None, "idle"),
+        (fragmented, idle - fragmented, [f"{v:,.0f}" for v in idle], "idle"),
+        (reserved, None, [f"{v:,.0f}" for v in reserved], "reserved"),
+    )
     fig = go.Figure()
-    for key, label, colour in IDLE_PARTS:
-        values = [float(metrics_by_planner[p].get(key) or 0.0) for p in planners]
+    for (label, colour), (values, base, text, group) in zip(IDLE_PARTS, parts, strict=True):
         fig.add_trace(
             go.Bar(
                 name=label,
                 x=planners,
                 y=values,
+                base=base,
+                offsetgroup=group,
                 marker_color=colour,
-                text=[f"{v:,.0f}" for v in values],
-                textposition="outside",
+                text=text,
+                textposition="outside" if text is not None else None,
                 hovertemplate="%{x}: %{y:,.1f} GPU-hours " + label + "<extra></extra>",
             )
         )
     fig.update_layout(
         barmode="group",
         height=320,
-        title="Unused GPU-hours by kind",
+        title="Unused GPU-hours by kind (idle: label is its total)",
         margin={"l": 50, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},

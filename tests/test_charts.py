@@ -213,3 +213,19 @@ def test_the_utilization_value_chart_stays_readable_with_four_bars():
     assert fig.layout.uniformtext.minsize == 10 and fig.layout.uniformtext.mode == "show"
     (line,) = fig.layout.shapes
     assert line.y0 == 100 and line.layer == "below"  # the baseline never strikes a label
+
+
+def test_the_fragmented_idle_is_stacked_on_the_idle_it_is_part_of():
+    m = {
+        "fifo": {
+            "idle_gpu_hours": 30.0,
+            "fragmented_gpu_hours": 10.0,
+            "reserved_idle_gpu_hours": 5.0,
+        },
+        "allocator": {"idle_gpu_hours": 8.0, "fragmented_gpu_hours": 0.0},
+    }
+    usable, fragmented, reserved = charts.idle_breakdown_figure(m).data
+    assert list(usable.y) == [20.0, 8.0] and usable.offsetgroup == fragmented.offsetgroup
+    assert list(fragmented.base) == [20.0, 8.0] and list(fragmented.y) == [10.0, 0.0]
+    assert list(fragmented.text) == ["30", "8"]  # the idle total on top of its bar
+    assert list(reserved.y) == [5.0, 0.0] and reserved.offsetgroup != usable.offsetgroup
