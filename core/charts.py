@@ -1030,7 +1030,7 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
 # Plotly config for small explanatory charts: no mode bar.
 STATIC = {"displayModeBar": False}
 IDLE_PARTS = (  # (label, colour): the kinds of GPU-hours nobody uses
-    ("idle, in blocks a waiting job could use", "#ADB5BD"),
+    ("idle, usable", "#ADB5BD"),  # in blocks the smallest waiting job could take
     ("idle, fragmented", "#6C757D"),
     ("reserved above demand", "#E8A0A0"),
 )
@@ -1070,10 +1070,10 @@ def idle_breakdown_figure(metrics_by_planner: Mapping[str, Mapping[str, Any]]) -
     fig.update_layout(
         barmode="group",
         height=320,
-        title="Unused GPU-hours by kind (idle: label is its total)",
+        title="Unused GPU-hours by kind",
         margin={"l": 50, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0},  # (under the axis)
         yaxis={"title": "GPU-hours", "gridcolor": "#eee", "rangemode": "tozero"},
     )
     return fig
