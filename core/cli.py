@@ -72,14 +72,12 @@ def _input_arguments(command: argparse.ArgumentParser, window_days: bool = True)
         window.add_argument(
             "--window-days",
             type=_positive_float,
-            default=1.0,
             metavar="D",
             help="days the window covers (default 1)",
         )
     window.add_argument(
         "--step-minutes",
         type=_positive_int,
-        default=60,
         metavar="M",
         help="step length (default 60)",
     )
@@ -110,6 +108,25 @@ def _read_input(args: argparse.Namespace) -> Any:
     else:
         fmt = detect([(paths[0].name, _head(paths[0]))]).name
     if fmt not in HISTORY_FORMATS:
+        # a scenario carries its own cluster and horizon: options for a window are not silently
+        # dropped
+        given = [
+            flag
+            for flag, value in (
+                ("--start", args.start),
+                ("--window-days", getattr(args, "window_days", None)),
+                ("--step-minutes", args.step_minutes),
+                ("--gpus", args.gpus),
+                ("--rules", args.rules),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ScenarioError(
+                f"{paths[0].name}: {', '.join(given)} apply to a scheduler history or the CSV "
+                "pair; a scenario carries its own cluster and horizon (change them on the "
+                "Workload page, or with gpuplan sweep --gpus)"
+            )
         return read(paths[0], fmt)
     from .formats.history import ImportRules, ImportWindow
 
@@ -118,7 +135,9 @@ def _read_input(args: argparse.Namespace) -> Any:
     if start is not None:
         with contextlib.suppress(ValueError):
             start = float(start)  # hours from the trace start, for relative traces
-    window = ImportWindow(start=start, days=days, step_minutes=args.step_minutes, gpus=args.gpus)
+    window = ImportWindow(
+        start=start, days=days, step_minutes=args.step_minutes or 60, gpus=args.gpus
+    )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     return read(paths[0], fmt, window=window, rules=rules)
 
@@ -163,7 +182,7 @@ def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
             raise ScenarioError(f"--start {args.start!r} is not an ISO time") from None
     horizon = steps or 24
     stem = paths[0].stem.removesuffix("jobs").removesuffix("demand").strip("_-. ") or "pair"
-    return Scenario(stem, Cluster(args.gpus, args.step_minutes, horizon, start), ())
+    return Scenario(stem, Cluster(args.gpus, args.step_minutes or 60, horizon, start), ())
 
 
 def _parser() -> argparse.ArgumentParser:

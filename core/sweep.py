@@ -209,6 +209,10 @@ def sweep_points(
         for value in values:
             if name == "gpus":
                 _check_count(name, value, minimum=1)
+                if value > MAX_GPUS:  # (no point of it could plan: refused, not an error row)
+                    raise ScenarioError(
+                        f"sweep: gpus {value:,} is above the limit of {MAX_GPUS:,} GPUs"
+                    )
             elif name == "penalty_weight":
                 _check_scale(name, value, allow_zero=True)
             elif name == "decay":

@@ -404,3 +404,11 @@ def test_simulate_replans_hourly_in_whole_steps_unless_told_otherwise(tmp_path, 
     assert "--replan-minutes 60 is not a whole number of the scenario's 7-minute steps" in (
         told.stderr
     )
+
+
+def test_window_options_on_a_scenario_are_refused_not_dropped(scenarios_dir):
+    example = scenarios_dir / "example.json"
+    run = gpuplan("plan", example, "--gpus", "64", "--window-days", "5")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith("error: example.json: --window-days, --gpus apply to a ")
+    assert gpuplan("plan", example).returncode == 0  # without them, as before

@@ -205,6 +205,7 @@ def test_with_policy_sets_the_fields_and_the_coverage_target_when_the_model_has_
         ({"gpus": []}, "gpus has no values"),  # an empty list
         ({"gpus": [0]}, "gpus must be >= 1"),  # no cluster
         ({"gpus": [8.5]}, "gpus must be a whole number"),  # half a GPU
+        ({"gpus": [8, 70_000]}, "gpus 70,000 is above the limit of 65,536"),  # past the model
         ({"demand_scale": [-1]}, "demand_scale must be >= 0"),  # negative demand
         ({"work_scale": [0]}, "work_scale must be > 0"),  # batch work must stay positive
         ({"work_scale": [float("nan")]}, "work_scale must be a finite number"),
