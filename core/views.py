@@ -421,6 +421,11 @@ def published_text(
     return " · ".join(parts)
 
 
+def _shows_change(text: str) -> bool:
+    """Whether a change as printed ("+0.0 pp", "-0.2 pp", "+3") has a digit other than 0."""
+    return any(c in "123456789" for c in text)
+
+
 def change_words(change: float | None, shown: str, against: str) -> tuple[str | None, bool]:
     """What a KPI card says of its change against `against` (text, whether it is coloured as a
     gain or loss): nothing without a comparison; "same as ..." when nothing changed; "≈ ..."
@@ -429,7 +434,7 @@ def change_words(change: float | None, shown: str, against: str) -> tuple[str | 
         return None, False
     if abs(change) < 1e-9:
         return f"same as {against}", False
-    if not any(c in "123456789" for c in shown):
+    if not _shows_change(shown):
         return f"≈ {against}", False
     return shown, True
 
@@ -464,7 +469,7 @@ def _kpi_change(key: str, a: Any, b: Any) -> str:
         change = f"{b - a:+.3f}"
     else:
         change = f"{b - a:+,.1f}"
-    return change if any(c in "123456789" for c in change) else "same"
+    return change if _shows_change(change) else "same"
 
 
 def saved_comparison(

@@ -283,6 +283,18 @@ def init_widget(key: str, default: Any) -> None:
         st.session_state[key] = st.session_state.get("keep_" + key, default)
 
 
+def metric_vs_fifo(
+    label: str, value: str, change: float | None, text: str, help: str | None = None
+) -> None:
+    """A KPI card's metric with its change vs FIFO (`views.change_words`): coloured with an
+    arrow only where the change shows at the card's precision."""
+    words, coloured = views.change_words(change, text, "FIFO")
+    if coloured:
+        st.metric(label, value, words, help=help)
+    else:
+        st.metric(label, value, words, delta_color="off", delta_arrow="off", help=help)
+
+
 def planner_label(name: str) -> str:
     return PLANNER_LABELS.get(name, name)
 

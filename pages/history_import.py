@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from core import charts, views
+from core import charts
 from core.formats import MAX_UPLOAD_MB
 from core.formats.history import ImportRules, ImportWindow
 from core.history_view import (
@@ -353,15 +353,6 @@ def with_as_run(values: dict[str, Any], as_run: dict[str, Any] | None) -> dict[s
     return values if as_run is None else {**values, charts.AS_RUN: as_run}
 
 
-def _metric(label: str, value: str, change: float | None, text: str, help: str) -> None:
-    """A metric with its change vs FIFO, drawn like the planners' cards (`views.change_words`)."""
-    words, coloured = views.change_words(change, text, "FIFO")
-    if coloured:
-        st.metric(label, value, words, help=help)
-    else:
-        st.metric(label, value, words, delta_color="off", delta_arrow="off", help=help)
-
-
 def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
     """The as-run KPI card beside the planners' (same rows, deltas vs FIFO), what each other
     planner would have gained over it, and why it is not a legal grid."""
@@ -372,7 +363,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
 
     with st.container(border=True, key="plan_as_run"):
         st.markdown(f"**{AS_RUN_TITLE}**")
-        _metric(
+        common.metric_vs_fifo(
             "Utilization (of GPU-h)",
             f"{as_run['utilization']:.1%}",
             d("utilization"),
@@ -381,7 +372,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
             f"get ({as_run['utilization_real_gpus']:.1%} on their real GPU counts)",
         )
         gain = as_run["value"] / base["value"] - 1 if base is not None and base["value"] else None
-        _metric(
+        common.metric_vs_fifo(
             "Value (weighted GPU-h)",
             f"{as_run['value']:,.1f}",
             d("value"),
@@ -396,7 +387,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
                 "under this decay",
             )
         else:
-            _metric(
+            common.metric_vs_fifo(
                 "Objective (weighted GPU-h)",
                 f"{as_run['objective']:,.1f}",
                 d("objective"),
@@ -404,14 +395,14 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
                 "Decayed reward of the batch work that really ran (no real-time demand was "
                 "missed, so no penalty)",
             )
-        _metric(
+        common.metric_vs_fifo(
             "Completed jobs",
             f"{as_run['completed_jobs']}/{as_run['batch_jobs']}",
             d("completed_jobs"),
             f"{d('completed_jobs') or 0:+d}",
             "Batch jobs of the window that really ended inside it",
         )
-        _metric(
+        common.metric_vs_fifo(
             "Real-time coverage",
             f"{as_run['rt_coverage']:.1%}",
             d("rt_coverage"),

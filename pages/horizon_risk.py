@@ -294,11 +294,10 @@ with g1:
     pick = st.selectbox("Planner", list(results), key="hz_pick", format_func=common.planner_label)
 with g2:  # block sizes up to the replayed cluster's (a value kept from a larger one shrinks)
     G = sim_scenario.cluster.gpus
-    sizes = [1 << k for k in range(G.bit_length()) if 1 << k <= G]
+    sizes = [1 << k for k in range(G.bit_length())]  # 1, 2, 4, ... up to G
     common.init_widget("hz_min_gpus", min(2, sizes[-1]))
     if st.session_state["hz_min_gpus"] not in sizes:
-        kept = st.session_state["hz_min_gpus"]
-        st.session_state["hz_min_gpus"] = max(v for v in sizes if v <= max(1, kept))
+        st.session_state["hz_min_gpus"] = sizes[-1]  # (only a larger cluster's size is not here)
     min_gpus = st.select_slider("Window at least (GPUs)", sizes, key="hz_min_gpus")
 with g3:
     min_steps = st.number_input("and at least (steps)", 1, 1000, 3, key="hz_min_steps")

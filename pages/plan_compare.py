@@ -244,15 +244,6 @@ if as_run is not None:
     cards = cards[:-1]
 
 
-def _card(label: str, value: str, change: float | None, text: str, help: str | None = None):
-    """A metric with its change vs FIFO (`views.change_words`)."""
-    words, coloured = views.change_words(change, text, "FIFO")
-    if coloured:
-        st.metric(label, value, words, help=help)
-    else:
-        st.metric(label, value, words, delta_color="off", delta_arrow="off", help=help)
-
-
 for col, (name, m) in zip(cards, values.items(), strict=True):
     with col, st.container(border=True):
         st.markdown(f"**{common.planner_label(name)}**")
@@ -261,7 +252,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         def d(key: str, m=m, b=b) -> float | None:
             return None if b is None else m[key] - b[key]
 
-        _card(
+        common.metric_vs_fifo(
             "Utilization (of GPU-h)",
             f"{m['utilization']:.1%}",
             d("utilization"),
@@ -270,14 +261,14 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             "GPUs a service holds above its demand are allocated but not utilized.",
         )
         gain = m["value"] / b["value"] - 1 if b is not None and b["value"] > 0 else None
-        _card(
+        common.metric_vs_fifo(
             "Value (weighted GPU-h)",
             f"{m['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
             "Batch GPU-hours delivered in the horizon, each weighted by its job's priority",
         )
-        _card(
+        common.metric_vs_fifo(
             "Objective (weighted GPU-h)",
             f"{m['objective']:,.1f}",
             d("objective"),
@@ -285,13 +276,13 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             "Decayed priority-weighted batch GPU-hours minus the penalty weight times the "
             "real-time GPU-hours not served",
         )
-        _card(
+        common.metric_vs_fifo(
             "Completed jobs",
             f"{m['completed_jobs']}/{m['batch_jobs']}",
             d("completed_jobs"),
             f"{d('completed_jobs') or 0:+d}",
         )
-        _card(
+        common.metric_vs_fifo(
             "Real-time coverage",
             f"{m['rt_coverage']:.1%}",
             d("rt_coverage"),

@@ -110,7 +110,6 @@ def scenario_from_tables(
     if problems:
         raise ScenarioError("; ".join(problems[:5]), problems)
     jobs: list[Job] = []
-    refused: set[str] = set()  # ids of rows already reported: their demand rows are not news
     for line, row in rows:
         where = f"{jobs_name}: row {line}"
         try:
@@ -121,8 +120,8 @@ def scenario_from_tables(
             jobs.append(job_from_row(row, demand=demand, history=history_by_job.get(job_id)))
         except ScenarioError as e:
             problems.extend(f"{where}: {p}" for p in e.problems)
-            refused.add(str(row.get("id", "")).strip())
-    known = {j.id for j in jobs} | refused
+    # every row's id, read or refused (a refused row is reported: its demand rows are not news)
+    known = {text_cell(row["id"]) for _, row in rows}
     for job_id, (line, _) in demand_by_job.items():
         if job_id not in known:
             problems.append(

@@ -478,9 +478,9 @@ def parse_numbers(
         )
     bad = first_bad(~absent & (np.abs(numbers) > maximum))
     if bad is not None:
+        limit = "1e15" if maximum == MAX_NUMBER else f"{maximum:,.0f}"
         raise ScenarioError(
-            f"{name}: row {rows[bad]}: {field_name} {text.iloc[bad]} is more than "
-            f"{maximum:,.0f} in size".replace(f"{MAX_NUMBER:,.0f}", "1e15")
+            f"{name}: row {rows[bad]}: {field_name} {text.iloc[bad]} is more than {limit} in size"
         )
     if minimum is not None:
         bad = first_bad(~absent & (numbers < minimum))
