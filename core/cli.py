@@ -26,7 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        with _spooled_inputs(args):
+            return args.run(args)
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -37,6 +38,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+
+
+# The arguments that name files to read; "-" is standard input.
+_INPUT_ARGUMENTS = ("scenario", "file", "history_csv", "grid_csv", "rules")
+_SPOOL_CHUNK = 1 << 20
+
+
+@contextlib.contextmanager
+def _spooled_inputs(args: argparse.Namespace) -> Any:
+    """Inputs that can be read only once (standard input as "-", a pipe, a process substitution
+    such as <(sacct ...)) copied to a temporary regular file first, under the same name: the
+    readers look at a file's head to detect its format and then read it whole."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gpuplan-") as folder:
+        for name in _INPUT_ARGUMENTS:
+            value = getattr(args, name, None)
+            if isinstance(value, str) and _read_once(value):
+                setattr(args, name, _spool(value, Path(folder) / name))
+            elif isinstance(value, list) and any(_read_once(p) for p in value):
+                spooled = [
+                    _spool(p, Path(folder) / f"{name}{k}") if _read_once(p) else p
+                    for k, p in enumerate(value)
+                ]
+                setattr(args, name, spooled)
+        yield
+
+
+def _spool(path: str, folder: Path) -> str:
+    """A copy of a read-once input in `folder`, under its name ("stdin" for "-"). The copy stops
+    one byte past the largest input gpuplan reads, so the readers refuse it by its size."""
+    from .formats.history import MAX_HISTORY_BYTES
+    from .formats.text import os_errors
+
+    folder.mkdir()
+    copy = folder / ("stdin" if path == "-" else Path(path).name)
+    with contextlib.ExitStack() as stack:
+        if path == "-":
+            source = sys.stdin.buffer
+        else:
+            with os_errors(Path(path)):
+                source = stack.enter_context(Path(path).open("rb"))
+        with copy.open("wb") as sink:
+            left = MAX_HISTORY_BYTES + 1
+            while left > 0 and (chunk := source.read(min(left, _SPOOL_CHUNK))):
+                sink.write(chunk)
+                left -= len(chunk)
+    return str(copy)
+
+
+def _read_once(path: str) -> bool:
+    """Whether `path` is standard input or a file that is not a regular one (a pipe, a device)."""
+    import stat
+
+    if path == "-":
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # (the reader names what is wrong with it)
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -146,7 +208,10 @@ def _head(path: Path) -> str:
     """The first 4 KB of a file as text, for format detection (errors name the file)."""
     from .formats import read_bytes
 
-    return read_bytes(path, 4096)[:4096].decode("utf-8-sig", errors="replace")
+    head = read_bytes(path, 4096)[:4096].decode("utf-8-sig", errors="replace")
+    if not head.strip():
+        raise ScenarioError(f"{path.name}: file is empty")
+    return head
 
 
 def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
@@ -366,7 +431,7 @@ def _parser() -> argparse.ArgumentParser:
         "--gpus", type=int, metavar="G", help="cluster size (default: peak in use, power of two)"
     )
     history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
-    history.add_argument("--out", required=True, metavar="scenario.json")
+    history.add_argument("--out", type=_out_file, required=True, metavar="scenario.json")
     history.set_defaults(run=_run_import)
 
     sweep = sub.add_parser("sweep", help="capacity what-ifs: every planner at every point")
@@ -492,17 +557,21 @@ def _out_folder(text: str) -> Path:
 
 
 def _out_file(text: str) -> Path:
-    """An output file: not a folder, in an existing folder that can be written."""
+    """An output file: not a folder, in a folder that exists or can be made, and can be written
+    (`_write_file` makes the folder, as the commands that write folders do)."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
-    parent = path.parent
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {parent} does not exist (for {text})")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text} cannot be written (no permission)")
-    _writable_ancestor(parent, text)
+    _writable_ancestor(path.parent, text)
     return path
+
+
+def _write_file(path: Path, text: str) -> None:
+    """Write an output file given with --out, making its folder first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _writable_ancestor(folder: Path, text: str) -> None:
@@ -758,7 +827,7 @@ def _run_forecast(args: argparse.Namespace) -> int:
             print(f"forecast: {line}", file=sys.stderr)
     text = table.to_csv(index=False, float_format="%.4f", date_format="%Y-%m-%dT%H:%M:%S")
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        _write_file(args.out, text)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -830,7 +899,7 @@ def _run_workspace(args: argparse.Namespace) -> int:
     elif args.action == "export":
         text = scenario_to_json(ws.load_scenario(args.name))
         if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
+            _write_file(args.out, text)
         else:
             sys.stdout.write(text)
     else:

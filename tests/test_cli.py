@@ -17,10 +17,11 @@ from core.planners import solve
 from tests.paths import ROOT
 
 
-def gpuplan(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def gpuplan(*args: str, cwd: Path = ROOT, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "core", *map(str, args)],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
@@ -253,7 +254,7 @@ def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
         # --out onto a file, under a missing folder, or under a file
         (("plan", "{example}", "--out", "{a_file}"), ["--out", "is a file, not a folder"]),
         (("simulate", "{example}", "--out", "{a_file}/sub"), ["is a file", "cannot be made"]),
-        (("forecast", "h.csv", "--out", "{tmp}/missing/f.csv"), ["--out", "does not exist"]),
+        (("forecast", "h.csv", "--out", "{a_file}/f.csv"), ["is a file", "cannot be made"]),
         (("forecast", "h.csv", "--out", "{tmp}"), ["--out", "is a folder, not a file"]),
     ],
 )
@@ -412,3 +413,46 @@ def test_window_options_on_a_scenario_are_refused_not_dropped(scenarios_dir):
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.startswith("error: example.json: --window-days, --gpus apply to a ")
     assert gpuplan("plan", example).returncode == 0  # without them, as before
+
+
+def test_inputs_read_once_are_read_like_files(example, tmp_path):
+    """Standard input ("-") and a process substitution: the format is detected from the head and
+    the input read whole, though such an input can be read only once."""
+
+    def plan_of(run: subprocess.CompletedProcess) -> dict:
+        return {k: v for k, v in json.loads(run.stdout).items() if k != "runtime_ms"}
+
+    from_file = gpuplan("plan", example, "--planner", "allocator")
+    assert from_file.returncode == 0, from_file.stderr
+    from_stdin = gpuplan("plan", "-", "--planner", "allocator", stdin=example.read_text())
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert plan_of(from_stdin) == plan_of(from_file)
+
+    command = f"{sys.executable} -m core plan <(cat '{example}') --planner allocator"
+    substituted = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert substituted.returncode == 0, substituted.stderr
+    assert plan_of(substituted) == plan_of(from_file)
+
+    log = ROOT / "tests" / "formats" / "fixtures" / "helios_cluster_log.csv"
+    out = tmp_path / "new" / "window.json"  # a folder that does not exist yet is made
+    piped = gpuplan("import", "-", "--out", out, stdin=log.read_text())
+    assert piped.returncode == 0, piped.stderr
+    assert load_scenario(out).jobs and (out.parent / "as_run.json").is_file()
+
+    empty = gpuplan("plan", "-", stdin="")
+    assert (empty.returncode, empty.stderr) == (2, "error: stdin: file is empty\n")
+
+
+def test_output_files_in_a_missing_folder_are_written_there(tmp_path, scenarios_dir):
+    history = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
+    out = tmp_path / "reports" / "week" / "forecast.csv"
+    run = gpuplan("forecast", history, "--horizon", "24", "--out", out)
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 24 and run.stdout == ""
