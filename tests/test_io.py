@@ -516,6 +516,17 @@ def test_a_grid_written_by_a_spreadsheet_reads_its_whole_floats_as_steps_and_gpu
     assert plan_from_grid_csv(scenario, "\n".join([header, *floats]) + "\n").same_grid(plan)
 
 
+def test_a_grid_of_more_rows_than_twice_its_cells_is_refused_by_its_count():
+    scenario = scenario_from_dict(BASE)
+    cells = scenario.cluster.gpus * scenario.cluster.horizon_steps
+    header, first, *_ = grid_to_csv(scenario, solve(scenario, "fifo")).splitlines()
+    at_limit = "\n".join([header, *[first] * (2 * cells)]) + "\n\n"  # a blank line is no row
+    assert plan_from_grid_csv(scenario, at_limit).conflicts == ()  # (the same cell, one job)
+    over = at_limit + first + "\n"
+    with pytest.raises(ScenarioError, match=f"grid.csv: {2 * cells + 1:,} rows for a grid of "):
+        plan_from_grid_csv(scenario, over)
+
+
 def test_hostile_job_id_is_neutralised_in_export_and_recovered_on_import():
     doc = mutate("jobs.1.id", '=HYPERLINK("x")')(BASE)
     scenario = scenario_from_dict(doc)
