@@ -927,12 +927,23 @@ def _run_import(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(scenario_to_json(result.scenario), encoding="utf-8")
-    as_run_path = out.with_name("as_run.json")
-    as_run = {**result.as_run, "summary": result.summary}
+    as_run_path = _as_run_path(out)
+    as_run = {"scenario": out.name, **result.as_run, "summary": result.summary}
     as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
     print(format_summary(result.summary, result.as_run))
     print(f"wrote {out} and {as_run_path}")
     return EXIT_OK
+
+
+def _as_run_path(out: Path) -> Path:
+    """as_run.json beside the scenario (SPEC section 4), unless that file holds another
+    scenario's as-run (windows imported into one folder): then <scenario>.as_run.json."""
+    path = out.with_name("as_run.json")
+    try:
+        other = json.loads(path.read_text(encoding="utf-8")).get("scenario") != out.name
+    except (OSError, ValueError, AttributeError):
+        other = path.exists()  # (unreadable: not ours to replace)
+    return out.with_name(f"{out.stem}.as_run.json") if other else path
 
 
 def _number_list(flag: str, text: str | None, *, integer: bool = False) -> list[float] | None:

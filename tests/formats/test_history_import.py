@@ -573,9 +573,28 @@ def test_cli_import_then_plan(tmp_path):
     assert "as-run: utilization 25.6%" in run.stdout
     as_run = json.loads((out.parent / "as_run.json").read_text())
     assert as_run["planner"] == "as-run" and as_run["summary"]["batch"]["jobs"] == 11
+    assert as_run["scenario"] == "scenario.json"
     planned = gpuplan("plan", out, "--planner", "fifo")
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["batch_jobs"] == 11
+
+    # a second window into the same folder keeps the first one's as-run; the first again
+    # replaces its own
+    day2 = gpuplan(
+        "import", SACCT, "--start", "2026-08-18T00:00:00", "--out", out.parent / "d2.json"
+    )
+    assert day2.returncode == 0, day2.stderr
+    assert day2.stdout.rstrip().endswith(f"and {out.parent / 'd2.as_run.json'}")
+    assert json.loads((out.parent / "as_run.json").read_text()) == as_run
+    assert json.loads((out.parent / "d2.as_run.json").read_text())["scenario"] == "d2.json"
+    again = gpuplan("import", SACCT, "--start", "2026-08-17T00:00:00", "--out", out)
+    assert again.stdout.rstrip().endswith(f"and {out.parent / 'as_run.json'}")
+    assert sorted(f.name for f in out.parent.iterdir()) == [
+        "as_run.json",
+        "d2.as_run.json",
+        "d2.json",
+        "scenario.json",
+    ]
 
 
 def test_cli_import_bad_file_exits_2_with_one_line(tmp_path):
