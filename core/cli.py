@@ -432,6 +432,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     history.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
     history.add_argument("--out", type=_out_file, required=True, metavar="scenario.json")
+    history.add_argument(
+        "--no-progress", action="store_true", help="do not say on stderr what is being read"
+    )
     history.set_defaults(run=_run_import)
 
     sweep = sub.add_parser("sweep", help="capacity what-ifs: every planner at every point")
@@ -923,7 +926,12 @@ def _run_import(args: argparse.Namespace) -> int:
         start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
+    if not args.no_progress:  # (a large export takes seconds to read)
+        print(f"import: reading {_sized(Path(args.file))} ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
     result = import_history(args.file, args.format, window, rules)
+    if not args.no_progress:
+        print(f"import: read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(scenario_to_json(result.scenario), encoding="utf-8")
@@ -933,6 +941,15 @@ def _run_import(args: argparse.Namespace) -> int:
     print(format_summary(result.summary, result.as_run))
     print(f"wrote {out} and {as_run_path}")
     return EXIT_OK
+
+
+def _sized(path: Path) -> str:
+    """A file's name with its size, when it has one to tell ("sacct.txt (257 MB)")."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return path.name  # (the reader says what is wrong with it)
+    return f"{path.name} ({size / 1e6:,.0f} MB)" if size >= 1e6 else path.name
 
 
 def _as_run_path(out: Path) -> Path:

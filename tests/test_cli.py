@@ -456,3 +456,15 @@ def test_output_files_in_a_missing_folder_are_written_there(tmp_path, scenarios_
     assert run.returncode == 0, run.stderr
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 24 and run.stdout == ""
+
+
+def test_import_says_what_it_reads_on_stderr_unless_told_not_to(tmp_path):
+    log = ROOT / "tests" / "formats" / "fixtures" / "helios_cluster_log.csv"
+    run = gpuplan("import", log, "--out", tmp_path / "w.json")
+    assert run.returncode == 0, run.stderr
+    first, last = run.stderr.splitlines()
+    assert first == "import: reading helios_cluster_log.csv ..."
+    assert last.startswith("import: read in ") and last.endswith(" s")
+    quiet = gpuplan("import", log, "--out", tmp_path / "w.json", "--no-progress")
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    assert quiet.stdout == run.stdout
