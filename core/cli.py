@@ -190,7 +190,7 @@ def _read_input(args: argparse.Namespace) -> Any:
                 "Workload page, or with gpuplan sweep --gpus)"
             )
         return read(paths[0], fmt)
-    from .formats.history import ImportRules, ImportWindow
+    from .formats.history import ImportRules, ImportWindow, import_history
 
     days = getattr(args, "window_days", None) or getattr(args, "days", 1.0)
     start: Any = args.start
@@ -201,7 +201,11 @@ def _read_input(args: argparse.Namespace) -> Any:
         start=start, days=days, step_minutes=args.step_minutes or 60, gpus=args.gpus
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
-    return read(paths[0], fmt, window=window, rules=rules)
+    if not getattr(args, "no_progress", False) and _size(paths[0]) > _LARGE_HISTORY_BYTES:
+        print(f"reading {_sized(paths[0])} ...", file=sys.stderr, flush=True)
+    # read from its path, as `gpuplan import` reads it: up to its limit (2 GB), not the 20 MB of
+    # an upload
+    return import_history(paths[0], fmt, window, rules).scenario
 
 
 def _head(path: Path) -> str:
@@ -943,12 +947,20 @@ def _run_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_LARGE_HISTORY_BYTES = 20 * 10**6  # a history read for plan, simulate... says so past this
+
+
+def _size(path: Path) -> int:
+    """A file's size in bytes (0 where it has none to tell; the reader says what is wrong)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def _sized(path: Path) -> str:
     """A file's name with its size, when it has one to tell ("sacct.txt (257 MB)")."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return path.name  # (the reader says what is wrong with it)
+    size = _size(path)
     return f"{path.name} ({size / 1e6:,.0f} MB)" if size >= 1e6 else path.name
 
 

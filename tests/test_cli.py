@@ -468,3 +468,24 @@ def test_import_says_what_it_reads_on_stderr_unless_told_not_to(tmp_path):
     quiet = gpuplan("import", log, "--out", tmp_path / "w.json", "--no-progress")
     assert quiet.returncode == 0 and quiet.stderr == ""
     assert quiet.stdout == run.stdout
+
+
+def test_plan_reads_a_history_past_the_upload_limit_as_import_does(tmp_path):
+    """A history as INPUT is read from its path up to the import's limit, not the 20 MB of an
+    upload; reading one that large says so on stderr."""
+    export = tmp_path / "sacct.txt"
+    made = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "make_sacct.py", "--jobs", "90000", "--out", export],
+        capture_output=True,
+        timeout=120,
+    )
+    assert made.returncode == 0 and export.stat().st_size > 21 * 2**20
+    planned = gpuplan("plan", export, "--planner", "fifo")
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stderr.startswith("reading sacct.txt (")
+    imported = gpuplan("import", export, "--out", tmp_path / "window.json", "--no-progress")
+    assert imported.returncode == 0, imported.stderr
+    window = load_scenario(tmp_path / "window.json")
+    assert json.loads(planned.stdout) | {"runtime_ms": 0} == metrics(
+        window, solve(window, "fifo")
+    ) | {"runtime_ms": 0}
