@@ -459,7 +459,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_run_sweep)
 
     size = sub.add_parser("size", help="smallest multiple of --step GPUs meeting the targets")
-    size.add_argument("scenario")
+    _input_arguments(size)
     size.add_argument("--coverage", metavar="X", help="rt_coverage target in [0, 1]")
     size.add_argument("--completed", metavar="Y", help="completed/batch jobs target in [0, 1]")
     size.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
@@ -1061,12 +1061,12 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 
 def _run_size(args: argparse.Namespace) -> int:
-    from .formats import json_safe, load_scenario
+    from .formats import json_safe
     from .sweep import size
 
     step = _number("--step", args.step, integer=True)
     max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
-    scenario = load_scenario(args.scenario)
+    scenario = _read_input(args)
     options = planner_options(args.planner, time_limit=args.time_limit)
 
     def tried(gpus: int, row: dict[str, Any]) -> None:  # each size as it is planned, on stderr

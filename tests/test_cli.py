@@ -489,3 +489,22 @@ def test_plan_reads_a_history_past_the_upload_limit_as_import_does(tmp_path):
     assert json.loads(planned.stdout) | {"runtime_ms": 0} == metrics(
         window, solve(window, "fifo")
     ) | {"runtime_ms": 0}
+
+
+def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):
+    """`size` takes INPUT like plan: "how many GPUs do we need" straight from sacct."""
+    sacct = ROOT / "tests" / "formats" / "fixtures" / "sacct_quirks.txt"
+    window = ("--start", "2026-08-17T00:00:00", "--window-days", "1")
+    targets = ("--coverage", "0.99", "--completed", "0.9", "--no-progress")
+    direct = gpuplan("size", sacct, *window, *targets)
+    assert direct.returncode == 0, direct.stderr
+    imported = gpuplan("import", sacct, *window[:2], "--out", tmp_path / "w.json", "--no-progress")
+    assert imported.returncode == 0, imported.stderr
+    via_file = gpuplan("size", tmp_path / "w.json", *targets)
+    assert via_file.returncode == 0, via_file.stderr
+
+    def sizes(run: subprocess.CompletedProcess) -> list:
+        return [(r["gpus"], r["meets"]) for r in json.loads(run.stdout)["tried"]]
+
+    assert json.loads(direct.stdout)["gpus"] == json.loads(via_file.stdout)["gpus"] == 24
+    assert sizes(direct) == sizes(via_file) == [(8, False), (16, False), (24, True), (32, True)]
