@@ -31,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # stdout closed early (`| head`): quiet, as other tools are
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE
     except OSError as e:  # writing an output the checks at parse time could not foresee
         where = f"{e.filename}: " if e.filename else ""
         print(f"error: {where}cannot write ({e.strerror or e})", file=sys.stderr)

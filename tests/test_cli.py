@@ -508,3 +508,23 @@ def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):
 
     assert json.loads(direct.stdout)["gpus"] == json.loads(via_file.stdout)["gpus"] == 24
     assert sizes(direct) == sizes(via_file) == [(8, False), (16, False), (24, True), (32, True)]
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly():
+    """`gpuplan ... | head -1`: once the reader has gone, no "cannot write (Broken pipe)" error;
+    the exit status says so, as other tools' do (141 = 128 + SIGPIPE)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that has already gone: the first write breaks the pipe
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "core", "plan", str(ROOT / "data/scenarios/example.json")],
+            cwd=ROOT,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    finally:
+        os.close(write_end)
+    assert (run.returncode, run.stderr) == (141, "")
