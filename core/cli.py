@@ -934,11 +934,13 @@ def _run_import(args: argparse.Namespace) -> int:
         start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
-    if not args.no_progress:  # (a large export takes seconds to read)
+    # a large export takes seconds to read; a small one's errors stay one line
+    say = not args.no_progress and _size(Path(args.file)) > _LARGE_HISTORY_BYTES
+    if say:
         print(f"import: reading {_sized(Path(args.file))} ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     result = import_history(args.file, args.format, window, rules)
-    if not args.no_progress:
+    if say:
         print(f"import: read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -951,7 +953,7 @@ def _run_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_LARGE_HISTORY_BYTES = 20 * 10**6  # a history read for plan, simulate... says so past this
+_LARGE_HISTORY_BYTES = 20 * 10**6  # reading a history says so on stderr past this
 
 
 def _size(path: Path) -> int:
