@@ -159,7 +159,7 @@ def _input_arguments(command: argparse.ArgumentParser, window_days: bool = True)
 
 def _read_input(args: argparse.Namespace) -> Any:
     """The command's INPUT as a Scenario: scenario JSON, the CSV pair or a history window."""
-    from .formats import HISTORY_FORMATS, detect, read
+    from .formats import HISTORY_FORMATS, detect, head_of, read
 
     paths = [Path(p) for p in args.scenario]
     if len(paths) == 2 and all(p.suffix.lower() == ".csv" for p in paths):
@@ -169,10 +169,8 @@ def _read_input(args: argparse.Namespace) -> Any:
             f"{', '.join(p.name for p in paths)}: give one scenario or history file, or "
             f"jobs.csv together with demand.csv"
         )
-    if args.input_format != "auto":
-        fmt = args.input_format
-    else:
-        fmt = detect([(paths[0].name, _head(paths[0]))]).name
+    auto = args.input_format == "auto"
+    fmt = detect([head_of(paths[0])]).name if auto else args.input_format
     if fmt not in HISTORY_FORMATS:
         # a scenario carries its own cluster and horizon: options for a window are not silently
         # dropped
@@ -194,7 +192,7 @@ def _read_input(args: argparse.Namespace) -> Any:
                 "Workload page, or with gpuplan sweep --gpus)"
             )
         return read(paths[0], fmt)
-    from .formats.history import ImportRules, ImportWindow, import_history
+    from .formats.history import ImportRules, ImportWindow
 
     days = getattr(args, "window_days", None) or getattr(args, "days", 1.0)
     start: Any = args.start
@@ -207,19 +205,7 @@ def _read_input(args: argparse.Namespace) -> Any:
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     if not getattr(args, "no_progress", False) and _size(paths[0]) > _LARGE_HISTORY_BYTES:
         print(f"reading {_sized(paths[0])} ...", file=sys.stderr, flush=True)
-    # read from its path, as `gpuplan import` reads it: up to its limit (2 GB), not the 20 MB of
-    # an upload
-    return import_history(paths[0], fmt, window, rules).scenario
-
-
-def _head(path: Path) -> str:
-    """The first 4 KB of a file as text, for format detection (errors name the file)."""
-    from .formats import read_bytes
-
-    head = read_bytes(path, 4096)[:4096].decode("utf-8-sig", errors="replace")
-    if not head.strip():
-        raise ScenarioError(f"{path.name}: file is empty")
-    return head
+    return read(paths[0], fmt, window=window, rules=rules)
 
 
 def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:

@@ -14,6 +14,7 @@ import pytest
 from core.formats import load_scenario
 from core.plan import metrics
 from core.planners import solve
+from core.workspace import Workspace
 from tests.paths import ROOT
 
 
@@ -482,6 +483,13 @@ def test_plan_reads_a_history_past_the_upload_limit_as_import_does(tmp_path):
     assert json.loads(planned.stdout) | {"runtime_ms": 0} == metrics(
         window, solve(window, "fifo")
     ) | {"runtime_ms": 0}
+    # every command that reads a SCENARIO reads a history the same way
+    workspace = tmp_path / "ws.sqlite"
+    saved = gpuplan("workspace", "--workspace", workspace, "save", export, "--name", "sacct")
+    assert saved.returncode == 0, saved.stderr
+    kept = Workspace(workspace).load_scenario("sacct")
+    assert kept.cluster == window.cluster
+    assert [j.id for j in kept.jobs] == [j.id for j in window.jobs]
 
 
 def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):

@@ -95,8 +95,9 @@ def read(
     """A validated Scenario from one file or several (the CSV pair in any order).
 
     `format` skips detection; `base` is the host scenario of formats that carry only part of
-    one (the CSV pair); other options go to the format's reader. Each file is read once, at
-    most `max_bytes + 1` bytes.
+    one (the CSV pair); other options go to the format's reader. Each file is read at most
+    `max_bytes + 1` bytes; a scheduler history is imported from its path, as `gpuplan import`
+    reads it (its head first, for detection).
     """
     if isinstance(path_or_paths, str | os.PathLike):
         paths = [Path(path_or_paths)]
@@ -104,6 +105,13 @@ def read(
         paths = [Path(p) for p in path_or_paths]
     if not paths:
         raise ScenarioError("no input file given")
+    if len(paths) == 1:
+        fmt = _format(format) if format is not None else _detected(head_of(paths[0]))
+        if fmt is not None and fmt.name in HISTORY_FORMATS:  # from its path, up to 2 GB
+            from .history import import_history
+
+            window, rules = options.get("window"), options.get("rules")
+            return import_history(paths[0], fmt.name, window, rules).scenario
     limit = FORMATS[format].max_bytes if format in FORMATS else _largest_limit()
     sources = []
     for path in paths:
@@ -157,6 +165,24 @@ def detect(sources: list[tuple[str, str]]) -> Format:
 def load_scenario(path: str | os.PathLike) -> Scenario:
     """One scenario file, its format detected (the JSON, or a registered import)."""
     return read(path)
+
+
+def head_of(path: str | os.PathLike) -> tuple[str, str]:
+    """(name, the first HEAD_CHARS characters) of a file, for detection; blank is an error."""
+    path = Path(path)
+    data = read_bytes(path, HEAD_CHARS * 4)[: HEAD_CHARS * 4]
+    head = data.decode("utf-8-sig", errors="replace")[:HEAD_CHARS]
+    if not head.strip():
+        raise ScenarioError(f"{path.name}: file is empty")
+    return path.name, head
+
+
+def _detected(source: tuple[str, str]) -> Format | None:
+    """`detect`, with None where no format knows the head (the whole read says why)."""
+    try:
+        return detect([source])
+    except ScenarioError:
+        return None
 
 
 def _sniffs(fmt: Format, name: str, text: str) -> bool:
@@ -242,6 +268,7 @@ __all__ = [
     "read",
     "read_sources",
     "read_text",
+    "head_of",
     "realtime_to_csv",
     "register",
     "register_history",
