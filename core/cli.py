@@ -44,8 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-# The arguments that name files to read; "-" is standard input.
-_INPUT_ARGUMENTS = ("scenario", "file", "history_csv", "grid_csv", "rules")
+# The arguments that name files to read ("-" is standard input), and whether each may be a
+# scheduler history (read up to the import's 2 GB; the others up to the 20 MB of an upload).
+_INPUT_ARGUMENTS = {
+    "scenario": True,
+    "file": True,
+    "history_csv": False,
+    "grid_csv": False,
+    "rules": False,
+}
 _SPOOL_CHUNK = 1 << 20
 
 
@@ -56,23 +63,34 @@ def _spooled_inputs(args: argparse.Namespace) -> Any:
     readers look at a file's head to detect its format and then read it whole."""
     import tempfile
 
+    given = [
+        p
+        for name in _INPUT_ARGUMENTS
+        for p in (lambda v: v if isinstance(v, list) else [v])(getattr(args, name, None))
+    ]
+    if given.count("-") > 1:
+        raise ScenarioError(
+            "standard input ('-') is given for more than one input; it can be read once"
+        )
     with tempfile.TemporaryDirectory(prefix="gpuplan-") as folder:
-        for name in _INPUT_ARGUMENTS:
+        for name, history in _INPUT_ARGUMENTS.items():
             value = getattr(args, name, None)
             if isinstance(value, str) and _read_once(value):
-                setattr(args, name, _spool(value, Path(folder) / name))
+                setattr(args, name, _spool(value, Path(folder) / name, history))
             elif isinstance(value, list) and any(_read_once(p) for p in value):
                 spooled = [
-                    _spool(p, Path(folder) / f"{name}{k}") if _read_once(p) else p
+                    _spool(p, Path(folder) / f"{name}{k}", history) if _read_once(p) else p
                     for k, p in enumerate(value)
                 ]
                 setattr(args, name, spooled)
         yield
 
 
-def _spool(path: str, folder: Path) -> str:
+def _spool(path: str, folder: Path, history: bool) -> str:
     """A copy of a read-once input in `folder`, under its name ("stdin" for "-"). The copy stops
-    one byte past the largest input gpuplan reads, so the readers refuse it by its size."""
+    one byte past the largest file of its kind, so the readers refuse it by its size: a
+    scheduler history (known by its head) 2 GB, any other input 20 MB."""
+    from .formats import HISTORY_FORMATS, MAX_UPLOAD_BYTES, detect
     from .formats.history import MAX_HISTORY_BYTES
     from .formats.text import os_errors
 
@@ -85,10 +103,17 @@ def _spool(path: str, folder: Path) -> str:
             with os_errors(Path(path)):
                 source = stack.enter_context(Path(path).open("rb"))
         with copy.open("wb") as sink:
-            left = MAX_HISTORY_BYTES + 1
-            while left > 0 and (chunk := source.read(min(left, _SPOOL_CHUNK))):
-                sink.write(chunk)
+            chunk = source.read(_SPOOL_CHUNK)
+            limit = MAX_UPLOAD_BYTES
+            if history:
+                head = (copy.name, chunk[:16384].decode("utf-8-sig", errors="replace"))
+                with contextlib.suppress(ScenarioError):
+                    limit = MAX_HISTORY_BYTES if detect([head]).name in HISTORY_FORMATS else limit
+            left = limit + 1
+            while chunk:
+                sink.write(chunk[:left])
                 left -= len(chunk)
+                chunk = source.read(min(left, _SPOOL_CHUNK)) if left > 0 else b""
     return str(copy)
 
 
@@ -162,7 +187,7 @@ def _read_input(args: argparse.Namespace) -> Any:
     from .formats import HISTORY_FORMATS, detect, head_of, read
 
     paths = [Path(p) for p in args.scenario]
-    if len(paths) == 2 and all(p.suffix.lower() == ".csv" for p in paths):
+    if len(paths) == 2 and all(_tabular(p) for p in paths):
         return read(paths, base=_pair_host(args, paths))
     if len(paths) >= 2:  # (two JSON files are not a pair: say what is)
         raise ScenarioError(
@@ -208,6 +233,16 @@ def _read_input(args: argparse.Namespace) -> Any:
     return read(paths[0], fmt, window=window, rules=rules)
 
 
+def _tabular(path: Path) -> bool:
+    """Whether an input may be half of the CSV pair: named .csv, or (standard input, a pipe,
+    any other name) a head that is not JSON; the pair's reader checks its columns."""
+    from .formats import head_of
+
+    if path.suffix.lower() == ".csv":
+        return True
+    return not head_of(path)[1].lstrip().startswith(("{", "["))
+
+
 def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
     """The cluster a CSV pair is planned on: --gpus, --step-minutes, --start, and the horizon
     its demand.csv covers (the pair itself carries only jobs and demand)."""
@@ -230,9 +265,11 @@ def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
         if rows.fieldnames and "step" in rows.fieldnames and "job_id" in rows.fieldnames:
             for row in rows:
                 try:
-                    steps = max(steps, int(float(row["step"])) + 1)
+                    step = float(row["step"])
                 except (TypeError, ValueError):
                     continue  # the pair's own reader names the row
+                if 0 <= step < MAX_STEPS:  # (and a step past the horizon, inf or nan)
+                    steps = max(steps, int(step) + 1)
     start = None
     if args.start is not None:
         try:
@@ -557,7 +594,9 @@ def _out_file(text: str) -> Path:
     """An output file: not a folder, in a folder that exists or can be made, and can be written
     (`_write_file` makes the folder, as the commands that write folders do)."""
     path = Path(text)
-    if path.is_dir():
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' is no file name here (give a file)")
+    if path.is_dir() or text.endswith(("/", os.sep)):
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text} cannot be written (no permission)")
@@ -567,8 +606,11 @@ def _out_file(text: str) -> Path:
 
 def _write_file(path: Path, text: str) -> None:
     """Write an output file given with --out, making its folder first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:  # (a full disk, /dev/full: errors without a file name)
+        raise ScenarioError(f"{path}: cannot write ({e.strerror or e})") from None
 
 
 def _writable_ancestor(folder: Path, text: str) -> None:
@@ -929,11 +971,10 @@ def _run_import(args: argparse.Namespace) -> int:
     if say:
         print(f"import: read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(scenario_to_json(result.scenario), encoding="utf-8")
+    _write_file(out, scenario_to_json(result.scenario))
     as_run_path = _as_run_path(out)
     as_run = {"scenario": out.name, **result.as_run, "summary": result.summary}
-    as_run_path.write_text(json.dumps(json_safe(as_run), indent=2) + "\n", encoding="utf-8")
+    _write_file(as_run_path, json.dumps(json_safe(as_run), indent=2) + "\n")
     print(format_summary(result.summary, result.as_run))
     print(f"wrote {out} and {as_run_path}")
     return EXIT_OK

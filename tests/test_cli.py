@@ -529,3 +529,67 @@ def test_a_reader_that_stops_early_ends_the_output_quietly():
     finally:
         os.close(write_end)
     assert (run.returncode, run.stderr) == (141, "")
+
+
+def test_the_csv_pair_reads_from_standard_input_or_a_pipe_too(tmp_path, scenarios_dir):
+    from core.formats import scenario_to_tables
+
+    scenario = load_scenario(scenarios_dir / "mixed-control.json")
+    jobs_csv, demand_csv = scenario_to_tables(scenario)
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    (tmp_path / "demand.csv").write_text(demand_csv)
+    options = ("--gpus", "8", "--planner", "fifo")
+
+    def plan_of(run: subprocess.CompletedProcess) -> dict:
+        assert run.returncode == 0, run.stderr
+        return {k: v for k, v in json.loads(run.stdout).items() if k != "runtime_ms"}
+
+    files = plan_of(gpuplan("plan", tmp_path / "jobs.csv", tmp_path / "demand.csv", *options))
+    piped = gpuplan("plan", "-", tmp_path / "demand.csv", *options, stdin=jobs_csv)
+    assert plan_of(piped) == files
+    (tmp_path / "demand.txt").write_text(demand_csv)  # any name: its columns say what it is
+    assert plan_of(gpuplan("plan", tmp_path / "jobs.csv", tmp_path / "demand.txt", *options)) == (
+        files
+    )
+
+
+@pytest.mark.parametrize(
+    "args, stdin, says",
+    [
+        # a demand step no horizon holds: the file and row, not a traceback or the cluster
+        (("plan", "{jobs}", "{demand_inf}", "--gpus", "8"), None, "d.csv: row 2: step must be"),
+        (("plan", "{jobs}", "{demand_far}", "--gpus", "8"), None, "d.csv: row 2: step 20000 is"),
+        (("check", "{example}", "-", "-"), "x", "standard input ('-') is given for more than one"),
+        (("plan", "{log}", "--rules", "/dev/zero"), None, "zero: file is larger than the upload"),
+        (("forecast", "{history}", "--out", "{tmp}/new/"), None, "new/ is a folder, not a file"),
+        (("import", "{history}", "--out", "-"), None, "'-' is no file name here"),
+        (("import", "{log}", "--out", "/dev/full"), None, "/dev/full: cannot write (No space"),
+    ],
+)
+def test_odd_inputs_and_outputs_are_one_line_naming_what_is_wrong(
+    args, stdin, says, tmp_path, example, scenarios_dir
+):
+    from core.formats import scenario_to_tables
+
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(example))
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    header, first, *_ = demand_csv.splitlines()
+    step, *rest = first.split(",")
+    for name, value in (("demand_inf", "inf"), ("demand_far", "20000")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "d.csv").write_text(f"{header}\n{','.join([value, *rest])}\n")
+    fill = {
+        "jobs": tmp_path / "jobs.csv",
+        "demand_inf": tmp_path / "demand_inf" / "d.csv",
+        "demand_far": tmp_path / "demand_far" / "d.csv",
+        "example": example,
+        "history": ROOT / "data" / "histories" / "chat_requests_hourly.csv",
+        "log": ROOT / "tests" / "formats" / "fixtures" / "helios_cluster_log.csv",
+        "tmp": tmp_path,
+    }
+    if "/dev/full" in args and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    run = gpuplan(*[a.format(**fill) for a in args], stdin=stdin)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert says in run.stderr, run.stderr

@@ -46,7 +46,7 @@ from ..model import (
     Scenario,
     ScenarioError,
 )
-from .text import json_error, os_errors
+from .text import json_error, os_errors, read_text
 
 HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
 MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large; the app's 20 MB upload limit applies there
@@ -240,11 +240,7 @@ class ImportRules:
     @classmethod
     def load(cls, path: str | Path) -> ImportRules:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ScenarioError(f"{path}: cannot be read ({e})") from None
-        return cls.from_json(text, path.name)
+        return cls.from_json(read_text(path), path.name)  # (at most 20 MB, errors by name)
 
     def to_dict(self) -> dict[str, Any]:
         return {
