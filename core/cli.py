@@ -1105,6 +1105,8 @@ def _run_size(args: argparse.Namespace) -> int:
     def tried(gpus: int, row: dict[str, Any]) -> None:  # each size as it is planned, on stderr
         missed = [name for name, ok in row["meets"].items() if not ok]
         verdict = f"misses {', '.join(missed)}" if missed else "meets the targets"
+        if row.get("error"):  # (no plan there: say why, not which targets it missed)
+            verdict = f"cannot be planned: {row['error']}"
         print(f"size: {gpus:,} GPUs {verdict}", file=sys.stderr, flush=True)
 
     result = size(

@@ -49,9 +49,13 @@ def with_gpus(scenario: Scenario, gpus: int) -> Scenario:
 
     Every job's `gpus_max` is clipped to the cluster (batch: to the largest power of two that
     fits) and `gpus_min` to the new `gpus_max`, so each job stays within its own range. Real-time
-    `previous_gpus` lose the GPUs that no longer exist. Running blocks are inherited as they are:
-    one that lies outside the smaller cluster, or real-time floors that no longer fit beside the
-    running work, make the model raise a `ScenarioError` naming the job.
+    `previous_gpus` lose the GPUs that no longer exist. Running blocks are inherited as they are
+    where they all still fit; where one lies outside the smaller cluster, the running work is
+    placed again from GPU 0, largest block first (so each stays aligned), and the real-time sets
+    held at the start move onto the GPUs it leaves, as many as each held: on a cluster of another
+    size, where work runs now is no fact (an import places it on the trace's cluster). Running
+    work that does not fit at all, or real-time floors that no longer fit beside it, make the
+    point raise a `ScenarioError` naming the job.
     """
     _check_count("gpus", gpus, minimum=1)
     gpus = int(gpus)
@@ -79,7 +83,36 @@ def with_gpus(scenario: Scenario, gpus: int) -> Scenario:
                     job, gpus_max=high, gpus_min=min(job.gpus_min, high), previous_gpus=previous
                 )
             )
+    if any(j.running and j.running.gpu_start + j.running.gpus > gpus for j in scenario.batch_jobs):
+        jobs = _running_placed_again(jobs, gpus)
     return replace(scenario, cluster=replace(cluster, gpus=gpus), jobs=tuple(jobs))
+
+
+def _running_placed_again(jobs: list, gpus: int) -> list:
+    """`jobs` with the running blocks side by side from GPU 0, largest first (a power of two
+    after larger ones starts aligned), then the real-time sets held at the start on the GPUs
+    after them, as many as each still holds."""
+    running = sorted(
+        (k for k, job in enumerate(jobs) if isinstance(job, BatchJob) and job.running),
+        key=lambda k: (-jobs[k].running.gpus, jobs[k].running.gpu_start),
+    )
+    held = sum(jobs[k].running.gpus for k in running)
+    if held > gpus:
+        raise ScenarioError(
+            f"job '{jobs[running[0]].id}': running block does not fit: the running work "
+            f"({len(running)} job{'s' * (len(running) > 1)}) holds {held} GPUs, more than a "
+            f"cluster of {gpus}"
+        )
+    out, start = list(jobs), 0
+    for k in running:
+        out[k] = replace(jobs[k], running=replace(jobs[k].running, gpu_start=start))
+        start += jobs[k].running.gpus
+    free = iter(range(start, gpus))
+    for k, job in enumerate(jobs):  # (their sets already clipped to the cluster, as above)
+        if isinstance(job, RealtimeJob) and job.previous_gpus is not None:
+            count = len(job.previous_gpus)
+            out[k] = replace(job, previous_gpus=tuple(itertools.islice(free, count)))
+    return out
 
 
 def scale_demand(scenario: Scenario, factor: float) -> Scenario:

@@ -91,16 +91,26 @@ def test_with_gpus_keeps_every_job_in_range_or_names_the_point_invalid(scenario,
         return
     assert moved.cluster.gpus == gpus
     assert [j.id for j in moved.jobs] == [j.id for j in scenario.jobs]
+    # running work stays where it is unless a block of it lies outside the smaller cluster
+    stays = all(
+        j.running.gpu_start + j.running.gpus <= gpus for j in scenario.batch_jobs if j.running
+    )
     for before, after in zip(scenario.jobs, moved.jobs, strict=True):
         assert after.gpus_min <= after.gpus_max <= gpus
         assert after.gpus_max == min(before.gpus_max, after.gpus_max)
         assert after.priority == before.priority
         if isinstance(after, BatchJob):
-            assert after.gpu_hours == before.gpu_hours and after.running == before.running
-            assert after.sizes(), f"{after.id} has no allowed block size"
+            assert after.gpu_hours == before.gpu_hours and after.sizes()
+            assert after.running == before.running or (
+                not stays
+                and (after.running.gpus, after.running.remaining_steps)
+                == (before.running.gpus, before.running.remaining_steps)
+            )
         else:
             assert after.demand == before.demand
-            assert set(after.previous_gpus or ()) <= set(before.previous_gpus or ())
+            assert len(after.previous_gpus or ()) <= len(before.previous_gpus or ())
+            if stays:
+                assert set(after.previous_gpus or ()) <= set(before.previous_gpus or ())
     plan = solve(moved, "allocator")
     assert check(moved, plan) == []
 
@@ -161,6 +171,31 @@ def test_with_gpus_clips_a_realtime_floor_and_a_batch_floor():
     assert (big.gpus_min, big.gpus_max) == (4, 4)
     assert (api.gpus_min, api.gpus_max) == (4, 4)
     assert api.demand == (6.0, 6.0)  # demand is what it is: above the cluster means shortfall
+
+
+def test_running_work_outside_a_smaller_cluster_is_placed_again_from_gpu_0():
+    scenario = Scenario(
+        "placed",
+        Cluster(16, 60, 4),
+        (
+            BatchJob("a", "training", 2, 8, 8, gpu_hours=24, running=Running(8, 8, 3)),
+            BatchJob("b", "training", 1, 2, 2, gpu_hours=4, running=Running(4, 2, 2)),
+            RealtimeJob("api", 4, 1, 4, swap_cap=2, demand=(2, 2, 2, 2), previous_gpus=(0, 1)),
+        ),
+    )
+    a, b, api = with_gpus(scenario, 12).jobs
+    assert (a.running, b.running) == (Running(0, 8, 3), Running(8, 2, 2))  # largest first
+    assert api.previous_gpus == (10, 11)  # as many as it held, beside the running work
+    moved = with_gpus(scenario, 12)
+    plan = solve(moved, "allocator")
+    assert check(moved, plan) == [] and metrics(moved, plan)["rt_coverage"] == 1.0
+    assert with_gpus(scenario, 16).jobs == scenario.jobs  # where it all fits, nothing moves
+    with pytest.raises(
+        ScenarioError,
+        match=r"job 'a': running block does not fit: the running "
+        r"work \(2 jobs\) holds 10 GPUs, more than a cluster of 8",
+    ):
+        with_gpus(scenario, 8)
 
 
 def test_a_point_whose_running_block_no_longer_fits_is_an_error_naming_the_job(mixed):
