@@ -482,7 +482,9 @@ def _parser() -> argparse.ArgumentParser:
         "--scheduler", metavar="ADDR", help="a running Dask scheduler (or DASK_SCHEDULER_ADDRESS)"
     )
     sweep.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="S")
-    sweep.add_argument("--out", metavar="DIR", required=True, help="writes DIR/sweep.csv")
+    sweep.add_argument(
+        "--out", type=_out_folder, metavar="DIR", required=True, help="writes DIR/sweep.csv"
+    )
     sweep.set_defaults(run=_run_sweep)
 
     size = sub.add_parser("size", help="smallest multiple of --step GPUs meeting the targets")
@@ -1099,6 +1101,8 @@ def _run_size(args: argparse.Namespace) -> int:
 
     step = _number("--step", args.step, integer=True)
     max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
+    if args.coverage is None and args.completed is None:  # (before a large history is read)
+        raise ScenarioError("size: give at least one target (coverage or completed)")
     scenario = _read_input(args)
     options = planner_options(args.planner, time_limit=args.time_limit)
 

@@ -506,10 +506,14 @@ def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
         (("size", MIXED, "--coverage", "1.5"), "coverage must be in [0, 1]"),
         (("size", MIXED, "--completed", "0.5", "--step", "0"), "step must be >= 1"),
         (("size", MIXED), "give at least one target"),
+        (("size", "missing.json"), "give at least one target"),  # said before any input is read
+        (("sweep", MIXED, "--out", "{a_file}"), "is a file, not a folder"),  # before the input
     ],
 )
 def test_bad_values_exit_2_with_one_error_line(args, message, tmp_path):
-    if args[0] == "sweep":
+    (tmp_path / "a_file").write_text("")
+    args = tuple(str(a).format(a_file=tmp_path / "a_file") for a in args)
+    if args[0] == "sweep" and "--out" not in args:
         args = (*args, "--out", tmp_path)
     result = gpuplan(*args)
     assert result.returncode == 2, result.stdout
