@@ -207,7 +207,7 @@ if len(invalid):
         f"{len(invalid)} run(s) at invalid points, e.g. {invalid.iloc[0]['gpus']} GPUs: "
         f"{invalid.iloc[0]['error']}"
     )
-st.dataframe(table, hide_index=True, key="cap_table")
+st.dataframe(table, hide_index=True, key="cap_table", placeholder="—")
 st.download_button(
     "Download sweep.csv",
     sweep_to_csv(rows),
