@@ -63,27 +63,29 @@ def _spooled_inputs(args: argparse.Namespace) -> Any:
     readers look at a file's head to detect its format and then read it whole."""
     import tempfile
 
-    given = [
-        p
-        for name in _INPUT_ARGUMENTS
-        for p in (lambda v: v if isinstance(v, list) else [v])(getattr(args, name, None))
-    ]
-    if given.count("-") > 1:
+    given = {name: _paths(getattr(args, name, None)) for name in _INPUT_ARGUMENTS}
+    if sum(paths.count("-") for paths in given.values()) > 1:
         raise ScenarioError(
             "standard input ('-') is given for more than one input; it can be read once"
         )
     with tempfile.TemporaryDirectory(prefix="gpuplan-") as folder:
-        for name, history in _INPUT_ARGUMENTS.items():
-            value = getattr(args, name, None)
-            if isinstance(value, str) and _read_once(value):
-                setattr(args, name, _spool(value, Path(folder) / name, history))
-            elif isinstance(value, list) and any(_read_once(p) for p in value):
+        for name, paths in given.items():
+            if any(_read_once(p) for p in paths):
+                history = _INPUT_ARGUMENTS[name]
                 spooled = [
                     _spool(p, Path(folder) / f"{name}{k}", history) if _read_once(p) else p
-                    for k, p in enumerate(value)
+                    for k, p in enumerate(paths)
                 ]
-                setattr(args, name, spooled)
+                single = not isinstance(getattr(args, name), list)
+                setattr(args, name, spooled[0] if single else spooled)
         yield
+
+
+def _paths(value: Any) -> list[str]:
+    """An input argument's file names (none, one, or INPUT's list)."""
+    if isinstance(value, list):
+        return value
+    return [value] if isinstance(value, str) else []
 
 
 def _spool(path: str, folder: Path, history: bool) -> str:
@@ -228,8 +230,7 @@ def _read_input(args: argparse.Namespace) -> Any:
         start=start, days=days, step_minutes=args.step_minutes or 60, gpus=args.gpus
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
-    if not getattr(args, "no_progress", False) and _size(paths[0]) > _LARGE_HISTORY_BYTES:
-        print(f"reading {_sized(paths[0])} ...", file=sys.stderr, flush=True)
+    _say_reading(paths[0], getattr(args, "no_progress", False))
     return read(paths[0], fmt, window=window, rules=rules)
 
 
@@ -964,13 +965,10 @@ def _run_import(args: argparse.Namespace) -> int:
         start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
-    # a large export takes seconds to read; a small one's errors stay one line
-    say = not args.no_progress and _size(Path(args.file)) > _LARGE_HISTORY_BYTES
-    if say:
-        print(f"import: reading {_sized(Path(args.file))} ...", file=sys.stderr, flush=True)
+    said = _say_reading(Path(args.file), args.no_progress, "import: ")
     started = time.perf_counter()
     result = import_history(args.file, args.format, window, rules)
-    if say:
+    if said:
         print(f"import: read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = Path(args.out)
     _write_file(out, scenario_to_json(result.scenario))
@@ -993,10 +991,14 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _sized(path: Path) -> str:
-    """A file's name with its size, when it has one to tell ("sacct.txt (257 MB)")."""
+def _say_reading(path: Path, quiet: bool, label: str = "") -> bool:
+    """Past 20 MB, "reading sacct.txt (257 MB) ..." on stderr (a large history takes seconds;
+    a small one's errors stay one line); whether it was said."""
     size = _size(path)
-    return f"{path.name} ({size / 1e6:,.0f} MB)" if size >= 1e6 else path.name
+    if quiet or size <= _LARGE_HISTORY_BYTES:
+        return False
+    print(f"{label}reading {path.name} ({size / 1e6:,.0f} MB) ...", file=sys.stderr, flush=True)
+    return True
 
 
 def _as_run_path(out: Path) -> Path:
@@ -1097,12 +1099,13 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 def _run_size(args: argparse.Namespace) -> int:
     from .formats import json_safe
-    from .sweep import size
+    from .sweep import check_targets, size
 
     step = _number("--step", args.step, integer=True)
     max_gpus = _number("--max-gpus", args.max_gpus, integer=True)
-    if args.coverage is None and args.completed is None:  # (before a large history is read)
-        raise ScenarioError("size: give at least one target (coverage or completed)")
+    coverage = _number("--coverage", args.coverage)
+    completed = _number("--completed", args.completed)
+    check_targets(coverage, completed)  # (before a large history is read)
     scenario = _read_input(args)
     options = planner_options(args.planner, time_limit=args.time_limit)
 
@@ -1115,8 +1118,8 @@ def _run_size(args: argparse.Namespace) -> int:
 
     result = size(
         scenario,
-        coverage=_number("--coverage", args.coverage),
-        completed=_number("--completed", args.completed),
+        coverage=coverage,
+        completed=completed,
         planner=args.planner,
         step=step,
         max_gpus=max_gpus,

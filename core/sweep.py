@@ -57,10 +57,8 @@ def with_gpus(scenario: Scenario, gpus: int) -> Scenario:
     work that does not fit at all, or real-time floors that no longer fit beside it, make the
     point raise a `ScenarioError` naming the job.
     """
-    _check_count("gpus", gpus, minimum=1)
+    _check_gpus(gpus)
     gpus = int(gpus)
-    if gpus > MAX_GPUS:
-        raise ScenarioError(f"sweep: gpus {gpus} exceeds the limit of {MAX_GPUS:,}")
     cluster = scenario.cluster
     if gpus * cluster.horizon_steps > MAX_CELLS:
         raise ScenarioError(
@@ -180,6 +178,13 @@ def _check_scale(name: str, value: object, *, allow_zero: bool, owner: str = "sw
         raise ScenarioError(f"{owner}: {name} must be {bound}, got {value!r}")
 
 
+def _check_gpus(value: object) -> None:
+    """A cluster size: a whole number from 1 to the model's limit."""
+    _check_count("gpus", value, minimum=1)
+    if value > MAX_GPUS:
+        raise ScenarioError(f"sweep: gpus {int(value):,} is above the limit of {MAX_GPUS:,} GPUs")
+
+
 def _check_count(name: str, value: object, *, minimum: int, owner: str = "sweep") -> None:
     if (
         isinstance(value, bool)
@@ -240,12 +245,8 @@ def sweep_points(
         if not values:
             raise ScenarioError(f"sweep: {name} has no values")
         for value in values:
-            if name == "gpus":
-                _check_count(name, value, minimum=1)
-                if value > MAX_GPUS:  # (no point of it could plan: refused, not an error row)
-                    raise ScenarioError(
-                        f"sweep: gpus {value:,} is above the limit of {MAX_GPUS:,} GPUs"
-                    )
+            if name == "gpus":  # (past the limit no point could plan: refused, not an error row)
+                _check_gpus(value)
             elif name == "penalty_weight":
                 _check_scale(name, value, allow_zero=True)
             elif name == "decay":
@@ -637,6 +638,17 @@ def size(
     return result
 
 
+def check_targets(coverage: float | None, completed: float | None) -> None:
+    """`size`'s targets: at least one, each a share in [0, 1]."""
+    if coverage is None and completed is None:
+        raise ScenarioError("size: give at least one target (coverage or completed)")
+    for name, value in (("coverage", coverage), ("completed", completed)):
+        if value is not None:
+            _check_scale(name, value, allow_zero=True, owner="size")
+            if value > 1:
+                raise ScenarioError(f"size: {name} must be in [0, 1], got {value!r}")
+
+
 def _size_range(
     scenario: Scenario,
     coverage: float | None,
@@ -645,13 +657,7 @@ def _size_range(
     max_gpus: int | None,
 ) -> tuple[int, int]:
     """The checked targets' step and the largest multiple of it `size` may try."""
-    if coverage is None and completed is None:
-        raise ScenarioError("size: give at least one target (coverage or completed)")
-    for name, value in (("coverage", coverage), ("completed", completed)):
-        if value is not None:
-            _check_scale(name, value, allow_zero=True, owner="size")
-            if value > 1:
-                raise ScenarioError(f"size: {name} must be in [0, 1], got {value!r}")
+    check_targets(coverage, completed)
     _check_count("step", step, minimum=1, owner="size")
     step = int(step)
     limit_by_cells = MAX_CELLS // scenario.cluster.horizon_steps
