@@ -139,8 +139,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _input_arguments(command: argparse.ArgumentParser, window_days: bool = True) -> None:
-    """INPUT...: a scenario JSON, the CSV pair, or a scheduler history with its window."""
+def _input_arguments(
+    command: argparse.ArgumentParser, window_days: bool = True, cluster: bool = True
+) -> None:
+    """INPUT...: a scenario JSON, the CSV pair, or a scheduler history with its window. Without
+    `cluster` the command's own --gpus (sweep's list of sizes) stands in for the window's."""
     command.add_argument(
         "scenario",
         nargs="+",
@@ -174,23 +177,27 @@ def _input_arguments(command: argparse.ArgumentParser, window_days: bool = True)
         metavar="M",
         help="step length (default 60)",
     )
-    window.add_argument(
-        "--gpus",
-        type=_positive_int,
-        metavar="G",
-        help="cluster size (history default: its peak in use, rounded up to "
-        "a power of two; needed for a CSV pair)",
-    )
+    if cluster:
+        window.add_argument(
+            "--gpus",
+            dest="cluster_gpus",
+            type=_positive_int,
+            metavar="G",
+            help="cluster size (history default: its peak in use, rounded up to "
+            "a power of two; needed for a CSV pair)",
+        )
     window.add_argument("--rules", metavar="R.json", help="a history's type/priority rules")
 
 
-def _read_input(args: argparse.Namespace) -> Any:
-    """The command's INPUT as a Scenario: scenario JSON, the CSV pair or a history window."""
+def _read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
+    """The command's INPUT as a Scenario: scenario JSON, the CSV pair or a history window.
+    `pair_gpus`: the CSV pair's cluster where the command has no window --gpus (sweep)."""
     from .formats import HISTORY_FORMATS, detect, head_of, read
 
     paths = [Path(p) for p in args.scenario]
+    gpus = getattr(args, "cluster_gpus", None)
     if len(paths) == 2 and all(_tabular(p) for p in paths):
-        return read(paths, base=_pair_host(args, paths))
+        return read(paths, base=_pair_host(args, paths, gpus or pair_gpus))
     if len(paths) >= 2:  # (two JSON files are not a pair: say what is)
         raise ScenarioError(
             f"{', '.join(p.name for p in paths)}: give one scenario or history file, or "
@@ -207,14 +214,15 @@ def _read_input(args: argparse.Namespace) -> Any:
                 ("--start", args.start),
                 ("--window-days", getattr(args, "window_days", None)),
                 ("--step-minutes", args.step_minutes),
-                ("--gpus", args.gpus),
+                ("--gpus", gpus),
                 ("--rules", args.rules),
             )
             if value is not None
         ]
         if given:
+            verb = "applies" if len(given) == 1 else "apply"
             raise ScenarioError(
-                f"{paths[0].name}: {', '.join(given)} apply to a scheduler history or the CSV "
+                f"{paths[0].name}: {', '.join(given)} {verb} to a scheduler history or the CSV "
                 "pair; a scenario carries its own cluster and horizon (change them on the "
                 "Workload page, or with gpuplan sweep --gpus)"
             )
@@ -226,9 +234,7 @@ def _read_input(args: argparse.Namespace) -> Any:
     if start is not None:
         with contextlib.suppress(ValueError):
             start = float(start)  # hours from the trace start, for relative traces
-    window = ImportWindow(
-        start=start, days=days, step_minutes=args.step_minutes or 60, gpus=args.gpus
-    )
+    window = ImportWindow(start=start, days=days, step_minutes=args.step_minutes or 60, gpus=gpus)
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     _say_reading(paths[0], getattr(args, "no_progress", False))
     return read(paths[0], fmt, window=window, rules=rules)
@@ -244,7 +250,7 @@ def _tabular(path: Path) -> bool:
     return not head_of(path)[1].lstrip().startswith(("{", "["))
 
 
-def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
+def _pair_host(args: argparse.Namespace, paths: list[Path], gpus: int | None) -> Any:
     """The cluster a CSV pair is planned on: --gpus, --step-minutes, --start, and the horizon
     its demand.csv covers (the pair itself carries only jobs and demand)."""
     import csv as csv_module
@@ -255,7 +261,7 @@ def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
     from .model import Cluster, Scenario
 
     names = " + ".join(p.name for p in paths)
-    if args.gpus is None:
+    if gpus is None:
         raise ScenarioError(
             f"{names}: the CSV pair carries no cluster: give --gpus G (and --step-minutes, "
             f"--start when the steps are not 60 minutes from no particular time)"
@@ -279,7 +285,7 @@ def _pair_host(args: argparse.Namespace, paths: list[Path]) -> Any:
             raise ScenarioError(f"--start {args.start!r} is not an ISO time") from None
     horizon = steps or 24
     stem = paths[0].stem.removesuffix("jobs").removesuffix("demand").strip("_-. ") or "pair"
-    return Scenario(stem, Cluster(args.gpus, args.step_minutes or 60, horizon, start), ())
+    return Scenario(stem, Cluster(gpus, args.step_minutes or 60, horizon, start), ())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -470,13 +476,23 @@ def _parser() -> argparse.ArgumentParser:
     history.set_defaults(run=_run_import)
 
     sweep = sub.add_parser("sweep", help="capacity what-ifs: every planner at every point")
-    sweep.add_argument("scenario")
-    sweep.add_argument("--gpus", metavar="L", help="cluster sizes, e.g. 8,16,32")
+    _input_arguments(sweep, cluster=False)
+    sweep.add_argument(
+        "--gpus",
+        metavar="L",
+        help="cluster sizes, e.g. 8,16,32 (default: the input's own; a CSV pair is read on the "
+        "largest, a history's running work placed again on each)",
+    )
     sweep.add_argument("--demand-scale", metavar="L", help="real-time demand factors, e.g. 1,1.2")
     sweep.add_argument("--work-scale", metavar="L", help="batch gpu_hours factors, e.g. 1,1.5")
     sweep.add_argument("--penalty", metavar="L", help="penalty weights, e.g. 5,8")
     sweep.add_argument("--decay", metavar="L", help="per-step decays, e.g. 0.97")
-    sweep.add_argument("--planners", metavar="L", default=f"{BASELINE},{FAST}")
+    sweep.add_argument(
+        "--planners",
+        metavar="L",
+        default=f"{BASELINE},{FAST}",
+        help=f"planners to run at every point (default {BASELINE},{FAST})",
+    )
     engine = sweep.add_mutually_exclusive_group()
     engine.add_argument("--workers", metavar="N", help="local worker processes (default: cores)")
     engine.add_argument(
@@ -1040,8 +1056,14 @@ def _number(flag: str, text: str | None, *, integer: bool = False) -> float | No
 def _run_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from .formats import load_scenario
-    from .sweep import dask_client, engine_label, run_sweep, sweep_points, sweep_to_csv
+    from .sweep import (
+        check_point_lists,
+        dask_client,
+        engine_label,
+        run_sweep,
+        sweep_points,
+        sweep_to_csv,
+    )
 
     planners = [p.strip() for p in args.planners.split(",")]
     unknown = [p for p in planners if p not in PLANNER_NAMES]
@@ -1053,15 +1075,17 @@ def _run_sweep(args: argparse.Namespace) -> int:
     workers = _number("--workers", args.workers, integer=True)
     if workers is not None and workers < 1:
         raise ScenarioError(f"--workers: must be at least 1, got {args.workers}")
-    scenario = load_scenario(args.scenario)
-    points = sweep_points(
-        scenario,
-        gpus=_number_list("--gpus", args.gpus, integer=True),
-        demand_scale=_number_list("--demand-scale", args.demand_scale),
-        work_scale=_number_list("--work-scale", args.work_scale),
-        penalty_weight=_number_list("--penalty", args.penalty),
-        decay=_number_list("--decay", args.decay),
-    )
+    lists = {
+        "gpus": _number_list("--gpus", args.gpus, integer=True),
+        "demand_scale": _number_list("--demand-scale", args.demand_scale),
+        "work_scale": _number_list("--work-scale", args.work_scale),
+        "penalty_weight": _number_list("--penalty", args.penalty),
+        "decay": _number_list("--decay", args.decay),
+    }
+    check_point_lists(**lists)  # (before a large history is read)
+    sizes = lists["gpus"]
+    scenario = _read_input(args, pair_gpus=max(sizes) if sizes else None)
+    points = sweep_points(scenario, **lists)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     options = {p: planner_options(p, time_limit=args.time_limit) for p in planners}

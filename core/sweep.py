@@ -232,6 +232,13 @@ def sweep_points(
 ) -> list[SweepPoint]:
     """The product of the lists in the order given (gpus outermost); an omitted list is the
     scenario's own value (1 for the scales). Empty lists and bad values raise ScenarioError."""
+    check_point_lists(
+        gpus=gpus,
+        demand_scale=demand_scale,
+        work_scale=work_scale,
+        penalty_weight=penalty_weight,
+        decay=decay,
+    )
     lists = {
         "gpus": [scenario.cluster.gpus] if gpus is None else list(gpus),
         "demand_scale": [1.0] if demand_scale is None else list(demand_scale),
@@ -241,7 +248,19 @@ def sweep_points(
         else list(penalty_weight),
         "decay": [scenario.policy.decay] if decay is None else list(decay),
     }
+    return [
+        SweepPoint(int(g), float(d), float(w), float(p), float(k))
+        for g, d, w, p, k in itertools.product(*lists.values())
+    ]
+
+
+def check_point_lists(**lists: Sequence[float] | None) -> None:
+    """The lists of `sweep_points` that are given (gpus, demand_scale, work_scale,
+    penalty_weight, decay), checked without a scenario: the command line refuses them before it
+    reads a large history. Empty lists and bad values raise ScenarioError."""
     for name, values in lists.items():
+        if values is None:
+            continue
         if not values:
             raise ScenarioError(f"sweep: {name} has no values")
         for value in values:
@@ -253,12 +272,10 @@ def sweep_points(
                 _check_scale(name, value, allow_zero=False)
                 if value > 1:
                     raise ScenarioError(f"sweep: decay must be in (0, 1], got {value!r}")
-            else:
+            elif name in ("demand_scale", "work_scale"):
                 _check_scale(name, value, allow_zero=name == "demand_scale")
-    return [
-        SweepPoint(int(g), float(d), float(w), float(p), float(k))
-        for g, d, w, p, k in itertools.product(*lists.values())
-    ]
+            else:
+                raise TypeError(f"check_point_lists: unknown list {name!r}")
 
 
 def meets_targets(

@@ -297,6 +297,43 @@ def test_the_sweep_csv_has_the_columns_and_the_rows_a_planner_would_compute(one_
             assert float(row[key]) == pytest.approx(expected[key], rel=1e-12), key
 
 
+def test_a_sweep_takes_a_history_window_and_the_csv_pair_as_plan_does(tmp_path):
+    """INPUT as `plan` reads it: a sacct window sweeps as its imported scenario does, and the CSV
+    pair (no cluster of its own) is read on the largest size and planned on each."""
+    from core.formats import scenario_to_tables
+
+    sacct = ROOT / "tests" / "formats" / "fixtures" / "sacct_quirks.txt"
+    window = ("--start", "2026-08-17T00:00:00", "--window-days", "1")
+    sizes = ("--gpus", "8,16", "--planners", "fifo,allocator", "--workers", "1")
+    direct = gpuplan("sweep", sacct, *window, *sizes, "--out", tmp_path / "direct")
+    assert direct.returncode == 0, direct.stderr
+    imported = gpuplan("import", sacct, *window[:2], "--out", tmp_path / "w.json", "--no-progress")
+    assert imported.returncode == 0, imported.stderr
+    via_file = gpuplan("sweep", tmp_path / "w.json", *sizes, "--out", tmp_path / "file")
+    assert via_file.returncode == 0, via_file.stderr
+
+    def rows(folder: str) -> list[dict]:
+        table = csv.DictReader((tmp_path / folder / "sweep.csv").open())
+        return [{k: v for k, v in r.items() if k not in TIMING_COLUMNS} for r in table]
+
+    assert rows("direct") == rows("file") and len(rows("direct")) == 4
+    assert {r["error"] for r in rows("direct")} == {""}
+
+    mixed = load_scenario(MIXED)
+    jobs_csv, demand_csv = scenario_to_tables(mixed)
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    (tmp_path / "demand.csv").write_text(demand_csv)
+    pair = (tmp_path / "jobs.csv", tmp_path / "demand.csv")
+    swept = gpuplan("sweep", *pair, *sizes, "--out", tmp_path / "pair")
+    assert swept.returncode == 0, swept.stderr
+    for row in rows("pair"):  # the pair's scenario (its own name and policy) on each size
+        planned = gpuplan("plan", *pair, "--gpus", row["gpus"], "--planner", row["planner"])
+        assert planned.returncode == 0, planned.stderr
+        expected = json.loads(planned.stdout)
+        for key in ("utilization", "value", "objective", "rt_coverage", "completed_jobs"):
+            assert float(row[key]) == pytest.approx(expected[key], rel=1e-12), key
+
+
 def test_two_local_workers_give_the_same_sweep_csv_as_one(one_worker_csv, tmp_path):
     result = gpuplan("sweep", MIXED, *SWEEP_ARGS, "--workers", "2", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
@@ -508,11 +545,21 @@ def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
         (("size", MIXED), "give at least one target"),
         (("size", "missing.json"), "give at least one target"),  # said before any input is read
         (("sweep", MIXED, "--out", "{a_file}"), "is a file, not a folder"),  # before the input
+        (("sweep", "missing.txt", "--gpus", "8,0"), "gpus must be >= 1"),  # the lists, too
+        (("sweep", "missing.txt", "--decay", "1.5"), "decay must be in (0, 1]"),
+        (("sweep", MIXED, "--window-days", "2"), "--window-days applies to a scheduler history"),
+        (("sweep", "{jobs}", "{demand}"), "the CSV pair carries no cluster: give --gpus"),
     ],
 )
 def test_bad_values_exit_2_with_one_error_line(args, message, tmp_path):
+    from core.formats import scenario_to_tables
+
     (tmp_path / "a_file").write_text("")
-    args = tuple(str(a).format(a_file=tmp_path / "a_file") for a in args)
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(MIXED))
+    (tmp_path / "jobs.csv").write_text(jobs_csv)
+    (tmp_path / "demand.csv").write_text(demand_csv)
+    files = {name: tmp_path / f"{name}.csv" for name in ("jobs", "demand")}
+    args = tuple(str(a).format(a_file=tmp_path / "a_file", **files) for a in args)
     if args[0] == "sweep" and "--out" not in args:
         args = (*args, "--out", tmp_path)
     result = gpuplan(*args)
