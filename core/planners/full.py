@@ -348,20 +348,6 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
             f"the model would have {terms:,} terms (limit {limit:,}); "
             f"the allocator's plan is returned",
         )
-    if clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
-        left = clock.left()
-        when = (
-            f"only {left:.2f} s of the {clock.limit:g} s time limit were left"
-            if left > 0
-            else f"the {clock.limit:g} s time limit was used up (warm start, loading Pyomo)"
-        )
-        return _fallback(
-            warm,
-            base,
-            SolveStatus.TIME_LIMIT_WARM_START,
-            f"not solved: {when}, too little to build the model ({terms:,} terms); "
-            f"the allocator's plan is returned",
-        )
     reporter = (
         _ProgressReporter(params.progress, params.progress_every_s)
         if params.progress is not None
@@ -371,6 +357,8 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
         reporter.final(warm_objective, math.inf)
     start = warm if warm_legal else None
     shaped: dict[str, Any] | None = None
+    # The shape bound first, though the full model may not fit in the time left: it is small,
+    # and where the warm start reaches it, it proves the optimum without the full model.
     if (model.placements or model.realtime) and clock.left() > clock.MIN_PHASE_S:
         shaped = _shape_bound(model, params, clock, reporter, start, base)
         if shaped["infeasible"]:
@@ -386,6 +374,20 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
             shaped.update(grids=[], time_limit=True, optimal=False)
             shaped["solver_status"] = "time limit reached before the full model was built"
             return shaped
+    elif clock.limit > 0 and terms * clock.BUILD_S_PER_TERM > clock.left():
+        left = clock.left()
+        when = (
+            f"only {left:.2f} s of the {clock.limit:g} s time limit were left"
+            if left > 0
+            else f"the {clock.limit:g} s time limit was used up (warm start, loading Pyomo)"
+        )
+        return _fallback(
+            warm,
+            base,
+            SolveStatus.TIME_LIMIT_WARM_START,
+            f"not solved: {when}, too little to build the model ({terms:,} terms); "
+            f"the allocator's plan is returned",
+        )
     build_started = time.perf_counter()
     model.build()
     if start is not None:
