@@ -76,6 +76,15 @@ TYPE_COLOURS = {
 NO_TEAM = "no team"
 
 
+JOB_COLOURS_UP_TO = 24  # jobs: beyond, grids are coloured by job type by default
+
+
+def default_colour_by(scenario: Scenario) -> str:
+    """How a grid is coloured unless the planner chooses: one colour per job while the legend
+    stays readable, else by job type (an import of hundreds of jobs; the hover names the job)."""
+    return "job" if len(scenario.jobs) <= JOB_COLOURS_UP_TO else "type"
+
+
 def job_colours(scenario: Scenario, by: str = "job") -> list[str]:
     """One colour per job, stable for a scenario: by job (real-time jobs in warm/dark tones), by
     job type, or by team (jobs of one group share a colour; the hover still names the job)."""
@@ -300,11 +309,13 @@ def _finish_grid(
                     hoverinfo="skip",
                 )
             )
-    px_per_gpu = min(28, max(4, 640 // max(G, 1)))
+    # up to 28 px a GPU, at least 4, and no more than 960 px for the grid (a 1,024-GPU import is
+    # an overview there: hover a cell, or download grid.csv)
+    grid_px = min(G * min(28, max(4, 640 // max(G, 1))), 960)
     legend_rows = math.ceil(len(legend) / 4)
     fig.update_layout(
         title=title,
-        height=height or max(220, G * px_per_gpu + 110 + 24 * legend_rows),
+        height=height or max(220, grid_px + 110 + 24 * legend_rows),
         margin={"l": 50, "r": 10, "t": 40 if title else 10, "b": 10},
         plot_bgcolor="white",
         showlegend=show_legend,

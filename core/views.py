@@ -209,6 +209,21 @@ def aligned_hours(
     return StepHours(tuple(offset + h for h in step_hours), note)
 
 
+def history_before_start(
+    history: pd.Series, window: StepHours, capacity: float, weeks: int = 8
+) -> tuple[float, ...]:
+    """A traffic history as a real-time job's GPUs per hour before step 0 (the last `weeks`).
+
+    Step 0 uses the forecast's hour `window.hours[0]` (0: the hour after the history). Where the
+    history ends earlier than the hour before step 0, its last hours are dropped so that it ends
+    on the same weekday and hour as that one, so the planner's weekly profile lines up with the
+    clock; missing hours stay NaN."""
+    drop = (-window.hours[0]) % 168
+    kept = history.iloc[: len(history) - drop] if drop else history
+    recent = kept.iloc[-weeks * 168 :].to_numpy(dtype=float) / capacity
+    return tuple(float(np.round(v, 3)) if np.isfinite(v) else float("nan") for v in recent)
+
+
 def traffic_unit(name: str | None) -> str:
     """The unit of a history column as a label: its own name, never an assumed '... per hour'."""
     text = str(name or "").strip()

@@ -323,6 +323,14 @@ def solver_summary(stats: dict[str, Any]) -> str:
     status = stats.get("status")
     if status is None and "time_limit_reached" in stats:
         return search_words(stats)
+    message = str(stats.get("message") or "")
+    if status is not None and message.startswith("not solved"):  # why, e.g. too little time
+        advice = (
+            " Raise the time limit to solve it."
+            if status == SolveStatus.TIME_LIMIT_WARM_START
+            else ""
+        )
+        return f"N{message[1:]}; no bound was computed.{advice}"
     if status is not None and not SolveStatus(status).solver_ran:
         return f"{status_words(stats)}: no bound was computed"
     bound, gap = stats.get("bound"), stats.get("gap")
@@ -382,11 +390,13 @@ def show_grid(
     key: str,
     *,
     show_legend: bool = True,
-    colour_by: str = "job",
+    colour_by: str | None = None,
 ) -> None:
-    """The GPU x time grid chart, or a note when the grid is too large to draw in a browser."""
+    """The GPU x time grid chart, or a note when the grid is too large to draw in a browser;
+    coloured by job, or by type past `charts.JOB_COLOURS_UP_TO` jobs, unless `colour_by`."""
     from core import charts
 
+    colour_by = colour_by or charts.default_colour_by(s)
     cells = int(plan.grid.size)
     if cells > charts.MAX_DRAWN_CELLS:
         st.info(f"{title}: {cells:,} cells are too many to draw; download grid.csv instead.")

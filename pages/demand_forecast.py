@@ -247,22 +247,24 @@ else:
         "Workload page and the planners then use it.",
     ):
         history_gpus = None
-        if history_job is None and window.hours[0] == 0 and s.cluster.step_minutes == 60:
-            recent = history.iloc[-8 * 168 :].to_numpy(dtype=float) / capacity
-            history_gpus = tuple(
-                float(np.round(v, 3)) if np.isfinite(v) else float("nan") for v in recent
-            )
+        if history_job is None and s.cluster.step_minutes == 60:
+            history_gpus = views.history_before_start(history, window, capacity)
         try:
             jobs = tuple(
                 replace(
                     j,
                     demand=tuple(float(d) for d in new_demand),
-                    history=history_gpus if history_gpus is not None else j.history,
+                    history=history_gpus or j.history,
                 )
                 if j.id == job.id
                 else j
                 for j in s.jobs
             )
+            # back on this page, the same history and what one GPU serves (its default would be
+            # taken from the new demand: each apply would raise the demand again)
+            st.session_state["keep_fc_source"] = source
+            if history_job is None:
+                st.session_state["keep_" + capacity_key] = capacity
             common.set_scenario(s.replace(jobs=jobs), f"forecast into '{job.id}'")
             st.session_state["fc_applied"] = (
                 f"'{job.id}' now plans for the {quantile:.0%} "

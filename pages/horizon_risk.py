@@ -53,13 +53,17 @@ with st.container(border=True):
         else common.load_builtin(ROLLING_EXAMPLE)
     )
     if flat and st.session_state["hz_source"] == "active":
+        fix = (  # (a history is hourly: 'Use the forecast' brings one only to 60-minute steps)
+            "history with 'Use the forecast' on Demand forecast"
+            if active.cluster.step_minutes == 60
+            else "history (hourly, so with 60-minute steps) in the workload"
+        )
         st.warning(
             f"{', '.join(repr(j) for j in flat)} in the active workload "
             f"{'has' if len(flat) == 1 else 'have'} no demand history before step 0, so each "
             "re-plan can only carry the latest demand forward (a flat forecast): when demand "
-            "rises, the plan is a step behind and real-time coverage drops. Give the job a "
-            "history with 'Use the forecast' on Demand forecast, or replay "
-            f"{ROLLING_EXAMPLE}, which has one."
+            f"rises, the plan is a step behind and real-time coverage drops. Give the job a "
+            f"{fix}, or replay {ROLLING_EXAMPLE}, which has one."
         )
     elif flat:
         st.caption(
@@ -70,7 +74,9 @@ with st.container(border=True):
     covered_days = c.horizon_steps * c.step_minutes / 1440
     max_days = max(14.0, covered_days)  # beyond its demand, simulate repeats it day by day
     day_options = sorted({d for d in (0.5, 1, 2, 3, 5, 7, 14) if d <= max_days} | {max_days})
-    default_days = min(3.0, max_days) if min(3.0, max_days) in day_options else day_options[-1]
+    # by default the days the workload covers: beyond them only its demand repeats (no new
+    # batch work), which would dilute utilization and fill idle windows with the empty tail
+    default_days = next((d for d in day_options if d >= covered_days), day_options[-1])
     days_key = f"hz_days_{scenario.name}"
     common.init_widget(days_key, default_days)
     if st.session_state[days_key] not in day_options:

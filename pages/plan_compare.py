@@ -363,7 +363,7 @@ st.subheader(
 )
 names = list(plans)
 colour_options = {"job": "job", "type": "job type", "team": "team"}
-common.init_widget("plan_colour_by", "job" if len(s.jobs) <= 24 else "type")
+common.init_widget("plan_colour_by", charts.default_colour_by(s))
 colour_by = st.radio(
     "Colour the grids by",
     list(colour_options),

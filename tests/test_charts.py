@@ -170,6 +170,26 @@ def test_a_grid_coloured_by_type_or_team_has_one_legend_entry_per_group(scenario
         charts.job_colours(s, by="priority")
 
 
+def test_a_large_import_is_coloured_by_type_and_its_grid_stays_a_screen_tall(scenarios_dir):
+    small = load_scenario(scenarios_dir / "mixed-control.json")
+    assert charts.default_colour_by(small) == "job"
+    big = Scenario(
+        "import",
+        Cluster(gpus=1024, horizon_steps=4),
+        tuple(
+            BatchJob(f"j{k}", "training", 1, gpus_min=1, gpus_max=1, gpu_hours=1.0)
+            for k in range(charts.JOB_COLOURS_UP_TO + 1)
+        ),
+    )
+    assert charts.default_colour_by(big) == "type"
+    plan = solve(big, "fifo")
+    fig = charts.grid_figure(big, plan, colour_by=charts.default_colour_by(big))
+    legend = [t.name for t in fig.data if isinstance(t, go.Scatter)]
+    assert sorted(legend) == ["idle", "training"]  # not one entry per job
+    assert fig.layout.height == 960 + 110 + 24  # the grid at most 960 px, one legend row
+    assert charts.grid_figure(small, solve(small, "fifo")).layout.height < 960
+
+
 def test_coinciding_real_time_allocations_are_both_visible_and_said(scenarios_dir):
     s = load_scenario(scenarios_dir / "mixed-control.json")
     fifo = solve(s, "fifo")

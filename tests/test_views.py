@@ -184,6 +184,24 @@ def test_a_start_before_the_history_ends_is_aligned_too(example):
     assert "before" in window.note
 
 
+def test_a_history_before_the_start_ends_on_the_weekday_and_hour_before_step_0(example):
+    hours = pd.date_range("2026-07-01", periods=4 * 168, freq="h")  # a Wednesday 00:00 on
+    history = pd.Series(np.arange(len(hours), dtype=float), index=hours)
+    history.iloc[-200] = np.nan  # a missing hour stays missing
+    start = datetime(2026, 8, 17, 5)  # Monday 05:00; the history ends Tuesday 2026-07-28 23:00
+    window = views.aligned_hours(history.index[-1], _scenario_starting(example, start))
+    assert window.hours[0] == 19 * 24 + 5
+    gpus = views.history_before_start(history, window, capacity=4.0, weeks=2)
+    # the hour before step 0 is a Monday 04:00: the history's last one is Tuesday 23:00, so its
+    # last 43 hours go, and the one it then ends on is Monday 04:00
+    end = len(hours) - 43
+    assert hours[end - 1].day_name() == "Monday" and hours[end - 1].hour == 4
+    assert len(gpus) == 2 * 168 and gpus[-1] == (end - 1) / 4.0 and gpus[0] == (end - 336) / 4
+    assert np.isnan(gpus[-200 + 43])
+    right_after = views.aligned_hours(history.index[-1], _scenario_starting(example, None))
+    assert views.history_before_start(history, right_after, 2.0)[-1] == (len(hours) - 1) / 2.0
+
+
 def test_the_unit_of_a_history_is_its_column_name():
     assert views.traffic_unit("concurrent_sessions") == "concurrent_sessions"
     assert views.traffic_unit("") == "traffic units" and views.traffic_unit(None) == "traffic units"

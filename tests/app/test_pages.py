@@ -386,6 +386,23 @@ def test_forecast_into_the_scenario_demand():
     assert any("already plans for this 90% forecast" in c.value for c in at.caption)
     assert not any("not for this forecast" in c.value for c in at.caption)
     assert at.button(key="fc_apply").disabled
+    # Leaving the page and coming back keeps what one GPU serves (its default would now be taken
+    # from the new demand, and each apply would raise the demand again): still spent.
+    at.switch_page("pages/workload.py").run()
+    at.switch_page("pages/demand_forecast.py").run()
+    assert not at.exception
+    assert next(n.value for n in at.number_input if n.key.startswith("fc_capacity_")) == capacity
+    assert at.button(key="fc_apply").disabled and active(at) == after
+    # The history comes along, in GPUs, ending on the weekday and hour before step 0 though the
+    # sample ends weeks before the workload starts: the replay then forecasts from it.
+    assert new.history and not views.jobs_without_history(after)
+    assert window.hours[0] >= 168 and len(new.history) == 8 * 168  # (3 weeks before)
+    drop = (-window.hours[0]) % 168
+    kept = history.iloc[: len(history) - drop]
+    assert (kept.index[-1] - pd.Timestamp(before.cluster.start)) % pd.Timedelta(weeks=1) == (
+        pd.Timedelta(weeks=1) - pd.Timedelta(hours=1)
+    )
+    assert new.history[-1] == pytest.approx(round(kept.iloc[-1] / capacity, 3), abs=1e-12)
 
 
 def test_a_workload_with_its_own_history_forecasts_that_history_in_gpus():
@@ -778,6 +795,22 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
 
+def test_capacity_lists_survive_other_pages_and_follow_a_new_workload():
+    at = open_page("pages/capacity.py")
+    at.text_input(key="cap_gpus").set_value("16,24,32,48").run()
+    at.text_input(key="cap_penalty").set_value("5,10").run()
+    at.switch_page("pages/benchmarks.py").run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception
+    assert at.text_input(key="cap_gpus").value == "16,24,32,48"
+    assert at.text_input(key="cap_penalty").value == "5,10"
+    at.switch_page("pages/workload.py").run()
+    at.selectbox(key="wl_builtin").set_value("scale-64").run()
+    at.switch_page("pages/capacity.py").run()  # another workload: its own defaults again
+    assert at.text_input(key="cap_gpus").value == "32,64,128,192,256"
+    assert at.text_input(key="cap_penalty").value == f"{active(at).policy.penalty_weight:g}"
+
+
 def test_the_forecast_page_shows_what_the_forecaster_did():
     from core.forecast.demand import forecast_series, load_history
 
@@ -802,3 +835,21 @@ def test_the_solver_summary_says_the_most_coverage_where_no_plan_reaches_the_tar
     found = common.solver_summary({**stats, "most_coverage_proved": False, "bound": math.inf})
     assert "66.7% is the most found (not proved" in found and "bound" not in found
     assert "the most" not in common.solver_summary({"status": "optimal", "bound": 1.0})
+
+
+def test_the_solver_summary_says_why_full_did_not_solve():
+    from pages import common
+
+    message = (
+        "not solved: only 1.64 s of the 3 s time limit were left, too little to build the "
+        "model (54,456 terms); the allocator's plan is returned"
+    )
+    said = common.solver_summary({"status": "time_limit_warm_start", "message": message})
+    assert said == (
+        "Not solved: only 1.64 s of the 3 s time limit were left, too little to build the model "
+        "(54,456 terms); the allocator's plan is returned; no bound was computed. Raise the time "
+        "limit to solve it."
+    )
+    unavailable = {"status": "unavailable", "message": "not solved: HiGHS is not installed"}
+    assert common.solver_summary(unavailable).endswith("no bound was computed.")
+    assert common.solver_summary({"status": "too_large"}).endswith(": no bound was computed")
