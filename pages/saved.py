@@ -161,8 +161,15 @@ except WorkspaceError as e:
 
 kpis = views.saved_comparison(left_s, metrics(left_s, left_p), right_s, metrics(right_s, right_p))
 st.dataframe(kpis, hide_index=True, width="stretch", key="saved_kpis")
-if left_s == right_s:
+# The per-job table needs the same jobs on the same cluster and clock; a policy what-if (another
+# penalty or decay, saved under another name) keeps them, and placements do not depend on it.
+if left_s.jobs == right_s.jobs and left_s.cluster == right_s.cluster:
     st.markdown("**Per job** (unfinished and unstarted first)")
+    if left_s != right_s:
+        st.caption(
+            "The same jobs on the same cluster; the policies differ (the table above), so the "
+            "plans may place them differently."
+        )
     st.dataframe(
         job_table(left_s, {"A": left_p, "B": right_p}),
         hide_index=True,
@@ -170,7 +177,10 @@ if left_s == right_s:
         placeholder="—",
     )
 else:
-    st.caption("The two runs are of different workloads: the per-job table needs the same one.")
+    st.caption(
+        "The two runs are of different jobs or clusters: the per-job table needs the same jobs "
+        "on the same cluster."
+    )
 g1, g2 = st.columns(2)
 with g1:
     common.show_grid(left_s, left_p, f"A: {labels[left_id]}", key="saved_grid_a")

@@ -92,6 +92,33 @@ def test_runs_saved_from_the_session_can_be_compared(workspace_file):
     assert ws.load_scenario(expected.name) == expected
 
 
+def test_two_policies_of_the_same_jobs_compare_job_by_job(workspace_file):
+    """A policy what-if saved under another name keeps the per-job table (same jobs, cluster)."""
+    from dataclasses import replace
+
+    from core.planners import solve
+
+    mixed = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    cheaper = mixed.replace(name="mc-pen6", policy=replace(mixed.policy, penalty_weight=6.0))
+    ws = Workspace(workspace_file)
+    for scenario in (mixed, cheaper):
+        ws.save_scenario(scenario.name, scenario)
+        ws.save_run(scenario.name, scenario, solve(scenario, "allocator"))
+    at = saved_page()
+    tables = [d.value for d in at.dataframe]
+    per_job = [t for t in tables if "job" in t.columns]
+    assert len(per_job) == 1 and len(per_job[0]) == len(mixed.batch_jobs)
+    assert {"A: start", "B: start"} <= set(per_job[0].columns)
+    assert any("the policies differ" in c.value for c in at.caption)
+    other = mixed.replace(name="fewer", jobs=mixed.jobs[:-1])  # other jobs: no per-job table
+    ws.save_scenario(other.name, other)
+    ws.save_run(other.name, other, solve(other, "allocator"))
+    at = saved_page()
+    at.selectbox(key="saved_run_b").set_value(ws.runs("fewer")[0].id).run()
+    assert not any("job" in d.value.columns for d in at.dataframe)
+    assert any("different jobs or clusters" in c.value for c in at.caption)
+
+
 def test_an_unusable_workspace_is_a_message_and_keeps_the_workload(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
