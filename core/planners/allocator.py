@@ -53,10 +53,13 @@ Seven phases, each legal by construction (the five constraints are its rules, no
    the window is placed again from where it stands. The jobs earlier windows pinned are re-packed
    with the rest, or held where that earns more; on larger problems a job placed narrower than it
    could run may also take a wider block at its own start. Then keep serving off the block where a
-   late job could start earliest. Swap caps, ranges and `previous_gpus` hold as in phase 1 (a GPU
-   is gained a step early or released a step late where a cap is too small to move at once); a move
-   never takes real-time coverage below `policy.rt_coverage_target` (none by default: then the
-   allocator optimises the same objective as `full`) or below what the plan already had. On small
+   late job could start earliest (where serving cannot fit beside it then, also from the first
+   start where it can; on larger problems, one that loses for want of swaps is tried again with
+   serving leaving it a few steps ahead). Swap caps, ranges and `previous_gpus` hold as in phase 1
+   (a GPU is gained a step early or released a step late where a cap is too small to move at
+   once); a move never takes real-time coverage below `policy.rt_coverage_target` (none by
+   default: then the allocator optimises the same objective as `full`) or below what the plan
+   already had. On small
    problems, once these moves run out, a window that loses alone (re-packed with twice a trial's
    descent) is kept where a second window on top of it pays (clearing one block can push batch
    work into room the serving moved to; that job's own window then gives a little serving up;
@@ -178,11 +181,12 @@ class AllocatorParams:
     whole grid) instead of computing and caching them per step (on 256 GPUs the two cost the same;
     on 1,024, `FreeBlocks` takes half the time). The real-time moves of the local search: at most
     `max_windows` pinned windows (as many more tried where one fails to improve the plan, each for
-    another job) and `max_rt_moves` blocks kept clear of serving, fewer on large clusters
-    (`rt_budget`, the same units as `pack_budget`; no windows beyond it), and never below
-    `policy.rt_coverage_target`. On clusters of up to `guard_cells` GPU-steps the plan is compared
-    with the queue baselines' and the better one returned: a last-resort guard, off by default (0),
-    because the allocator's own plan does not lose to them (a Hypothesis property in
+    another job) and `max_rt_moves` blocks kept clear of serving (as many more at the later start
+    where serving fits beside the block; one tried again with a lead-in counts once), fewer on
+    large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it), and never
+    below `policy.rt_coverage_target`. On clusters of up to `guard_cells` GPU-steps the plan is
+    compared with the queue baselines' and the better one returned: a last-resort guard, off by
+    default (0), because the allocator's own plan does not lose to them (a Hypothesis property in
     tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs. It
     always runs when the plan misses the coverage target.
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
@@ -1345,6 +1349,7 @@ def _place_realtime(
     resume: tuple[int, dict[int, list[int]]] | None = None,
     hand_over: bool = False,
     around: list[int] | None = None,
+    ahead_of: list[int] | None = None,
 ) -> dict[int, list[int]]:
     """Per real-time job (by grid index), its GPU bitset at every step.
 
@@ -1354,7 +1359,9 @@ def _place_realtime(
     trades a held GPU for a free one while the layout says that improves the free pool.
     `around`: per step, the cells of fixed batch work (`_serve_around`, which also passes them
     as `avoid`); the GPUs they take at a later step serving gains only for `gpus_min`, releases
-    first and leaves while its swap cap lets it (`_Serving._step_aside`).
+    first and leaves while its swap cap lets it (`_Serving._step_aside`). `ahead_of`: per step,
+    GPUs avoided a few steps later (a block move's lead-in), which serving gains last, releases
+    first and leaves with the swaps its gains leave.
     """
     jobs = [(i, j) for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
     if not jobs:
@@ -1368,6 +1375,8 @@ def _place_realtime(
         for t in range(len(around) - 1, -1, -1):
             placer.later[t] = taken & ~around[t]
             taken |= around[t]
+    if ahead_of is not None:
+        placer.soft = ahead_of
     if isinstance(running, _Held):  # a pinned job's GPUs: left ahead of its start too
         ahead = running.later
         if placer.later is not None:
@@ -1395,6 +1404,7 @@ class _Serving:
     def __init__(self, gpus, running, layout, jobs, targets, avoid, keep):
         self.hand_over = self.keep_units = False
         self.later: list[int] | None = None  # per step, GPUs `around` takes at a later step
+        self.soft: list[int] | None = None  # per step, GPUs avoided a few steps later
         self.gpus, self.all_gpus = gpus, (1 << gpus) - 1
         self.running, self.layout, self.jobs, self.targets = running, layout, jobs, targets
         self.avoid, self.keep = avoid, keep
@@ -1421,6 +1431,8 @@ class _Serving:
         if self.keep and self.keep[t] != self.keep[t - 1]:
             return False
         if self.later and self.later[t] != self.later[t - 1]:
+            return False
+        if self.soft and self.soft[t] != self.soft[t - 1]:
             return False
         return list(map(int.bit_count, self.current.values())) == self.goals[t]
 
@@ -1468,22 +1480,34 @@ class _Serving:
             self._gain(False, t)
             if self.hand_over:
                 self._hand_over(t)
-        if self.later:
-            for i, job in self.jobs:
-                self._step_aside(i, job)
+        self._aside()
         for i, _ in self.jobs:
             self._trade(i)
 
-    def _step_aside(self, i: int, job: RealtimeJob) -> None:
+    def _aside(self) -> None:
+        """`_step_aside` for every job: off the GPUs batch work takes later, then off those
+        avoided a few steps later."""
+        if self.later:
+            for i, job in self.jobs:
+                self._step_aside(i, job)
+        soon = self.soft[self.t] if self.soft else 0
+        if soon:
+            for i, job in self.jobs:
+                self._step_aside(i, job, soon)
+
+    def _step_aside(self, i: int, job: RealtimeJob, later: int | None = None) -> None:
         """GPUs that batch work takes at a later step move, while the job has the swaps, to
         free ones batch never takes: a trade, or where one swap is left and the job is below
         `gpus_max`, a gain now whose release comes at the next step (`_release` gives such GPUs
         up first), so that a swap cap of 1 never has to release and gain at once. (Moving only
         the GPUs a job would still hold when batch takes them, by its targets, made the same
         plans on 2,100 scenarios.)"""
-        later = self.later[self.t]
+        soft = later is not None
+        later = later if soft else self.later[self.t]
         while self.current[i] & later and self.budget[i] >= 1:
             options = self.free & ~self.shun & self.spare
+            if soft:
+                options &= ~later
             if not options:
                 return
             into = self.layout.best_gain(options)
@@ -1509,6 +1533,8 @@ class _Serving:
         released = 0
         bad = held & self.shun
         bad |= held & ~self.spare & ~bad if extra > bad.bit_count() else 0
+        if self.soft and extra > bad.bit_count():  # then those avoided a few steps later
+            bad |= held & self.soft[self.t] & ~bad
         while bad and extra:
             low = bad & -bad
             released |= low
@@ -1551,6 +1577,9 @@ class _Serving:
         pool = self.free if forced else self.free & ~self.shun
         if self.later and not forced:  # nor the GPUs batch work takes later
             pool &= ~self.later[self.t]
+        last = 0  # GPUs avoided a few steps later: gained last
+        if self.soft and self.soft[t]:
+            last = pool & self.soft[t]
         chunks = []
         for rank, (i, job) in enumerate(self.jobs):
             count = self.current[i].bit_count()
@@ -1577,7 +1606,7 @@ class _Serving:
             need = min(amount, self.budget[i])
             if need <= 0 or not pool:
                 continue
-            kept = self.kept_from.get(i, 0)
+            kept = self.kept_from.get(i, 0) | last
             usable = pool & ~kept
             got = self.layout.gains(usable & self.spare, need)  # the incumbent's spare GPUs first
             if got.bit_count() < need:
@@ -1719,7 +1748,9 @@ class _RealtimeSearch:
         self.realtime, self.result = realtime, result
         self.avoid = [0] * T
         self.pins: list[tuple[tuple[int, int, int, int], _Candidate]] = []
-        self.budget = {"window": moves[0], "block": moves[1]}
+        # (a block move at the first start where serving fits beside the block, tried where
+        # the earliest start's lost, has a budget of its own)
+        self.budget = {"window": moves[0], "block": moves[1], "fits": moves[1]}
         self.trial_packs = moves[2]
         self.misses = moves[0]  # window trials that may fail beyond the budget
         self.chains = 0
@@ -1735,7 +1766,8 @@ class _RealtimeSearch:
             # worse by 1.2%; a round from an unchanged incumbent would find nothing new)
             for _ in range(2):
                 before = self.result
-                self.budget, self.misses, self.chains = {"window": _CHAINS, "block": 0}, 0, _CHAINS
+                self.budget = {"window": _CHAINS, "block": 0, "fits": 0}
+                self.misses, self.chains = 0, _CHAINS
                 while self.budget["window"] and self._improve():
                     pass
                 if self.result is before:
@@ -1743,7 +1775,7 @@ class _RealtimeSearch:
             # and one more window among those a swap cap held on this incumbent, the GPU
             # gained a step late (`_clear_window`'s `gain_late`)
             if self.params.give_up_serving and any(k[0] == id(self.result) for k in self.stuck):
-                self.budget, self.misses, self.chains = {"window": 1, "block": 0}, 0, 0
+                self.budget, self.misses, self.chains = {"window": 1, "block": 0, "fits": 0}, 0, 0
                 self.late = True
                 self._improve()
         if self.result is not result:
@@ -1834,18 +1866,33 @@ class _RealtimeSearch:
                 if sets is not None:
                     tried.add(job.index)
                     yield "window", job, (sets, self.avoid, pin)
-        for job, block_masks in _block_moves(scenario, running, realtime, result):
-            if not self.budget["block"]:
+        moves = _block_moves(scenario, running, realtime, result)
+        while self.budget["block"]:  # (checked before the next is asked for, as windows)
+            job, block_masks, fits = next(moves, (None, None, None))
+            if job is None:
                 break
+            if fits and not self.budget["fits"]:
+                continue
             trial_avoid = [a | b for a, b in zip(self.avoid, block_masks, strict=True)]
             if trial_avoid != self.avoid:
-                yield "block", job, (None, trial_avoid, None)
+                yield "fits" if fits else "block", job, (None, trial_avoid, None)
 
     def _try(self, job, sets, trial_avoid, pin) -> bool:
         """Re-place serving (unless the move gives its sets) and re-pack batch work under the
-        move; keep it if J improves."""
-        if sets is None:
-            sets = self._replace_serving(job, trial_avoid)
+        move; keep it if J improves. A block move that loses is tried once more with serving
+        led off the block, where that can pay (`_lead_in`)."""
+        if sets is not None:
+            return self._try_sets(job, sets, trial_avoid, pin)
+        plain = self._replace_serving(job, trial_avoid)
+        if self._try_sets(job, plain, trial_avoid, None):
+            return True
+        led = self._lead_in(job, trial_avoid, plain)
+        return led is not None and self._try_sets(job, led, trial_avoid, None)
+
+    def _try_sets(self, job, sets, trial_avoid, pin) -> bool:
+        """`_try` on serving `sets`; where the move loses, `missed` is the J its packing scored
+        (None where it was not packed)."""
+        self.missed = None
         price, units = self.shortfall(sets)
         if units > self.allowed:
             return False
@@ -1875,6 +1922,7 @@ class _RealtimeSearch:
         if score > self.best + 1e-9:
             self._adopt(trial)
             return True
+        self.missed = score
         if chain:
             self.chains -= 1
             return self._chain(trial)
@@ -1901,7 +1949,7 @@ class _RealtimeSearch:
         saved += (self.budget, self.misses)
         self._adopt(trial)
         self.best = saved[0]
-        self.budget, self.misses = {"window": _CHAIN_WINDOWS, "block": 0}, 0
+        self.budget, self.misses = {"window": _CHAIN_WINDOWS, "block": 0, "fits": 0}, 0
         self.nested += 1
         found = self._improve()
         self.nested -= 1
@@ -1938,9 +1986,10 @@ class _RealtimeSearch:
         finally:
             self.only = None
 
-    def _replace_serving(self, job, trial_avoid):
+    def _replace_serving(self, job, trial_avoid, lead_in=False):
         """Serving re-placed under a move's avoided GPUs, from the first step they change, off
-        the incumbent's batch cells where it can (but the promoted job's)."""
+        the incumbent's batch cells where it can (but the promoted job's); with `lead_in`,
+        from `_LEAD` steps ahead, leaving the newly avoided GPUs from there (`_lead_in`)."""
         keep = [0] * self.T
         for index, b, g, start, end in self.result[0]:
             if index != job.index:
@@ -1948,7 +1997,76 @@ class _RealtimeSearch:
                 for t in range(start, end):
                     keep[t] |= block
         first = next(t for t in range(self.T) if trial_avoid[t] != self.avoid[t])
-        return self._place(trial_avoid, keep, (first, self.realtime))
+        if not lead_in:
+            return self._place(trial_avoid, keep, (first, self.realtime))
+        new = [a & ~b for a, b in zip(trial_avoid, self.avoid, strict=True)]
+        soon = [0] * self.T  # per step, the GPUs newly avoided in the next `_LEAD` steps
+        for t in range(max(0, first - _LEAD), self.T):
+            m = 0
+            for u in range(t + 1, min(self.T, t + _LEAD + 1)):
+                m |= new[u]
+            soon[t] = m & ~trial_avoid[t]
+        return _place_realtime(
+            self.scenario,
+            self.running,
+            self.layout,
+            self.pricing,
+            trial_avoid,
+            keep,
+            (max(0, first - _LEAD), self.realtime),
+            hand_over=self.params.give_up_serving,
+            ahead_of=soon,
+        )
+
+    def _lead_in(self, job, trial_avoid, plain):
+        """Serving for a block move that lost with `plain`, placed again with a lead-in, or None:
+        serving leaves the newly avoided GPUs from `_LEAD` steps ahead of the window with the
+        swaps its gains leave (it gains them last and releases them first), kept where it gives
+        up less than `plain`. Only on larger problems, where a service holds more of the block
+        the step before it than its swap cap moves in a step, and only where the demand `plain`
+        gives up against the incumbent in the window's first steps, given back, would make the
+        move pay (by its packing's J; by `_FluidBound`'s, quantization-burst's serving would be
+        placed once more for nothing) or meet the coverage target. (Rolling-surge: embed-api,
+        cap 1, holds 3 GPUs of dpo-70b's block the step before it starts. On small problems,
+        whose trials descend, it made day small-7271 3% worse: tests/planners/test_allocator.py.)
+        """
+        first = next(t for t in range(self.T) if trial_avoid[t] != self.avoid[t])
+        block = trial_avoid[first] & ~self.avoid[first]
+        if self.trial_packs > 1 or not self._capped_on(block, first):
+            return None
+        price, units = self._lost_from(plain, first, _LEAD + 1)
+        over = self.shortfall(plain)[1] - self.allowed  # units beyond the target's allowance
+        if over > 0:
+            if units < over:
+                return None
+        elif self.missed is None or self.missed + self.weight * price <= self.best + 1e-9:
+            return None
+        led = self._replace_serving(job, trial_avoid, lead_in=True)
+        return led if self.shortfall(led)[0] < self.shortfall(plain)[0] - 1e-9 else None
+
+    def _capped_on(self, block: int, first: int) -> bool:
+        """Whether a service holds more GPUs of `block` at the step before `first` than its
+        swap cap moves elsewhere in one step (two swaps a GPU)."""
+        if first == 0:
+            return False
+        for i, job in self.jobs:
+            if (self.realtime[i][first - 1] & block).bit_count() > job.swap_cap // 2:
+                return True
+        return False
+
+    def _lost_from(self, sets, first: int, steps: int) -> tuple[float, float]:
+        """The demand (priced, units) `sets` cover less than the incumbent at `steps` steps
+        from `first` on (where a lead-in can help: later, serving is short for want of room,
+        not of swaps)."""
+        price = units = 0.0
+        for i, job in self.jobs:
+            for t in range(first, min(first + steps, self.T)):
+                d = job.demand[t]
+                less = min(self.realtime[i][t].bit_count(), d) - min(sets[i][t].bit_count(), d)
+                if less > 1e-9:
+                    price += job.priority * less
+                    units += less
+        return price, units
 
     def _resume_after(self, job, sets, end):
         """Serving placed again from step `end` on, from where `sets` leave it (the batch work
@@ -2076,7 +2194,11 @@ def _block_moves(scenario: Scenario, running: list[int], realtime: dict[int, lis
     """Blocks to keep clear of serving, in order, each as (batch job to promote, GPUs serving
     should avoid per step): per batch job placed late or not at all (highest priority first)
     and per size, the earliest window where an aligned block free of running work is broken
-    only by serving (the block where serving sits least).
+    only by serving (the block where serving sits least); where the GPUs serving and running
+    work hold do not fit beside that block at every step of it, also (flagged True, tried on a
+    budget of its own where the first loses) the earliest window where they do: a block
+    cleared where serving cannot fit beside it gives up demand (rolling-surge: dpo-70b at its
+    arrival, step 44, where serving holds 9 of 16 GPUs; a step later 7, and the move pays).
 
     (Serving capped at `floor(demand)` over such a window, or over a run of steps where a
     target rounds a fraction up, was tried too; the priced targets already give up the
@@ -2087,36 +2209,55 @@ def _block_moves(scenario: Scenario, running: list[int], realtime: dict[int, lis
     for sets in realtime.values():
         for t, mask in enumerate(sets):
             serving[t] |= mask
+    crowded_at = [serving[t].bit_count() + running[t].bit_count() for t in range(T)]
     placed = {p[0]: p for p in result[0]}
     for job in sorted(result[3], key=lambda c: (-c.priority, c.index)):
         where = placed.get(job.index)
         latest = T if where is None else where[3]
         seen = set()
         for g, d in zip(reversed(job.sizes), reversed(job.durations), strict=True):
-            align = (1 << g) - 1
-            found = None
-            for s in range(job.arrival, latest):
-                e = min(s + d, T)
-                best = None
-                for b in range(0, G - g + 1, g):
-                    block = align << b
-                    cost = 0  # the serving GPUs on it over the window, -1 where running work
-                    for t in range(s, e):  # holds it
-                        if running[t] & block:
-                            cost = -1
-                            break
-                        cost += (serving[t] & block).bit_count()
-                    if cost > 0 and (best is None or cost < best[0]):
-                        best = (cost, block)
-                if best is not None:
-                    found = (s, e, best[1])
+            found = _broken_blocks((job.arrival, latest), (g, d), G, running, serving, crowded_at)
+            for k, window in enumerate(found):  # the earliest, then the one that fits
+                if window not in seen:
+                    seen.add(window)
+                    s, e, block = window
+                    yield job, [block if s <= t < e else 0 for t in range(T)], k > 0
+
+
+def _broken_blocks(starts, shape, gpus, running, serving, crowded_at):
+    """`_block_moves`' windows (start, end, block) of a job's `shape` (size, duration), at
+    `starts` (first, last + 1), as asked for: the earliest where a block free of running work is
+    broken only by serving (the block where serving sits least), then, where serving and
+    running work (`crowded_at`: the GPUs they hold per step) do not fit beside that block at
+    every step of it, the earliest where they do."""
+    g, d = shape
+    T, align = len(serving), (1 << g) - 1
+    found = False
+    for s in range(*starts):
+        e = min(s + d, T)
+        if found and any(crowded_at[t] + g > gpus for t in range(s, e)):
+            continue  # serving cannot move off a block beside it
+        best = None
+        for b in range(0, gpus - g + 1, g):
+            block = align << b
+            cost = 0  # the serving GPUs on it over the window, -1 where running work holds it
+            for t in range(s, e):
+                if running[t] & block:
+                    cost = -1
                     break
-            if found is not None and found not in seen:
-                seen.add(found)
-                s, e, block = found
-                yield job, [block if s <= t < e else 0 for t in range(T)]
+                cost += (serving[t] & block).bit_count()
+            if cost > 0 and (best is None or cost < best[0]):
+                best = (cost, block)
+        if best is not None:
+            yield s, e, best[1]
+            if found or all(crowded_at[t] + g <= gpus for t in range(s, e)):
+                return
+            found = True
 
 
+# steps ahead of a block move's window that serving steps aside from the block (with the
+# swaps its gains leave) and releases it first (`_RealtimeSearch._replace_serving`)
+_LEAD = 2
 _CHAINS, _CHAIN_WINDOWS = 2, 2  # window pairs per plan, next windows tried per pair
 _CHAIN_PACKS = 2  # a pair's first window re-packs with a descent this many times a trial's
 _WINDOWS = 10  # windows ranked per round: those that cannot be cleared are passed over
