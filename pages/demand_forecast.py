@@ -47,6 +47,17 @@ def _forecast(
     return frame, str(frame.attrs.get("model", "")), report.lines()
 
 
+def _new_demand(steps_frame: pd.DataFrame, quantile: float, capacity: float) -> np.ndarray:
+    """The job's demand (GPUs per step, to 3 decimals) that plans for this forecast."""
+    return np.round(demand_quantile(steps_frame, quantile) / capacity, 3)
+
+
+def _in_use(job, steps_frame: pd.DataFrame, quantile: float, capacity: float) -> bool:
+    """Whether the job's demand already is this forecast."""
+    new = _new_demand(steps_frame, quantile, capacity)
+    return bool(np.allclose(np.asarray(job.demand, dtype=float), new, atol=1e-3))
+
+
 # --- the history -------------------------------------------------------------------------------
 s = common.scenario()
 # Real-time jobs of the workload with a history to fit (an imported one has its GPUs per hour)
@@ -182,12 +193,19 @@ else:
                 "week.",
             )
         recent = float(history.dropna().iloc[-168:].mean())
-        st.caption(
-            f"Default {suggested:,.4g}: the history's last week averages {recent:,.4g} {unit}, "
-            f"and '{job.id}' asks for {float(np.mean(job.demand)):,.2f} GPUs on average in the "
-            f"workload now, so one GPU serves about {suggested:,.4g}. Change it to what one GPU "
-            "really serves."
-        )
+        if _in_use(job, steps_frame, quantile, capacity) and capacity != suggested:
+            st.caption(
+                f"'{job.id}' plans for this forecast at {capacity:,.4g} {unit} a GPU, the value "
+                f"it was put into the workload with; a default taken from that demand now "
+                f"({suggested:,.4g}) would count the forecast's headroom twice."
+            )
+        else:
+            st.caption(
+                f"Default {suggested:,.4g}: the history's last week averages {recent:,.4g} "
+                f"{unit}, and '{job.id}' asks for {float(np.mean(job.demand)):,.2f} GPUs on "
+                f"average in the workload now, so one GPU serves about {suggested:,.4g}. Change "
+                "it to what one GPU really serves."
+            )
 
     previous = len(job.previous_gpus) if job.previous_gpus is not None else None
     path = gpu_path_from_forecast(
@@ -223,8 +241,8 @@ else:
         config={"displayModeBar": False},
     )
     worst = {name: float(r.max()) for name, r in zip(allocated, risk, strict=True)}
-    new_demand = np.round(demand_quantile(steps_frame, quantile) / capacity, 3)
-    in_use = np.allclose(np.asarray(job.demand, dtype=float), new_demand, atol=1e-3)
+    new_demand = _new_demand(steps_frame, quantile, capacity)
+    in_use = _in_use(job, steps_frame, quantile, capacity)
     highest = "Highest risk in a step: " + ", ".join(f"{n} {v:.0%}" for n, v in worst.items())
     if in_use:
         st.caption(

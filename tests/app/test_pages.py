@@ -393,6 +393,7 @@ def test_forecast_into_the_scenario_demand():
     assert not at.exception
     assert next(n.value for n in at.number_input if n.key.startswith("fc_capacity_")) == capacity
     assert at.button(key="fc_apply").disabled and active(at) == after
+    assert any("the value it was put into the workload with" in c.value for c in at.caption)
     # The history comes along, in GPUs, ending on the weekday and hour before step 0 though the
     # sample ends weeks before the workload starts: the replay then forecasts from it.
     assert new.history and not views.jobs_without_history(after)
