@@ -224,6 +224,11 @@ def history_before_start(
     return tuple(float(np.round(v, 3)) if np.isfinite(v) else float("nan") for v in recent)
 
 
+def plural(count: float, word: str) -> str:
+    """'1 day', '0.5 days', '3 plans': a count with its noun (English -s plural)."""
+    return f"{count:,g} {word}{'' if count == 1 else 's'}"
+
+
 def traffic_unit(name: str | None) -> str:
     """The unit of a history column as a label: its own name, never an assumed '... per hour'."""
     text = str(name or "").strip()

@@ -5,7 +5,7 @@ import os
 import pandas as pd
 import streamlit as st
 
-from core import charts
+from core import charts, views
 from core.model import ScenarioError
 from core.planners import BASELINE, FAST, PLANNER_NAMES, planner_options
 from core.sweep import (
@@ -219,7 +219,8 @@ st.subheader("Every run")
 invalid = table[table["error"] != ""]
 if len(invalid):
     st.warning(
-        f"{len(invalid)} run(s) at invalid points, e.g. {invalid.iloc[0]['gpus']} GPUs: "
+        f"{views.plural(len(invalid), 'run')} at invalid points, e.g. "
+        f"{invalid.iloc[0]['gpus']} GPUs: "
         f"{invalid.iloc[0]['error']}"
     )
 st.dataframe(table, hide_index=True, key="cap_table", placeholder="—")

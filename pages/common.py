@@ -191,7 +191,8 @@ def saved_workloads() -> None:
         for k, item in enumerate(saved):
             left, right = st.columns([4, 1])
             left.markdown(
-                f"**{item.name}** · {item.gpus} GPUs · {item.jobs} jobs · {item.runs} run(s) · "
+                f"**{item.name}** · {item.gpus} GPUs · {item.jobs} jobs · "
+                f"{views.plural(item.runs, 'run')} · "
                 f"saved {item.saved_at[:16].replace('T', ' ')} UTC"
             )
             if right.button("Open", key=f"wl_saved_open_{k}", width="stretch"):

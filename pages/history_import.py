@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from core import charts
+from core import charts, views
 from core.formats import MAX_UPLOAD_MB
 from core.formats.history import ImportRules, ImportWindow
 from core.history_view import (
@@ -317,7 +317,7 @@ def _show_preview(trace: Trace, result: Any) -> None:
 def _load(trace: Trace, result: Any) -> None:
     w = result.summary["window"]
     common.set_scenario(
-        result.scenario, f"history: {trace.name} {w['start']}, {w['days']:g} day(s)"
+        result.scenario, f"history: {trace.name} {w['start']}, {views.plural(w['days'], 'day')}"
     )
     st.session_state[K_AS_RUN] = {
         "scenario": result.scenario,

@@ -157,7 +157,7 @@ if planners and (run or store is None or other_workload):
             except ScenarioError as e:
                 failed[name] = str(e)
         status.update(
-            label=f"Simulated {days:g} days with "
+            label=f"Simulated {views.plural(days, 'day')} with "
             + (", ".join(common.planner_label(n) for n in results) or "nothing"),
             state="complete" if results else "error",
             expanded=False,
@@ -177,7 +177,8 @@ if store is None or not store["results"]:
     st.stop()
 ran_days, ran_replan, _, ran_quantile = store["params"][1:]
 ran = (
-    f"{store['params'][0].name} over {ran_days:g} days, re-planned every {ran_replan} min at "
+    f"{store['params'][0].name} over {views.plural(ran_days, 'day')}, re-planned every "
+    f"{ran_replan} min at "
     f"the {ran_quantile:.0%} demand quantile"
 )
 if fresh:
@@ -208,46 +209,41 @@ st.dataframe(
     column_config={
         "planner": st.column_config.TextColumn(width="medium"),
         "utilization": st.column_config.TextColumn(
-            "util.", width="small", help="Share of GPU-steps doing batch or real-time work"
+            "util.", help="Share of GPU-steps doing batch or real-time work"
         ),
         "allocated": st.column_config.TextColumn(
-            "allocated", width="small", help="Share of GPU-steps given to a job, used or not"
+            "allocated", help="Share of GPU-steps given to a job, used or not"
         ),
         "value": st.column_config.TextColumn(
-            "value", width="small", help="Priority-weighted GPU-hours of batch work done"
+            "value", help="Priority-weighted GPU-hours of batch work done"
         ),
-        "completed": st.column_config.TextColumn("done", width="small", help="Batch jobs done"),
-        "rt coverage": st.column_config.TextColumn(
-            "coverage", width="small", help="Real-time demand served"
-        ),
+        "completed": st.column_config.TextColumn("done", help="Batch jobs done"),
+        "rt coverage": st.column_config.TextColumn("coverage", help="Real-time demand served"),
         "shortfall": st.column_config.TextColumn(
-            "short GPU-h", width="small", help="Real-time demand not served, in GPU-hours"
+            "short GPU-h", help="Real-time demand not served, in GPU-hours"
         ),
         "episodes": st.column_config.TextColumn(
-            "short runs", width="small", help="Runs of consecutive steps with real-time shortfall"
+            "short runs", help="Runs of consecutive steps with real-time shortfall"
         ),
         "on idle": st.column_config.TextColumn(
-            "on idle",
-            width="small",
+            "on idle GPU-h",
             help="Real-time GPU-hours above the plan served on GPUs the plan left idle at that "
             "step (as an autoscaler would), within gpus_max and swap_cap",
         ),
         "changed": st.column_config.TextColumn(
-            "changed", width="small", help="Mean share of the still-future cells a re-plan changed"
+            "changed", help="Mean share of the still-future cells a re-plan changed"
         ),
-        "moved": st.column_config.TextColumn(
-            "moved", width="small", help="Batch placements a re-plan moved"
-        ),
+        "moved": st.column_config.TextColumn("moved", help="Batch placements a re-plan moved"),
         "per plan": st.column_config.TextColumn(
-            "per plan", width="small", help="Mean planner runtime per re-plan"
+            "per plan", help="Mean planner runtime per re-plan"
         ),
     },
 )
 first = next(iter(results.values())).metrics
 _, run_days, run_replan, _, run_quantile = store["params"]
 st.caption(
-    f"{first.get('replans', '?')} re-plans (every {run_replan} min) over {run_days:g} "
-    f"days, each planning a 24-hour window with real-time demand at its "
+    f"{first.get('replans', '?')} re-plans (every {run_replan} min) over "
+    f"{views.plural(run_days, 'day')}, each planning a 24-hour window with real-time demand at its "
     f"{run_quantile:.0%} forecast quantile (raised after a miss, decaying back)."
 )
 for note in first.get("notes") or ():

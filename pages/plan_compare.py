@@ -193,7 +193,8 @@ def _run_planner(name: str) -> None:
         bar.progress(1.0, text=f"{label}: {common.status_words(plan.stats)}")
     violations = check(s, plan)
     if violations:
-        store["errors"][name] = f"{len(violations)} violation(s), first: {violations[0]}"
+        count = views.plural(len(violations), "violation")
+        store["errors"][name] = f"{count}, first: {violations[0]}"
     else:
         store["errors"].pop(name, None)
     store["plans"][name] = plan

@@ -69,7 +69,7 @@ with st.container(border=True):
     with c3:
         st.write("")
         if st.button(
-            f"Save it with {len(planned)} plan(s)",
+            f"Save it with {views.plural(len(planned), 'plan')}",
             key="saved_save_runs",
             disabled=not planned,
             width="stretch",

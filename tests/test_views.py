@@ -378,3 +378,8 @@ def test_unfinished_jobs_are_counted_and_at_most_a_few_named():
         "Not completed in the horizon: FIFO: 40 (job-0, job-1, job-2, job-3, job-4, job-5, "
         "job-6, job-7 and 32 more); Allocator (fast): 2 (a, b); Full: none"
     )
+
+
+def test_a_count_says_its_noun_in_the_singular_only_for_one():
+    assert views.plural(1, "day") == "1 day" and views.plural(0.5, "day") == "0.5 days"
+    assert views.plural(3, "plan") == "3 plans" and views.plural(1200, "run") == "1,200 runs"
