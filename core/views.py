@@ -426,6 +426,19 @@ def published_utilization_text(published: Mapping[str, Any], planner: str) -> st
     return f"{float(value):.1%}"
 
 
+def proof_text(gap: Any, proof_s: Any) -> str:
+    """A benchmark row's proof in words: '' for planners without a bound, 'optimal (0.4 s)',
+    'gap 1.42%' (not proved in the limit), 'no bound' (not solved: the allocator's plan)."""
+    if gap is None or (isinstance(gap, float) and math.isnan(gap)):
+        return ""
+    gap = float(gap)
+    if not math.isfinite(gap):
+        return "no bound"
+    if gap <= 1e-4 and proof_s is not None and not pd.isna(proof_s):
+        return f"optimal ({float(proof_s):,.1f} s)"
+    return f"gap {gap:.2%}"
+
+
 def published_text(
     published: Mapping[str, Any], planner: str, value_gain: Any = None, completed: Any = ""
 ) -> str:

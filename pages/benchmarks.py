@@ -133,6 +133,7 @@ shown = shown.assign(
     value=table["value"],
     completed=table["completed"],
     runtime=[common.format_ms(ms) for ms in table["runtime_ms"]],
+    proof=[views.proof_text(r.gap, r.proof_s) for r in table.itertuples(index=False)],
     published=[
         views.published_text(
             PUBLISHED.get(r.scenario, {}), r.planner, r.published_value_gain, r.published_completed
@@ -150,6 +151,7 @@ shown = shown[
         "completed",
         "rt_coverage",
         "runtime",
+        "proof",
         "published",
     ]
 ]
@@ -174,9 +176,16 @@ st.dataframe(
         "completed": st.column_config.TextColumn("done", help="Batch jobs completed", **small),
         "rt_coverage": st.column_config.NumberColumn("coverage", format=percent, **small),
         "runtime": st.column_config.TextColumn("runtime", help="Median planner runtime", **small),
+        "proof": st.column_config.TextColumn(
+            "proof",
+            width=120,
+            help="For a planner that proves a bound (full): optimal and the seconds to the "
+            "proof, the gap to its bound where the time limit came first, or no bound where it "
+            "did not solve (the allocator's plan kept)",
+        ),
         "published": st.column_config.TextColumn(
             "published (SPEC 6)",
-            width=250,
+            width=220,
             help="What the SPEC publishes for this row's planner: utilization, value gain over "
             "FIFO, completed jobs; blank where nothing was published",
         ),

@@ -383,3 +383,11 @@ def test_unfinished_jobs_are_counted_and_at_most_a_few_named():
 def test_a_count_says_its_noun_in_the_singular_only_for_one():
     assert views.plural(1, "day") == "1 day" and views.plural(0.5, "day") == "0.5 days"
     assert views.plural(3, "plan") == "3 plans" and views.plural(1200, "run") == "1,200 runs"
+
+
+def test_a_benchmark_rows_proof_in_words():
+    assert views.proof_text(None, None) == ""  # a planner without a bound
+    assert views.proof_text(0.0, 0.43) == "optimal (0.4 s)"
+    assert views.proof_text(0.0142, None) == "gap 1.42%"
+    assert views.proof_text(float("inf"), None) == "no bound"
+    assert views.proof_text(float("nan"), None) == ""  # (a missing value in a frame)
