@@ -853,7 +853,7 @@ CAPACITY_METRICS = (
     ("value", "value (priority GPU-h)", None),
     ("rt_coverage", "real-time coverage", ".0%"),
     ("utilization", "utilization", ".0%"),
-    ("completed_jobs", "completed jobs", None),
+    ("completed_share", "completed jobs", ".0%"),  # of the batch jobs: as the target is set
 )
 _CAPACITY_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
@@ -870,6 +870,12 @@ def capacity_figure(
     valid = rows
     if "error" in rows:
         valid = rows[rows["error"].fillna("").astype(str) == ""]
+    if len(valid):  # completed jobs as a share of the batch jobs (none: all of them done)
+        done, jobs = valid["completed_jobs"], valid["batch_jobs"]
+        valid = valid.assign(
+            completed_share=(done / jobs.where(jobs > 0)).fillna(1.0),
+            completed_text=[f" ({int(d)}/{int(b)})" for d, b in zip(done, jobs, strict=True)],
+        )
     scales = sorted(valid["demand_scale"].unique()) if len(valid) else [1.0]
     others = [
         c
@@ -904,10 +910,14 @@ def capacity_figure(
                 star = marked.get((planner, scale, *setting))
                 for row_no, (metric, label, fmt) in enumerate(CAPACITY_METRICS, start=1):
                     number = "%{y:.1%}" if fmt else "%{y:,.4g}"
+                    counts = metric == "completed_share"
+                    if counts:
+                        number += "%{customdata}"
                     fig.add_trace(
                         go.Scatter(
                             x=line["gpus"],
                             y=line[metric],
+                            customdata=line["completed_text"] if counts else None,
                             mode="lines+markers",
                             name=name,
                             legendgroup=name,

@@ -147,7 +147,7 @@ with st.container(border=True):
 
 if st.session_state.get("cap_cancel"):
     st.info("Sweep cancelled: the pending runs were dropped; the last finished sweep is shown.")
-
+inputs = (gpus_text, demand_text, work_text, penalty_text, decay_text, tuple(planners))
 if run:
     try:
         if not planners:
@@ -186,12 +186,18 @@ if run:
             "scenario": s,
             "rows": rows,
             "engine": engine_label(client),
+            "inputs": inputs,
         }
 
 result = st.session_state.get(K_RESULT)
 if not result or result["scenario"] != s:
     st.info("Choose the grid and press **Run sweep**.")
     st.stop()
+if result.get("inputs") != inputs:  # (after an edit, or a run the lists above refused)
+    st.info(
+        "The sweep below was run with other lists or planners than those above: press **Run "
+        "sweep** to run these."
+    )
 
 rows = result["rows"]
 table = pd.DataFrame(rows)
@@ -223,7 +229,28 @@ if len(invalid):
         f"{invalid.iloc[0]['gpus']} GPUs: "
         f"{invalid.iloc[0]['error']}"
     )
-st.dataframe(table, hide_index=True, key="cap_table", placeholder="—")
+share = st.column_config.NumberColumn(format="percent")  # stored as fractions, shown as %
+hours = st.column_config.NumberColumn(format="%.1f")
+st.dataframe(
+    table,
+    hide_index=True,
+    key="cap_table",
+    placeholder="—",
+    column_config={
+        "utilization": share,
+        "allocated_fraction": st.column_config.NumberColumn("allocated", format="percent"),
+        "rt_coverage": st.column_config.NumberColumn("rt coverage", format="percent"),
+        "team_fairness": share,
+        "value": st.column_config.NumberColumn(format="localized"),
+        "objective": st.column_config.NumberColumn(format="%.1f"),
+        "runtime_ms": st.column_config.NumberColumn("runtime ms", format="%.1f"),
+        **{
+            column: hours
+            for column in table.columns
+            if column.endswith(("gpu_hours", "_hours_p50", "_hours_p90"))
+        },
+    },
+)
 st.download_button(
     "Download sweep.csv",
     sweep_to_csv(rows),

@@ -593,6 +593,16 @@ def test_capacity_figure_has_a_column_per_demand_scale_a_line_per_planner_and_th
     # Only allocator at demand x1 meets both targets (at 24); fifo never in this grid.
     assert {(t.name.split(":")[0], tuple(t.x)) for t in stars} == {("allocator", (24,))}
     assert len(stars) == len(CAPACITY_METRICS)
+    # Completed jobs are a share of the batch jobs, as the target is set, with the counts on hover
+    (done,) = [
+        t
+        for t in lines
+        if t.name == "allocator" and t.yaxis == "y7" and "completed" in t.hovertemplate
+    ]
+    at_24 = next(r for r in rows if r["planner"] == "allocator" and r["gpus"] == 24)
+    share = at_24["completed_jobs"] / at_24["batch_jobs"]
+    assert list(done.y)[-1] == pytest.approx(share) and 0.8 <= share <= 1
+    assert list(done.customdata)[-1] == f" ({at_24['completed_jobs']}/{at_24['batch_jobs']})"
 
 
 # ---------------------------------------------------------------------------------------------

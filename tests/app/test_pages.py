@@ -793,6 +793,7 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         at.button(key="cap_run").click().run()
         assert "GPUs: 'lots' is not a number" in errors(at)
         assert at.session_state["capacity_result"]["rows"] == rows
+        assert any("run with other lists or planners" in i.value for i in at.info)
     finally:
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
