@@ -481,22 +481,30 @@ def forecast_figure(
     history_hours: int = 336,
     unit: str = "traffic",
     highlight: tuple[Any, Any] | None = None,
+    step_0: pd.Timestamp | None = None,
 ) -> go.Figure:
     """Recent history, the forecast mean and its central interval band; `highlight` shades a
-    span of time (e.g. the scenario's horizon)."""
+    span of time (e.g. the scenario's horizon). With `step_0` (a history without dates of its
+    own: an import of a relative trace) time is drawn as hours from that step, not as dates."""
+
+    def when(index: Any) -> Any:
+        if step_0 is None:
+            return index
+        return (pd.DatetimeIndex(index) - step_0) / pd.Timedelta(hours=1)
+
     fig = go.Figure()
     if history is not None and len(history):
         recent = history.iloc[-history_hours:]
         fig.add_trace(
             go.Scatter(
-                x=recent.index,
+                x=when(recent.index),
                 y=recent.to_numpy(),
                 name="history",
                 mode="lines",
                 line={"color": "#6c757d", "width": 1},
             )
         )
-    x = forecast.index
+    x = when(forecast.index)
     fig.add_trace(
         go.Scatter(
             x=x,
@@ -529,9 +537,10 @@ def forecast_figure(
         )
     )
     if highlight is not None:
+        start, end = when(list(highlight))
         fig.add_vrect(
-            x0=highlight[0],
-            x1=highlight[1],
+            x0=start,
+            x1=end,
             fillcolor="rgba(230,159,0,0.12)",
             line_width=0,
             annotation_text="scenario horizon",
@@ -545,6 +554,8 @@ def forecast_figure(
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.45},
         yaxis={"title": unit, "gridcolor": "#eee", "rangemode": "tozero"},
     )
+    if step_0 is not None:
+        fig.update_xaxes(title="hours from step 0", dtick=24, gridcolor="#eee")
     return fig
 
 

@@ -137,13 +137,20 @@ with st.spinner("Fitting the weekly profile ..."):
         st.stop()
 steps_frame = forecast.iloc[list(window.hours)]
 span = (steps_frame.index[0], steps_frame.index[-1])
+# A job's own history in a workload without a start time (an import of a relative trace) has
+# no dates: its hours are drawn from step 0, not from the Monday the forecaster assumes.
+undated = history_job is not None and s.cluster.start is None
+step_0 = history.index[-1] + pd.Timedelta(hours=1) if undated else None
 st.plotly_chart(
-    charts.forecast_figure(forecast, history, level=float(level), highlight=span, unit=unit),
+    charts.forecast_figure(
+        forecast, history, level=float(level), highlight=span, unit=unit, step_0=step_0
+    ),
     key="fc_chart_forecast",
     config={"displayModeBar": False},
 )
+until = "step 0" if undated else f"{history.index[-1]:%Y-%m-%d %H:%M}"
 st.caption(
-    f"{history_name}: {len(history):,} hours up to {history.index[-1]:%Y-%m-%d %H:%M}; "
+    f"{history_name}: {len(history):,} hours up to {until}; "
     f"model: **{model}**; band: the central {level:.0%} interval (its upper "
     f"edge is the {quantile:.0%} quantile); shaded: the scenario's horizon. {window.note}"
 )
@@ -252,7 +259,7 @@ else:
     else:
         st.caption(
             f"{highest}. The plans are those of the active workload, made for its current "
-            f"demand of '{job.id}' (peak {max(job.demand):g} GPUs), not for this forecast: put "
+            f"demand of '{job.id}' (peak {max(job.demand):,.2f} GPUs), not for this forecast: put "
             "the forecast into the workload below and they re-plan for it."
         )
 

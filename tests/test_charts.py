@@ -249,3 +249,19 @@ def test_the_fragmented_idle_is_stacked_on_the_idle_it_is_part_of():
     assert list(fragmented.base) == [20.0, 8.0] and list(fragmented.y) == [10.0, 0.0]
     assert list(fragmented.text) == ["30", "8"]  # the idle total on top of its bar
     assert list(reserved.y) == [5.0, 0.0] and reserved.offsetgroup != usable.offsetgroup
+
+
+def test_an_undated_history_is_drawn_in_hours_from_step_0():
+    hours = pd.date_range("2025-12-22", periods=48, freq="h")  # the forecaster's assumed dates
+    history = pd.Series(np.arange(48.0), index=hours)
+    future = pd.date_range(hours[-1] + pd.Timedelta(hours=1), periods=24, freq="h")
+    forecast = pd.DataFrame({"mean": 1.0, "lower": 0.5, "upper": 1.5}, index=future)
+    step_0 = future[0]
+    fig = charts.forecast_figure(forecast, history, highlight=(future[0], future[5]), step_0=step_0)
+    drawn = {t.name: list(t.x) for t in fig.data if t.name in ("history", "forecast mean")}
+    assert drawn["history"][0] == -48 and drawn["history"][-1] == -1
+    assert drawn["forecast mean"] == list(range(24))
+    assert (fig.layout.shapes[0].x0, fig.layout.shapes[0].x1) == (0, 5)
+    assert fig.layout.xaxis.title.text == "hours from step 0"
+    dated = charts.forecast_figure(forecast, history)  # a dated history keeps its dates
+    assert list(dated.data[0].x) == list(hours)
