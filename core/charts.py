@@ -319,7 +319,14 @@ def _finish_grid(
         margin={"l": 50, "r": 10, "t": 40 if title else 10, "b": 10},
         plot_bgcolor="white",
         showlegend=show_legend,
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0, "font": {"size": 11}},
+        # below the time axis's ticks and title: 64 px under the grid, however tall it is
+        legend={
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -64 / grid_px,
+            "x": 0,
+            "font": {"size": 11},
+        },
     )
     fig.update_xaxes(
         **_time_axis(scenario, max_ticks=7), showgrid=False, zeroline=False, tickangle=0
