@@ -397,7 +397,7 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
             )
         common.metric_vs_fifo(
             "Completed jobs",
-            f"{as_run['completed_jobs']}/{as_run['batch_jobs']}",
+            f"{as_run['completed_jobs']:,}/{as_run['batch_jobs']:,}",
             d("completed_jobs"),
             f"{d('completed_jobs') or 0:+d}",
             "Batch jobs of the window that really ended inside it",

@@ -201,7 +201,8 @@ def _run_planner(name: str) -> None:
 
 
 if to_run:
-    with st.status(f"Planning with {', '.join(to_run)} ...", expanded=True) as status:
+    running = ", ".join(common.planner_label(n) for n in to_run)
+    with st.status(f"Planning with {running} ...", expanded=True) as status:
         for name in to_run:
             line = st.empty()
             line.write(f"{common.planner_label(name)} ...")
@@ -238,11 +239,15 @@ st.subheader(
 )
 # --- as-run: what the real scheduler did, when the workload came from a history -------------
 as_run = history_import.as_run_for(s)
-cards = st.columns(len(values) + (as_run is not None))
+# At most four cards a row: their labels carry units ("Utilization (of GPU-h)"), which five or
+# six side by side clip.
+shown_cards = len(values) + (as_run is not None)
+per_row = min(shown_cards, 4)
+cards = [col for k in range(0, shown_cards, per_row) for col in st.columns(per_row)]
 if as_run is not None:
-    with cards[-1]:
+    with cards[shown_cards - 1]:
         history_import.as_run_card(as_run, values)
-    cards = cards[:-1]
+cards = cards[: len(values)]
 
 
 for col, (name, m) in zip(cards, values.items(), strict=True):
@@ -258,7 +263,7 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             f"{m['utilization']:.1%}",
             d("utilization"),
             f"{(d('utilization') or 0) * 100:+.1f} pp",
-            "GPU-hours running batch work or serving real-time demand, over all GPU-hours. "
+            "Share of GPU-hours running batch work or serving real-time demand. "
             "GPUs a service holds above its demand are allocated but not utilized.",
         )
         gain = m["value"] / b["value"] - 1 if b is not None and b["value"] > 0 else None
@@ -267,21 +272,24 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
             f"{m['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
-            "Batch GPU-hours delivered in the horizon, each weighted by its job's priority",
+            "Priority-weighted GPU-hours: batch GPU-hours delivered in the horizon, each "
+            "weighted by its job's priority",
         )
         common.metric_vs_fifo(
             "Objective (weighted GPU-h)",
             f"{m['objective']:,.1f}",
             d("objective"),
             f"{d('objective') or 0:+,.1f}",
-            "Decayed priority-weighted batch GPU-hours minus the penalty weight times the "
-            "real-time GPU-hours not served",
+            "In weighted GPU-hours: decayed priority-weighted batch GPU-hours minus the "
+            "penalty weight times the real-time GPU-hours not served (what the planners "
+            "maximise)",
         )
         common.metric_vs_fifo(
             "Completed jobs",
-            f"{m['completed_jobs']}/{m['batch_jobs']}",
+            f"{m['completed_jobs']:,}/{m['batch_jobs']:,}",
             d("completed_jobs"),
-            f"{d('completed_jobs') or 0:+d}",
+            f"{d('completed_jobs') or 0:+,d}",
+            "Batch jobs whose work is all done within the horizon, of all batch jobs",
         )
         common.metric_vs_fifo(
             "Real-time coverage",
