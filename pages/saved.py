@@ -80,7 +80,8 @@ with st.container(border=True):
                 for planner in planned:
                     workspace.save_run(name, named, store["plans"][planner])
                 st.session_state["saved_message"] = (
-                    f"Saved '{name.strip()}' with runs of {', '.join(planned)}."
+                    f"Saved '{name.strip()}' with runs of "
+                    f"{', '.join(common.planner_label(p) for p in planned)}."
                 )
                 _adopt(s, named, store)
             except ScenarioError as e:

@@ -78,7 +78,7 @@ RULE_FIELDS = ("name", "user", "team", "partition", "qos", "priority_class", "wo
 
 AS_RUN_NOTE = (
     "as-run is what the trace's own start and end times say ran in the window; real placements "
-    "are not aligned blocks, so it is not a legal grid and check() does not apply to it"
+    "are not aligned blocks, so it is not a legal grid of the model and is not checked as one"
 )
 
 
@@ -704,13 +704,21 @@ def _priorities(table: pd.DataFrame, rules: ImportRules) -> tuple[np.ndarray, st
             hit_u = hit_u & (uniques != "").to_numpy(bool)
             hit = hit_u[codes] & np.isnan(priority)
             priority[hit] = float(rule.priority)
-    source = "rules"
+    matched = int((~np.isnan(priority)).sum())
+    own = "the default rules" if rules == ImportRules() else "the rules file"
+    source = (
+        f"{own} ({matched:,} of the trace's {n:,} jobs matched; the others "
+        f"{rules.default_priority:g})"
+    )
     raw = table["priority_raw"]
     if rules.rank_priority and raw.notna().any():
         ranked = np.clip(np.ceil(raw.rank(method="average", pct=True).to_numpy() * 10), 1, 10)
         fill = np.isnan(priority) & ~np.isnan(ranked)
         priority[fill] = ranked[fill]
-        source = "rules, then the scheduler's priority ranked into 1-10"
+        source = (
+            f"{own} ({matched:,} of the trace's {n:,} jobs matched), then the scheduler's "
+            "priority ranked into 1-10"
+        )
     priority[np.isnan(priority)] = rules.default_priority
     return priority, source
 

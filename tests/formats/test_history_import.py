@@ -142,6 +142,10 @@ def test_sacct_priority_ranked_into_one_to_ten():
         "\n".join([header, *rows]) + "\n", ImportWindow(start="2026-08-17T00:00:00")
     )
     assert [j.priority for j in result.scenario.batch_jobs] == list(range(1, 11))
+    assert result.summary["priority_from"] == (
+        "the default rules (0 of the trace's 10 jobs matched), then the scheduler's priority "
+        "ranked into 1-10"
+    )
 
 
 def test_running_jobs_that_do_not_fit_wait_at_step_zero():
@@ -395,6 +399,9 @@ def test_rules_file_changes_types_and_priorities(tmp_path):
     assert jobs["1001"].type == "quantization" and jobs["1001"].priority == 9
     assert jobs["1002"].type == "training" and jobs["1002"].priority == 5  # the defaults
     assert result.scenario.realtime_jobs == []  # no real-time rule left
+    assert result.summary["priority_from"] == (  # alice's three jobs in the whole trace
+        "the rules file (3 of the trace's 19 jobs matched; the others 5)"
+    )
     assert ImportRules.from_json(json.dumps(ImportRules().to_dict())) == ImportRules()
 
 
