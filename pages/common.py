@@ -251,7 +251,7 @@ def sidebar_summary() -> None:
     s = scenario()
     c = s.cluster
     with st.sidebar:
-        st.markdown(f"**Active scenario:** `{s.name}`")
+        st.markdown(f"**Active workload:** `{s.name}`")
         st.caption(
             f"{c.gpus} GPUs x {c.horizon_steps} steps of {c.step_minutes} min · "
             f"{len(s.batch_jobs)} batch + {len(s.realtime_jobs)} real-time jobs · "

@@ -11,7 +11,7 @@ from core.workspace import WorkspaceError
 from pages import common
 
 common.page_header(
-    "Saved scenarios & runs",
+    "Saved workloads & runs",
     "Save the active workload and its plans in your workspace (a SQLite file that survives "
     "reloads and restarts), reopen one, or compare two saved runs side by side.",
 )

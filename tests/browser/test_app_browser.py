@@ -39,7 +39,7 @@ PAGES = [  # (url path, sidebar link, title): each URL is the page's file name i
     ("horizon_risk", "Horizon & risk", "Horizon & risk"),
     ("capacity", "Capacity", "Capacity"),
     ("benchmarks", "Benchmarks", "Benchmarks"),
-    ("saved", "Saved & compare", "Saved scenarios & runs"),
+    ("saved", "Saved & compare", "Saved workloads & runs"),
 ]
 TITLES = [link for _, link, _ in PAGES]  # what the sidebar lists
 CHART_PAGES = ("plan_compare", "demand_forecast", "horizon_risk", "benchmarks")
@@ -334,7 +334,7 @@ def test_an_uploaded_csv_pair_becomes_the_named_active_workload(app_url, page, t
     assert f"Loaded {len(example.jobs)} jobs" in success.inner_text()
     assert "team-a_jobs.csv" in success.inner_text()
     # The sidebar, the heading and the built-in selector follow the upload at once.
-    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active workload: team-a")
     assert page.get_by_role("heading", name="team-a", level=3).count() == 1
     selector = page.get_by_test_id("stSelectbox").filter(has_text="Built-in scenario")
     shown = selector.locator("input").get_attribute("placeholder") or selector.inner_text()
@@ -368,11 +368,11 @@ def test_a_broken_upload_shows_an_error_and_keeps_the_scenario(app_url, page, tm
 
 
 def active_name(page) -> str:
-    """The scenario name the sidebar shows (`Active scenario: NAME`)."""
+    """The scenario name the sidebar shows (`Active workload: NAME`)."""
     line = (
         page.get_by_test_id("stSidebar")
         .get_by_test_id("stMarkdownContainer")
-        .filter(has_text="Active scenario")
+        .filter(has_text="Active workload")
     )
     return line.first.inner_text().split(":", 1)[1].strip()
 
@@ -391,7 +391,7 @@ def test_two_sessions_never_share_a_scenario(app_url, browser):
         assert active_name(a) == default
         other = next(p.stem for p in sorted(SCENARIOS_DIR.glob("*.json")) if p.stem != default)
         choose(a, "Built-in scenario", other)
-        expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active scenario: {other}")
+        expect(a.get_by_test_id("stSidebar")).to_contain_text(f"Active workload: {other}")
         b.reload()
         b.get_by_role("heading", name="Workload", level=1).wait_for()
         settle(b)
@@ -409,7 +409,7 @@ def test_divergence_scenario_explains_utilization_against_value(app_url, page):
     page.get_by_role("heading", name="Workload", level=1).wait_for()
     settle(page)
     choose(page, "Built-in scenario", "scale-64-divergence")
-    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: scale-64-divergence")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active workload: scale-64-divergence")
     go(page, "Plan & compare", "Plan & compare")
     page.get_by_role("button", name="Run planners").click()
     settle(page)

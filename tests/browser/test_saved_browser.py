@@ -37,7 +37,7 @@ def test_a_saved_workload_survives_a_browser_reload(app_url, page):  # noqa: F81
     page.get_by_role("heading", name="Workload", level=1).wait_for()
     settle(page)
     choose(page, "Built-in scenario", "example")
-    go(page, "Saved & compare", "Saved scenarios & runs")
+    go(page, "Saved & compare", "Saved workloads & runs")
     name = page.get_by_test_id("stTextInput").filter(has_text="Name").locator("input")
     name.fill("capacity review")
     name.press("Enter")
@@ -48,9 +48,9 @@ def test_a_saved_workload_survives_a_browser_reload(app_url, page):  # noqa: F81
     assert "Saved the workload as 'capacity review'" in saved.inner_text()
 
     page.reload()  # a new session: nothing of the old one but the workspace file
-    page.get_by_role("heading", name="Saved scenarios & runs", level=1).wait_for()
+    page.get_by_role("heading", name="Saved workloads & runs", level=1).wait_for()
     settle(page)
-    assert "Active scenario: mixed-control" in page.get_by_test_id("stSidebar").inner_text()
+    assert "Active workload: mixed-control" in page.get_by_test_id("stSidebar").inner_text()
     table = page.get_by_test_id("stDataFrame").first
     table.wait_for()
     picked = page.get_by_test_id("stSelectbox").filter(has_text="Saved workload")
@@ -59,7 +59,7 @@ def test_a_saved_workload_survives_a_browser_reload(app_url, page):  # noqa: F81
     settle(page)
     sidebar = page.get_by_test_id("stSidebar").inner_text()
     # example's workload, under the name it was saved as
-    assert "Active scenario: capacity review" in sidebar and "saved: capacity review" in sidebar
+    assert "Active workload: capacity review" in sidebar and "saved: capacity review" in sidebar
     assert "8 GPUs x 24 steps of 60 min · 5 batch + 1 real-time jobs" in sidebar
     no_exception(page)
     screenshot(page, "saved")
