@@ -191,30 +191,28 @@ with jobs_tab:
             "type": st.column_config.SelectboxColumn(
                 "type", options=common.JOB_TYPE_OPTIONS, required=True
             ),
+            # No min_value on any number column: the grid drops a typed minus sign under
+            # one, so -5 became 5 and passed. Every value reaches validation, which names
+            # the row, the job and the field.
             "priority": st.column_config.NumberColumn(
-                "priority", min_value=0.0, format="%g", help="> 0; higher is more valuable"
+                "priority", format="%g", help="> 0; higher is more valuable"
             ),
             "arrival_step": st.column_config.NumberColumn(
-                "arrival", min_value=0, step=1, help="batch: first step it may start"
+                "arrival", step=1, help="batch: first step it may start"
             ),
-            "gpus_min": st.column_config.NumberColumn("gpus_min", min_value=0, step=1),
-            "gpus_max": st.column_config.NumberColumn("gpus_max", min_value=0, step=1),
+            "gpus_min": st.column_config.NumberColumn("gpus_min", step=1),
+            "gpus_max": st.column_config.NumberColumn("gpus_max", step=1),
             "gpu_hours": st.column_config.NumberColumn(
-                "gpu_hours", min_value=0.0, format="%g", help="batch: total work in GPU-hours"
+                "gpu_hours", format="%g", help="batch: total work in GPU-hours, > 0"
             ),
             "swap_cap": st.column_config.NumberColumn(
                 "swap_cap",
-                min_value=0,
                 step=1,
                 help="real-time: GPUs gained + released per step at most",
             ),
-            "running_gpu_start": st.column_config.NumberColumn(
-                "running from GPU", min_value=0, step=1
-            ),
-            "running_gpus": st.column_config.NumberColumn("running GPUs", min_value=1, step=1),
-            "running_remaining_steps": st.column_config.NumberColumn(
-                "running steps left", min_value=1, step=1
-            ),
+            "running_gpu_start": st.column_config.NumberColumn("running from GPU", step=1),
+            "running_gpus": st.column_config.NumberColumn("running GPUs", step=1),
+            "running_remaining_steps": st.column_config.NumberColumn("running steps left", step=1),
             "previous_gpus": st.column_config.TextColumn(
                 "previous GPUs",
                 help="real-time: GPUs held just before step 0, e.g. '6 7'; '[]' = held no GPU "
@@ -223,7 +221,6 @@ with jobs_tab:
             "team": st.column_config.TextColumn("team", help="optional: who owns the job"),
             "deadline_step": st.column_config.NumberColumn(
                 "deadline step",
-                min_value=0,
                 step=1,
                 help="batch, optional: the step by which the job should have completed",
             ),
@@ -249,7 +246,7 @@ with demand_tab:
                 column_config={
                     "time": st.column_config.TextColumn("time", disabled=True),
                     **{
-                        j: st.column_config.NumberColumn(j, min_value=0.0, format="%g")
+                        j: st.column_config.NumberColumn(j, format="%g")  # no min_value: see jobs
                         for j in demand_table.columns
                     },
                 },

@@ -1,0 +1,94 @@
+"""The Workload page in headless Chromium: typing into the editor's grid, its pending edits,
+the cluster controls and the uploader, as a planner meets them.
+
+Screenshots (1400 px wide) land in tests/browser/artifacts/ for review.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser.test_app_browser import (  # noqa: F401  (app_url, browser, page: fixtures)
+    CHROMIUM,
+    app_url,
+    browser,
+    go,
+    no_exception,
+    page,
+    screenshot,
+    settle,
+)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"Debian chromium is not installed at {CHROMIUM} (apt-get install chromium)",
+    ),
+]
+
+
+def open_workload(tab, url: str) -> None:
+    tab.goto(url)
+    tab.get_by_role("heading", name="Workload", level=1).wait_for()
+    settle(tab)
+
+
+def jobs_editor(tab):
+    return tab.get_by_test_id("stDataFrame").first
+
+
+def type_into_cell(tab, column: str, row: int, text: str) -> None:
+    """Type `text` into the jobs editor's cell (column label, 0-based row) as a user does:
+    select it with the keyboard, open its editor with Enter, replace the value, Enter.
+
+    The grid is drawn on a canvas; its hidden accessible table says which cell is selected.
+    """
+    from playwright.sync_api import expect
+
+    editor = jobs_editor(tab)
+    editor.scroll_into_view_if_needed()
+    headers = editor.locator("th[role=columnheader]").all_inner_texts()
+    target = headers.index(column) + 1  # aria column index of the cell
+    box = editor.bounding_box()
+    tab.mouse.click(box["x"] + 100, box["y"] + 35 + 17)  # row 1's id cell (header 35 px)
+    selected = editor.locator("td[aria-selected=true]").first
+    expect(selected).to_have_attribute("id", "glide-cell-2-0")
+    start = 2
+    for _ in range(target - start):
+        tab.keyboard.press("ArrowRight")
+    for _ in range(row):
+        tab.keyboard.press("ArrowDown")
+    expect(selected).to_have_attribute("id", f"glide-cell-{target}-{row}")
+    tab.keyboard.press("Enter")
+    overlay = tab.locator(".gdg-input")  # the cell's editor, drawn over the grid
+    overlay.wait_for()
+    overlay.press("Control+A")
+    overlay.press_sequentially(text, delay=30)  # keystrokes: the grid filters them
+    expect(overlay).to_have_value(text)
+    overlay.press("Enter")
+    settle(tab)
+
+
+def issues_text(tab) -> str:
+    """The cells of the issues table under the editors (the page's last data frame; drawn on a
+    canvas, read from its hidden accessible table)."""
+    if tab.get_by_test_id("stAlertContentError").count() == 0:
+        return ""
+    table = tab.get_by_test_id("stDataFrame").last
+    return " | ".join(table.locator("td").all_text_contents())
+
+
+def test_a_typed_minus_sign_reaches_validation(app_url, page):  # noqa: F811
+    open_workload(page, app_url)
+    type_into_cell(page, "gpu_hours", 3, "-5")  # row 4, train-0
+    no_exception(page)
+    assert jobs_editor(page).locator("#glide-cell-8-3").inner_text() == "-5"
+    error = page.get_by_test_id("stAlertContentError")
+    assert "not active" in error.first.inner_text()
+    assert page.get_by_text("Edits are valid and active.").count() == 0
+    text = issues_text(page)
+    assert "train-0" in text and "gpu_hours must be > 0, got -5.0" in text
+    screenshot(page, "workload-editor-negative")
