@@ -30,6 +30,12 @@ def _load_selected() -> None:
     common.clear_uploader()  # files that failed (or were loaded) leave the uploader
 
 
+def _reload(name: str) -> None:
+    """Load the built-in again (a callback: the selector is set before it is drawn)."""
+    st.session_state["wl_builtin"] = name
+    _load_selected()
+
+
 # The selector follows the active scenario: a built-in by name, anything else as a placeholder.
 current = common.scenario_source().removeprefix("built-in: ")
 selected = current if current in names else None
@@ -48,15 +54,14 @@ with pick:
         "the rest. Choosing one replaces the workload.",
     )
     last = selected or st.session_state.get("wl_last_builtin")
-    if st.button(
+    st.button(
         f"Reload {last}" if last else "Reload built-in",
         key="wl_reload",
         disabled=last is None,
+        on_click=_reload,
+        args=(last,),
         help="Discard edits and uploads; load this built-in scenario again.",
-    ):
-        st.session_state["wl_builtin"] = last
-        _load_selected()
-        st.rerun()
+    )
     if selected is not None:
         st.session_state["wl_last_builtin"] = selected
 with upload:

@@ -46,3 +46,15 @@ def test_a_negative_gpu_hours_is_named_by_row_job_and_field():
     issues = at.dataframe[-1].value
     assert list(issues["row"]) == [row + 1] and list(issues["job"]) == [before.jobs[row].id]
     assert issues["issue"].iloc[0] == "gpu_hours must be > 0, got -5.0"
+
+
+def test_reload_loads_the_builtin_again():
+    # Setting the selector's key after it was drawn raised StreamlitWidgetAlreadyInstantiatedError.
+    at = open_page()
+    before = active(at)
+    at.number_input(key=f"wl_cluster_{at.session_state['scenario_version']}_gpus").set_value(16)
+    at.run()
+    assert active(at).cluster.gpus == 16
+    at.button(key="wl_reload").click().run()
+    assert not at.exception, at.exception
+    assert active(at) == before and at.selectbox(key="wl_builtin").value == before.name
