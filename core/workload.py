@@ -124,6 +124,27 @@ def scenario_from_editor(
         return EditResult(None, issues, general)
 
 
+@dataclass(eq=False)
+class PendingEdits:
+    """Editor tables that do not validate yet, kept (not applied) until they are fixed or
+    discarded, beside the scenario tables they were made on."""
+
+    base_jobs: pd.DataFrame
+    base_demand: pd.DataFrame
+    jobs: pd.DataFrame
+    demand: pd.DataFrame
+
+    def made_on(self, jobs: pd.DataFrame, demand: pd.DataFrame) -> bool:
+        """Whether these are still the tables the edits were made on: a change the tables do
+        not show (the policy, the cluster size) keeps the edits; a change to a job or to the
+        demand (another workload, a swap cap, the horizon) would be undone by them."""
+        return self.base_jobs.equals(jobs) and self.base_demand.equals(demand)
+
+    def shows(self, jobs: pd.DataFrame, demand: pd.DataFrame) -> bool:
+        """Whether `jobs` and `demand` are exactly these edits."""
+        return self.jobs.equals(jobs) and self.demand.equals(demand)
+
+
 def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
     """One editor row through the job-row codec; demand, history and actual work as the
     editor keeps them (a demand column, else the old job's, else gpus_min at every step)."""

@@ -28,6 +28,7 @@ from core.workload import (  # noqa: F401  (re-exported for the pages)
     NO_GPUS,
     EditResult,
     ForecastWindow,
+    PendingEdits,
     default_capacity,
     editor_tables,
     forecast_window,
@@ -110,6 +111,67 @@ def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bo
     if reset_controls:
         for key in [k for k in st.session_state if str(k).startswith(SCENARIO_CONTROL_PREFIX)]:
             del st.session_state[key]
+
+
+def renew_editors() -> None:
+    """New editor widgets, drawn afresh from their data (their keys carry the version), with
+    the scenario unchanged."""
+    st.session_state[K_VERSION] = scenario_version() + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The Workload editors' pending edits: tables that do not validate yet are kept here (widgets
+# lose their state when the page is left) and drawn again until fixed or discarded.
+
+K_PENDING_EDITS = "wl_pending_edits"  # PendingEdits
+K_EDITORS_DRAWN = "wl_editors_drawn"  # (version, jobs, demand): editors drawn from pending edits
+
+
+def editor_data(s: Scenario) -> tuple[Any, Any, str]:
+    """(jobs, demand, note): the tables to draw the Workload editors from.
+
+    The scenario's tables, unless edits that do not validate yet are pending and the editors
+    lost them (the page was left): then the editors are drawn anew from those edits, so they
+    show again with their errors. Pending edits made on tables that have changed since (another
+    workload, a swap cap, the horizon) are dropped, and the note says so.
+    """
+    jobs, demand = editor_tables(s)
+    note = ""
+    pending = st.session_state.get(K_PENDING_EDITS)
+    if pending is not None and not pending.made_on(jobs, demand):
+        st.session_state.pop(K_PENDING_EDITS)
+        pending = None
+        note = (
+            "Edits that were not valid yet were dropped: the workload changed under them "
+            f"({scenario_source()})."
+        )
+    drawn = st.session_state.get(K_EDITORS_DRAWN)
+    if drawn is not None and drawn[0] != scenario_version():
+        drawn = None
+    if pending is None:
+        if st.session_state.pop(K_EDITORS_DRAWN, None) is not None and drawn is not None:
+            renew_editors()  # edits fixed, reverted or discarded: back to the scenario's tables
+        return jobs, demand, note
+    if f"wl_jobs_{scenario_version()}" in st.session_state:  # the editors hold the edits
+        return (drawn[1], drawn[2], note) if drawn is not None else (jobs, demand, note)
+    if drawn is not None and pending.shows(drawn[1], drawn[2]):
+        return drawn[1], drawn[2], note
+    renew_editors()
+    st.session_state[K_EDITORS_DRAWN] = (scenario_version(), pending.jobs, pending.demand)
+    return pending.jobs, pending.demand, note
+
+
+def keep_pending_edits(s: Scenario, jobs: Any, demand: Any) -> None:
+    """Keep the editors' tables that do not validate (the scenario `s` stays active)."""
+    base_jobs, base_demand = editor_tables(s)
+    st.session_state[K_PENDING_EDITS] = PendingEdits(base_jobs, base_demand, jobs, demand)
+
+
+def discard_pending_edits() -> None:
+    """Drop pending edits: the editors are drawn from the active scenario again."""
+    st.session_state.pop(K_PENDING_EDITS, None)
+    st.session_state.pop(K_EDITORS_DRAWN, None)
+    renew_editors()
 
 
 K_UPLOAD_DONE, K_UPLOADER_VERSION = "upload_done", "uploader_version"

@@ -26,6 +26,7 @@ def _load_selected() -> None:
     name = st.session_state["wl_builtin"]
     if name is None:
         return
+    common.discard_pending_edits()  # (a reload of the same built-in discards them too)
     common.set_scenario(common.load_builtin(name), f"built-in: {name}")
     common.clear_uploader()  # files that failed (or were loaded) leave the uploader
 
@@ -173,8 +174,10 @@ with st.expander(
             + ". Change the value or the jobs that do not fit."
         )
 
+jobs_table, demand_table, dropped_note = common.editor_data(s)  # pending edits drawn again
+if dropped_note:
+    st.info(dropped_note)
 version = common.scenario_version()
-jobs_table, demand_table = common.editor_tables(s)
 jobs_tab, demand_tab = st.tabs(["Jobs", "Real-time demand"])
 with jobs_tab:
     st.caption(
@@ -263,13 +266,25 @@ with demand_tab:
         edited_demand = edited.drop(columns=["time"])
 
 result = common.scenario_from_editor(s, edited_jobs, edited_demand)
+if result.ok:
+    st.session_state.pop(common.K_PENDING_EDITS, None)
 if result.ok and result.scenario != s:
     common.set_scenario(result.scenario, "edited")
     st.rerun()
 if not result.ok:
-    st.error(
+    common.keep_pending_edits(s, edited_jobs, edited_demand)  # kept when the page is left
+    message, discard = st.columns([5, 1], vertical_alignment="center")
+    message.error(
         "These edits break a rule, so they are **not** active yet; the last valid workload "
-        "is still planned. Fix the rows listed here:"
+        "is still planned. They are kept while you visit other pages. Fix the rows listed "
+        "here, or discard the edits:"
+    )
+    discard.button(
+        "Discard edits",
+        key="wl_discard_edits",
+        on_click=common.discard_pending_edits,
+        width="stretch",
+        help="Drop every edit that is not active yet; the editors show the active workload.",
     )
     st.dataframe(
         common.issues_table(edited_jobs, result),

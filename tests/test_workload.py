@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from datetime import datetime
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 
-from core import workload
+from core import views, workload
 from core.formats import load_scenario, scenario_from_tables, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
+from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
 
@@ -180,3 +182,25 @@ def test_controls_set_or_clear_the_coverage_target(scenarios_dir):
     assert with_target.policy.rt_coverage_target == 0.99
     assert with_controls(with_target, coverage_target=KEEP, **common) is with_target
     assert with_controls(with_target, coverage_target=None, **common).policy == s.policy
+
+
+def test_pending_edits_apply_while_their_tables_are_unchanged():
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    jobs, demand = workload.editor_tables(s)
+    edited = jobs.copy()
+    edited.loc[3, "gpus_min"] = 3
+    pending = workload.PendingEdits(jobs, demand, edited, demand)
+    assert pending.shows(edited, demand) and not pending.shows(jobs, demand)
+    # a policy or cluster-size change leaves the tables as they were: the edits still apply
+    other_policy = s.replace(policy=dataclasses.replace(s.policy, penalty_weight=6.0))
+    assert pending.made_on(*workload.editor_tables(other_policy))
+    bigger = s.replace(cluster=dataclasses.replace(s.cluster, gpus=16))
+    assert pending.made_on(*workload.editor_tables(bigger))
+    # a changed job or a longer horizon would be undone by the edited tables: they do not
+    service = s.realtime_jobs[0]
+    capped = s.replace(
+        jobs=tuple(dataclasses.replace(j, swap_cap=3) if j is service else j for j in s.jobs)
+    )
+    assert not pending.made_on(*workload.editor_tables(capped))
+    longer = views.with_cluster(s, gpus=8, horizon_steps=48, step_minutes=60, start=s.cluster.start)
+    assert not pending.made_on(*workload.editor_tables(longer))

@@ -58,3 +58,101 @@ def test_reload_loads_the_builtin_again():
     at.button(key="wl_reload").click().run()
     assert not at.exception, at.exception
     assert active(at) == before and at.selectbox(key="wl_builtin").value == before.name
+
+
+def edit(at, rows: dict[int, dict], kind: str = "jobs") -> None:
+    """What typing into the editor's cells does: its edited rows, then a rerun."""
+    at.session_state[editor_key(at, kind)] = {
+        "edited_rows": rows,
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.run()
+    assert not at.exception, at.exception
+
+
+def leave_and_return(at, page: str = "pages/plan_compare.py") -> None:
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    at.switch_page("pages/workload.py").run()
+    assert not at.exception, at.exception
+
+
+def issues(at) -> list[str]:
+    return list(at.dataframe[-1].value["issue"]) if at.error else []
+
+
+def test_pending_edits_survive_other_pages_until_fixed():
+    at = open_page()
+    before = active(at)
+    bad, good = 2, 4  # dpo-13b gets gpus_min 3 (not a power of two); train-1 a new priority
+    edit(at, {bad: {"gpus_min": 3}, good: {"priority": 7.0}})
+    assert issues(at) == ["gpus_min 3 is not a power of two"] and active(at) == before
+
+    leave_and_return(at)
+    assert issues(at) == ["gpus_min 3 is not a power of two"], "the edits came back"
+    assert "not active" in errors(at).replace("*", "") and active(at) == before
+    shown = at.data_editor(key=editor_key(at)).value
+    assert shown["gpus_min"].iloc[bad] == 3 and shown["priority"].iloc[good] == 7.0
+    at.run()  # a rerun on the page keeps them too
+    assert issues(at) == ["gpus_min 3 is not a power of two"]
+
+    # a policy change elsewhere does not touch the tables: the edits stay
+    at.switch_page("pages/plan_compare.py").run()
+    at.slider(key="ctl_scn_penalty").set_value(6.0).run()
+    at.switch_page("pages/workload.py").run()
+    assert issues(at) == ["gpus_min 3 is not a power of two"]
+    assert active(at).policy.penalty_weight == 6.0
+
+    edit(at, {bad: {"gpus_min": 4}})  # fixed in the editor drawn from the pending edits
+    assert not at.error and any("valid and active" in m.value for m in at.success)
+    after = active(at)
+    assert after.jobs[good].priority == 7.0 and after.jobs[bad].gpus_min == 4
+    leave_and_return(at)
+    assert not at.error and active(at) == after
+
+
+def test_discard_edits_shows_the_active_workload_again():
+    at = open_page()
+    before = active(at)
+    edit(at, {2: {"gpus_min": 3}})
+    leave_and_return(at)
+    at.button(key="wl_discard_edits").click().run()
+    assert not at.exception and not at.error and active(at) == before
+    shown = at.data_editor(key=editor_key(at)).value
+    assert shown["gpus_min"].iloc[2] == before.jobs[2].gpus_min
+    leave_and_return(at)
+    assert not at.error and active(at) == before
+
+
+def test_pending_edits_on_a_changed_table_are_dropped_with_a_note():
+    at = open_page()
+    edit(at, {2: {"gpus_min": 3}})
+    at.switch_page("pages/plan_compare.py").run()
+    service = active(at).realtime_jobs[0].id
+    at.number_input(key=f"ctl_scn_swap_{service}").set_value(3).run()  # a jobs-table column
+    at.switch_page("pages/workload.py").run()
+    assert not at.exception and not at.error
+    assert any("were dropped" in i.value for i in at.info)
+    assert active(at).realtime_jobs[0].swap_cap == 3  # not undone by the old table
+
+
+def test_reloading_the_builtin_discards_pending_edits():
+    at = open_page()
+    before = active(at)
+    edit(at, {2: {"gpus_min": 3}})
+    at.button(key="wl_reload").click().run()
+    assert not at.exception and not at.error and active(at) == before
+    leave_and_return(at)
+    assert not at.error
+
+
+def test_a_pending_demand_edit_survives_other_pages_too():
+    at = open_page()
+    before = active(at)
+    edit(at, {5: {before.realtime_jobs[0].id: -1.0}}, kind="demand")
+    assert issues(at) == ["demand[5] must be >= 0, got -1.0"]
+    leave_and_return(at, "pages/capacity.py")
+    assert issues(at) == ["demand[5] must be >= 0, got -1.0"] and active(at) == before
+    shown = at.data_editor(key=editor_key(at, "demand")).value
+    assert shown[before.realtime_jobs[0].id].iloc[5] == -1.0

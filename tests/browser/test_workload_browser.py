@@ -50,7 +50,9 @@ def type_into_cell(tab, column: str, row: int, text: str) -> None:
 
     editor = jobs_editor(tab)
     editor.scroll_into_view_if_needed()
-    headers = editor.locator("th[role=columnheader]").all_inner_texts()
+    header = editor.locator("th[role=columnheader]")
+    header.first.wait_for(state="attached")  # the accessible table fills in after the canvas
+    headers = [h.strip() for h in header.all_text_contents()]
     target = headers.index(column) + 1  # aria column index of the cell
     box = editor.bounding_box()
     tab.mouse.click(box["x"] + 100, box["y"] + 35 + 17)  # row 1's id cell (header 35 px)
@@ -92,3 +94,29 @@ def test_a_typed_minus_sign_reaches_validation(app_url, page):  # noqa: F811
     text = issues_text(page)
     assert "train-0" in text and "gpu_hours must be > 0, got -5.0" in text
     screenshot(page, "workload-editor-negative")
+
+
+def test_pending_edits_survive_navigation_until_discarded(app_url, page):  # noqa: F811
+    open_workload(page, app_url)
+    type_into_cell(page, "priority", 4, "7")  # train-1: a valid edit, active at once ...
+    type_into_cell(page, "gpus_min", 2, "3")  # ... then dpo-13b's: not a power of two
+    assert "gpus_min 3 is not a power of two" in issues_text(page)
+
+    go(page, "Plan & compare", "Plan & compare")
+    no_exception(page)
+    go(page, "Workload", "Workload")
+    no_exception(page)
+    editor = jobs_editor(page)
+    assert editor.locator("#glide-cell-6-2").inner_text() == "3"  # both edits are back
+    assert editor.locator("#glide-cell-4-4").inner_text() == "7"
+    text = issues_text(page)
+    assert "dpo-13b" in text and "gpus_min 3 is not a power of two" in text
+    assert "not active" in page.get_by_test_id("stAlertContentError").first.inner_text()
+    screenshot(page, "workload-pending-edits-after-navigation")
+
+    page.get_by_role("button", name="Discard edits").click()
+    settle(page)
+    no_exception(page)
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+    assert jobs_editor(page).locator("#glide-cell-6-2").inner_text() == "4"
+    assert jobs_editor(page).locator("#glide-cell-4-4").inner_text() == "7"  # was active
