@@ -376,6 +376,21 @@ def step_time(cluster: Cluster, step: int) -> str:
     return f"step {step} ({when:%a %H:%M})"
 
 
+CLUSTER_FIELDS = ("gpus", "steps", "minutes", "date", "time")
+
+
+def cluster_fields(c: Cluster) -> dict[str, Any]:
+    """The Workload page's cluster controls for `c`: GPUs, horizon steps, step minutes, and the
+    start as a date and a time of day (None for no start)."""
+    return {
+        "gpus": c.gpus,
+        "steps": c.horizon_steps,
+        "minutes": c.step_minutes,
+        "date": c.start.date() if c.start else None,
+        "time": c.start.time() if c.start else None,
+    }
+
+
 def with_cluster(
     s: Scenario, *, gpus: int, horizon_steps: int, step_minutes: int, start: Any
 ) -> Scenario:

@@ -109,21 +109,28 @@ policy = s.policy
 st.caption(
     f"Penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
     f"(half-life {common.format_hours(policy.half_life_hours(c.step_minutes))}) · "
-    "change the policy on Plan & compare."
+    + (f"from {c.start:%Y-%m-%d %H:%M} · " if c.start else "no start time · ")
+    + "change the policy on Plan & compare, the cluster and horizon below."
 )
+
+# The cluster controls keep their keys (and the expander its label) while the scenario changes,
+# so the expander stays open through a series of edits; they are set from the active cluster
+# whenever another scenario becomes active (or the page was left, which drops widget state).
+K_CLUSTER_SHOWS = "wl_cluster_shows"  # the scenario the controls were last set from
+CLUSTER_KEYS = {f: f"wl_cluster_{f}" for f in views.CLUSTER_FIELDS}
 
 
 def _apply_cluster() -> None:
     current = common.scenario()
-    key = f"wl_cluster_{common.scenario_version()}"
-    day, clock = st.session_state[f"{key}_date"], st.session_state[f"{key}_time"]
+    fields = {f: st.session_state[k] for f, k in CLUSTER_KEYS.items()}
+    day, clock = fields["date"], fields["time"]
     start = datetime.combine(day, clock) if day is not None and clock is not None else None
     try:
         new = views.with_cluster(
             current,
-            gpus=st.session_state[f"{key}_gpus"],
-            horizon_steps=st.session_state[f"{key}_steps"],
-            step_minutes=st.session_state[f"{key}_minutes"],
+            gpus=fields["gpus"],
+            horizon_steps=fields["steps"],
+            step_minutes=fields["minutes"],
             start=start,
         )
     except ScenarioError as e:
@@ -134,36 +141,31 @@ def _apply_cluster() -> None:
         common.set_scenario(new, "cluster edited")
 
 
-with st.expander(
-    f"Cluster and horizon: {c.gpus} GPUs, {c.horizon_steps} steps of {c.step_minutes} min, "
-    f"from {c.start:%Y-%m-%d %H:%M}"
-    if c.start
-    else "Cluster and horizon (no start time)",
-    expanded=False,
+if st.session_state.get(K_CLUSTER_SHOWS) is not s or any(
+    k not in st.session_state for k in CLUSTER_KEYS.values()
 ):
+    for field, value in views.cluster_fields(c).items():
+        st.session_state[CLUSTER_KEYS[field]] = value
+    st.session_state[K_CLUSTER_SHOWS] = s
+    st.session_state.pop("wl_cluster_error", None)
+
+with st.expander("Cluster and horizon", expanded=False):
     st.caption(
         "The cluster and horizon every planner uses, and the ones an uploaded CSV pair is read "
         "into. A longer horizon repeats the real-time demand from its first step."
     )
-    key = f"wl_cluster_{common.scenario_version()}"
     k1, k2, k3, k4, k5 = st.columns(5)
-    k1.number_input("GPUs", 1, 65536, c.gpus, key=f"{key}_gpus", on_change=_apply_cluster)
+    k1.number_input("GPUs", 1, 65536, key=CLUSTER_KEYS["gpus"], on_change=_apply_cluster)
     k2.number_input(
-        "Horizon (steps)", 1, 10080, c.horizon_steps, key=f"{key}_steps", on_change=_apply_cluster
+        "Horizon (steps)", 1, 10080, key=CLUSTER_KEYS["steps"], on_change=_apply_cluster
     )
     k3.number_input(
-        "Step (minutes)", 1, 10080, c.step_minutes, key=f"{key}_minutes", on_change=_apply_cluster
+        "Step (minutes)", 1, 10080, key=CLUSTER_KEYS["minutes"], on_change=_apply_cluster
     )
-    k4.date_input(
-        "Start date",
-        c.start.date() if c.start else None,
-        key=f"{key}_date",
-        on_change=_apply_cluster,
-    )
+    k4.date_input("Start date", key=CLUSTER_KEYS["date"], on_change=_apply_cluster)
     k5.time_input(
         "Start time",
-        c.start.time() if c.start else None,
-        key=f"{key}_time",
+        key=CLUSTER_KEYS["time"],
         on_change=_apply_cluster,
         step=timedelta(minutes=c.step_minutes if c.step_minutes < 1440 else 60),
     )

@@ -134,6 +134,22 @@ def test_with_cluster_repeats_demand_over_a_longer_horizon_and_validates(example
                            start=None)  # fmt: skip
 
 
+def test_cluster_fields_give_the_controls_back_to_with_cluster(example):
+    fields = views.cluster_fields(example.cluster)
+    assert set(fields) == set(views.CLUSTER_FIELDS)
+    start = datetime.combine(fields["date"], fields["time"])
+    same = views.with_cluster(
+        example,
+        gpus=fields["gpus"],
+        horizon_steps=fields["steps"],
+        step_minutes=fields["minutes"],
+        start=start,
+    )
+    assert same is example
+    no_start = views.cluster_fields(Cluster(gpus=8))
+    assert no_start["date"] is None and no_start["time"] is None
+
+
 # --- demand forecast ---------------------------------------------------------------------------
 
 

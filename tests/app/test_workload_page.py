@@ -52,8 +52,7 @@ def test_reload_loads_the_builtin_again():
     # Setting the selector's key after it was drawn raised StreamlitWidgetAlreadyInstantiatedError.
     at = open_page()
     before = active(at)
-    at.number_input(key=f"wl_cluster_{at.session_state['scenario_version']}_gpus").set_value(16)
-    at.run()
+    at.number_input(key="wl_cluster_gpus").set_value(16).run()
     assert active(at).cluster.gpus == 16
     at.button(key="wl_reload").click().run()
     assert not at.exception, at.exception
@@ -156,3 +155,41 @@ def test_a_pending_demand_edit_survives_other_pages_too():
     assert issues(at) == ["demand[5] must be >= 0, got -1.0"] and active(at) == before
     shown = at.data_editor(key=editor_key(at, "demand")).value
     assert shown[before.realtime_jobs[0].id].iloc[5] == -1.0
+
+
+def test_the_cluster_controls_keep_their_keys_and_label_and_follow_a_loaded_scenario():
+    # A label or key that changes with the scenario redraws the expander closed after every
+    # edit: three fields took three re-openings.
+    at = open_page()
+
+    def cluster_expander():
+        return next(e for e in at.expander if e.label.startswith("Cluster and horizon"))
+
+    label = cluster_expander().label
+    at.number_input(key="wl_cluster_gpus").set_value(16).run()
+    at.number_input(key="wl_cluster_steps").set_value(48).run()
+    at.number_input(key="wl_cluster_minutes").set_value(30).run()
+    assert not at.exception and not at.error
+    c = active(at).cluster
+    assert (c.gpus, c.horizon_steps, c.step_minutes) == (16, 48, 30)
+    assert cluster_expander().label == label
+    assert at.number_input(key="wl_cluster_gpus").value == 16
+
+    at.selectbox(key="wl_builtin").set_value("example").run()  # the controls follow a load
+    example = active(at).cluster
+    assert at.number_input(key="wl_cluster_gpus").value == example.gpus
+    assert at.number_input(key="wl_cluster_steps").value == example.horizon_steps
+    assert at.number_input(key="wl_cluster_minutes").value == example.step_minutes
+    assert at.date_input(key="wl_cluster_date").value == example.start.date()
+    leave_and_return(at)  # ... and come back after another page dropped their state
+    assert at.number_input(key="wl_cluster_gpus").value == example.gpus
+    assert cluster_expander().label == label
+
+
+def test_an_invalid_cluster_value_stays_shown_with_its_error():
+    at = open_page()
+    before = active(at)
+    at.number_input(key="wl_cluster_gpus").set_value(2).run()  # below the running work
+    assert not at.exception and active(at) == before
+    assert "Not applied" in errors(at)
+    assert at.number_input(key="wl_cluster_gpus").value == 2

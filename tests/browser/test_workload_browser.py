@@ -120,3 +120,33 @@ def test_pending_edits_survive_navigation_until_discarded(app_url, page):  # noq
     assert page.get_by_test_id("stAlertContentError").count() == 0
     assert jobs_editor(page).locator("#glide-cell-6-2").inner_text() == "4"
     assert jobs_editor(page).locator("#glide-cell-4-4").inner_text() == "7"  # was active
+
+
+def cluster_expander(tab):
+    return tab.get_by_test_id("stExpander").filter(has_text="Cluster and horizon")
+
+
+def set_number(tab, label: str, value: str) -> None:
+    box = tab.get_by_role("spinbutton", name=label)
+    box.fill(value)
+    box.press("Enter")
+    settle(tab)
+
+
+def test_the_cluster_expander_stays_open_through_several_edits(app_url, page):  # noqa: F811
+    from playwright.sync_api import expect
+
+    open_workload(page, app_url)
+    expander = cluster_expander(page)
+    expander.locator("summary").click()
+    gpus = page.get_by_role("spinbutton", name="GPUs")
+    expect(gpus).to_be_visible()
+    set_number(page, "GPUs", "16")
+    expect(gpus).to_be_visible()  # still open: the next field is one click away
+    set_number(page, "Horizon (steps)", "48")
+    expect(gpus).to_be_visible()
+    no_exception(page)
+    sidebar = page.get_by_test_id("stSidebar")
+    expect(sidebar).to_contain_text("16 GPUs x 48 steps of 60 min")
+    expect(page.get_by_role("spinbutton", name="GPUs")).to_have_value("16")
+    screenshot(page, "workload-cluster-open-after-edits")
