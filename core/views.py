@@ -421,6 +421,130 @@ def with_cluster(
     return s.replace(cluster=cluster, jobs=jobs)
 
 
+def _hours_words(hours: float) -> str:
+    """'2.8 h', '24 h', '45 min': a span of the horizon for a sentence."""
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    return f"{hours:.1f} h".replace(".0 h", " h")
+
+
+def _half_life_words(decay: float, step_minutes: int) -> str:
+    from .model import Policy
+
+    hours = Policy(decay=decay).half_life_hours(step_minutes)
+    return "never" if math.isinf(hours) else _hours_words(hours)
+
+
+def step_change_words(s: Scenario, old_minutes: int) -> str:
+    """What a change of the step length from `old_minutes` to `s`'s kept, and what that did.
+
+    The step numbers are kept, not the hours they stood for: the horizon, arrivals, deadlines,
+    the steps left of running work, the demand per step and the decay per step. Said in hours,
+    with the latest arrival as the example, since that is what moved.
+    """
+    c, new_minutes = s.cluster, s.cluster.step_minutes
+    old_hours, new_hours = old_minutes / 60, new_minutes / 60
+    span = (
+        f"the {c.horizon_steps}-step horizon now spans {_hours_words(c.horizon_steps * new_hours)}"
+        f" instead of {_hours_words(c.horizon_steps * old_hours)}"
+    )
+    words = [
+        f"**Step changed from {old_minutes} to {new_minutes} min: the step numbers are kept, not "
+        "the hours.** Arrivals, deadlines, the steps left of running jobs, the real-time demand "
+        f"per step and the decay per step are as they were, so {span}"
+    ]
+    late = max(
+        (j for j in s.batch_jobs if j.running is None and j.arrival_step > 0),
+        key=lambda j: j.arrival_step,
+        default=None,
+    )
+    if late is not None:
+        words.append(
+            f"; '{late.id}' still arrives at step {late.arrival_step}, which is now "
+            f"{_hours_words(late.arrival_step * new_hours)} after the start instead of "
+            f"{_hours_words(late.arrival_step * old_hours)}"
+        )
+    decay = s.policy.decay
+    if decay < 1:
+        words.append(
+            f"; the decay {decay:g} per step now halves the value of batch work in "
+            f"{_half_life_words(decay, new_minutes)} instead of "
+            f"{_half_life_words(decay, old_minutes)}"
+        )
+    words.append(
+        ". Batch work (gpu_hours) is kept in GPU-hours, so each job takes "
+        f"{'more' if new_minutes < old_minutes else 'fewer'} steps."
+    )
+    return "".join(words)
+
+
+def keep_hours(s: Scenario, old_minutes: int) -> Scenario:
+    """`s`, whose step numbers were meant at `old_minutes` a step, converted to its own step
+    length so that every time keeps its hours. Raises ScenarioError saying why where no exact
+    conversion exists.
+
+    Exact when one step length is a whole multiple of the other: k times shorter steps multiply
+    the horizon, arrivals, deadlines and running steps left by k, hold each demand value for k
+    steps and take the k-th root of the decay (the same half-life in hours); k times longer
+    ones need every step number divisible by k and the demand flat over each group of k steps.
+    Swap caps stay per step.
+    """
+    from dataclasses import replace
+
+    from .model import BatchJob, RealtimeJob, Running, ScenarioError
+
+    new_minutes = s.cluster.step_minutes
+    finer = old_minutes % new_minutes == 0
+    if new_minutes == old_minutes:
+        raise ScenarioError(f"the step is {old_minutes} min already")
+    if not finer and new_minutes % old_minutes:
+        raise ScenarioError(
+            f"{new_minutes} min is not a whole fraction or multiple of {old_minutes} min"
+        )
+    k = old_minutes // new_minutes if finer else new_minutes // old_minutes
+    coarse = f"whole {new_minutes}-min steps"
+
+    def steps(n: int, what: str) -> int:
+        if finer:
+            return n * k
+        if n % k:
+            raise ScenarioError(f"{what} {n} x {old_minutes} min does not fall on {coarse}")
+        return n // k
+
+    def demand(job: RealtimeJob) -> tuple[float, ...]:
+        if finer:
+            return tuple(v for v in job.demand for _ in range(k))
+        groups = [job.demand[i : i + k] for i in range(0, len(job.demand), k)]
+        if any(len(set(g)) != 1 for g in groups):
+            raise ScenarioError(f"job '{job.id}': its demand is not flat over {coarse}")
+        return tuple(g[0] for g in groups)
+
+    jobs = []
+    for j in s.jobs:
+        if isinstance(j, RealtimeJob):
+            jobs.append(replace(j, demand=demand(j)))
+        elif isinstance(j, BatchJob):
+            owner = f"job '{j.id}':"
+            r = j.running
+            jobs.append(
+                replace(
+                    j,
+                    arrival_step=steps(j.arrival_step, f"{owner} arrival_step"),
+                    deadline_step=None
+                    if j.deadline_step is None
+                    else steps(j.deadline_step, f"{owner} deadline_step"),
+                    running=None
+                    if r is None
+                    else Running(
+                        r.gpu_start, r.gpus, steps(r.remaining_steps, f"{owner} running steps left")
+                    ),
+                )
+            )
+    cluster = replace(s.cluster, horizon_steps=steps(s.cluster.horizon_steps, "the horizon of"))
+    policy = replace(s.policy, decay=s.policy.decay ** (new_minutes / old_minutes))
+    return s.replace(cluster=cluster, policy=policy, jobs=tuple(jobs))
+
+
 # ---------------------------------------------------------------------------------------------
 # Benchmarks
 

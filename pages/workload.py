@@ -117,6 +117,7 @@ st.caption(
 # so the expander stays open through a series of edits; they are set from the active cluster
 # whenever another scenario becomes active (or the page was left, which drops widget state).
 K_CLUSTER_SHOWS = "wl_cluster_shows"  # the scenario the controls were last set from
+K_STEP_CHANGE = "wl_step_change"  # {"scenario": made by a step change, "from": minutes before}
 CLUSTER_KEYS = {f: f"wl_cluster_{f}" for f in views.CLUSTER_FIELDS}
 
 
@@ -138,7 +139,26 @@ def _apply_cluster() -> None:
         return
     st.session_state.pop("wl_cluster_error", None)
     if new != current:
+        change = st.session_state.get(K_STEP_CHANGE)
+        meant = current.cluster.step_minutes
+        if change is not None and change["scenario"] is current:
+            meant = change["from"]  # a further change: the numbers were meant at the first
         common.set_scenario(new, "cluster edited")
+        if new.cluster.step_minutes != meant:  # the step numbers were meant at `meant` minutes
+            st.session_state[K_STEP_CHANGE] = {"scenario": new, "from": meant}
+        else:
+            st.session_state.pop(K_STEP_CHANGE, None)
+
+
+def _keep_hours(kept) -> None:
+    common.set_scenario(kept, "cluster edited (hours kept)")
+    st.session_state.pop(K_STEP_CHANGE, None)
+    cluster, policy = kept.cluster, kept.policy
+    st.session_state["wl_hours_kept"] = (
+        f"Converted to keep the hours: {cluster.horizon_steps} steps of {cluster.step_minutes} "
+        f"min, every step number and demand value with them, decay {policy.decay:.4g} per step "
+        f"(half-life {common.format_hours(policy.half_life_hours(cluster.step_minutes))})."
+    )
 
 
 if st.session_state.get(K_CLUSTER_SHOWS) is not s or any(
@@ -169,6 +189,30 @@ with st.expander("Cluster and horizon", expanded=False):
         on_change=_apply_cluster,
         step=timedelta(minutes=c.step_minutes if c.step_minutes < 1440 else 60),
     )
+    change = st.session_state.get(K_STEP_CHANGE)
+    if change is not None and change["scenario"] is not s:  # the workload changed since
+        st.session_state.pop(K_STEP_CHANGE)
+        change = None
+    if change is not None:
+        st.warning(views.step_change_words(s, change["from"]), icon=":material/schedule:")
+        try:
+            kept = views.keep_hours(s, change["from"])
+        except ScenarioError as e:
+            st.caption(f"No exact conversion keeps the hours: {e}.")
+        else:
+            st.button(
+                f"Keep the hours instead: {kept.cluster.horizon_steps} steps of "
+                f"{kept.cluster.step_minutes} min",
+                key="wl_keep_hours",
+                on_click=_keep_hours,
+                args=(kept,),
+                help="Converts the step numbers (horizon, arrivals, deadlines, running steps "
+                "left) and holds each demand value over the new steps, so every time keeps its "
+                "hours; the decay per step changes so that its half-life in hours stays. Swap "
+                "caps stay per step.",
+            )
+    if st.session_state.get("wl_hours_kept"):
+        st.success(st.session_state.pop("wl_hours_kept"))
     if st.session_state.get("wl_cluster_error"):
         st.error(
             "Not applied: "

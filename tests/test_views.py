@@ -15,6 +15,7 @@ from core.analysis import idle_windows
 from core.formats import load_scenario
 from core.model import Cluster, ScenarioError
 from core.plan import Plan
+from tests.paths import SCENARIOS_DIR
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +149,46 @@ def test_cluster_fields_give_the_controls_back_to_with_cluster(example):
     assert same is example
     no_start = views.cluster_fields(Cluster(gpus=8))
     assert no_start["date"] is None and no_start["time"] is None
+
+
+def _on_steps(s, minutes: int):
+    return views.with_cluster(
+        s,
+        gpus=s.cluster.gpus,
+        horizon_steps=s.cluster.horizon_steps,
+        step_minutes=minutes,
+        start=s.cluster.start,
+    )
+
+
+def test_step_change_words_say_what_is_kept_and_what_moved():
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    words = views.step_change_words(_on_steps(s, 7), 60)
+    assert "Step changed from 60 to 7 min: the step numbers are kept, not the hours" in words
+    assert "now spans 2.8 h instead of 24 h" in words
+    assert "'eval-0' still arrives at step 19, which is now 2.2 h after the start" in words
+    assert "halves the value of batch work in 2.7 h instead of 22.8 h" in words
+    assert "each job takes more steps" in words
+
+
+def test_keep_hours_converts_exactly_or_says_why_not():
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    finer = views.keep_hours(_on_steps(s, 15), 60)
+    assert finer.cluster.horizon_steps == 96
+    for old, new in zip(s.jobs, finer.jobs, strict=True):
+        if old.is_realtime:
+            assert new.demand == tuple(d for d in old.demand for _ in range(4))
+        else:
+            assert new.arrival_step == 4 * old.arrival_step
+            if old.running is not None:
+                assert new.running.remaining_steps == 4 * old.running.remaining_steps
+    assert finer.policy.half_life_hours(15) == pytest.approx(s.policy.half_life_hours(60))
+    # and back: 15 -> 60 min is exact on the converted scenario, and gives the original
+    assert views.keep_hours(_on_steps(finer, 60), 15).jobs == s.jobs
+    with pytest.raises(ScenarioError, match="7 min is not a whole fraction or multiple of 60"):
+        views.keep_hours(_on_steps(s, 7), 60)
+    with pytest.raises(ScenarioError, match="running steps left 5 x 60 min does not fall"):
+        views.keep_hours(_on_steps(s, 120), 60)
 
 
 # --- demand forecast ---------------------------------------------------------------------------

@@ -193,3 +193,45 @@ def test_an_invalid_cluster_value_stays_shown_with_its_error():
     assert not at.exception and active(at) == before
     assert "Not applied" in errors(at)
     assert at.number_input(key="wl_cluster_gpus").value == 2
+
+
+def warnings(at) -> str:
+    return "\n".join(w.value for w in at.warning)
+
+
+def test_a_step_change_says_the_steps_are_kept_and_what_that_does_to_the_hours():
+    at = open_page()
+    before = active(at)
+    at.number_input(key="wl_cluster_minutes").set_value(7).run()
+    assert not at.exception and active(at).cluster.step_minutes == 7
+    note = warnings(at)
+    assert "Step changed from 60 to 7 min" in note and "step numbers are kept" in note
+    assert "2.7 h instead of 22.8 h" in note  # the decay's half-life
+    assert "2.8 h instead of 24 h" in note  # the horizon
+    assert "No exact conversion" in " ".join(c.value for c in at.caption)
+    assert not [b for b in at.button if b.key == "wl_keep_hours"]
+    at.number_input(key="wl_cluster_gpus").set_value(16).run()  # a further edit keeps the note
+    assert "Step changed from 60 to 7 min" in warnings(at)
+    at.number_input(key="wl_cluster_minutes").set_value(60).run()  # back: nothing to say
+    assert "Step changed" not in warnings(at)
+    assert active(at).jobs == before.jobs
+
+
+def test_a_step_that_divides_the_old_one_can_keep_the_hours():
+    at = open_page()
+    before = active(at)
+    at.number_input(key="wl_cluster_minutes").set_value(30).run()
+    assert "Step changed from 60 to 30 min" in warnings(at)
+    at.button(key="wl_keep_hours").click().run()
+    assert not at.exception
+    after = active(at)
+    assert after.cluster.step_minutes == 30 and after.cluster.horizon_steps == 48
+    assert [j.arrival_step for j in after.batch_jobs] == [
+        2 * j.arrival_step for j in before.batch_jobs
+    ]
+    half_life = before.policy.half_life_hours(60)
+    assert abs(after.policy.half_life_hours(30) - half_life) < 1e-9
+    assert any("Converted to keep the hours" in m.value for m in at.success)
+    assert "Step changed" not in warnings(at)
+    at.switch_page("pages/plan_compare.py").run()  # its decay slider takes the new decay
+    assert not at.exception

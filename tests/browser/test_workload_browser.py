@@ -150,3 +150,26 @@ def test_the_cluster_expander_stays_open_through_several_edits(app_url, page):  
     expect(sidebar).to_contain_text("16 GPUs x 48 steps of 60 min")
     expect(page.get_by_role("spinbutton", name="GPUs")).to_have_value("16")
     screenshot(page, "workload-cluster-open-after-edits")
+
+
+def test_a_step_change_says_what_it_keeps(app_url, page):  # noqa: F811
+    from playwright.sync_api import expect
+
+    open_workload(page, app_url)
+    cluster_expander(page).locator("summary").click()
+    set_number(page, "Step (minutes)", "7")
+    no_exception(page)
+    note = page.get_by_test_id("stAlert").filter(has_text="Step changed from 60 to 7 min")
+    expect(note).to_be_visible()
+    assert "2.7 h instead of 22.8 h" in note.inner_text()
+    expect(page.get_by_text("No exact conversion keeps the hours")).to_be_visible()
+    screenshot(page, "workload-step-change-note")
+
+    set_number(page, "Step (minutes)", "30")  # a whole fraction of the 60 min the steps meant
+    page.get_by_role("button", name="Keep the hours instead: 48 steps of 30 min").click()
+    settle(page)
+    no_exception(page)
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("8 GPUs x 48 steps of 30 min")
+    expect(page.get_by_text("Converted to keep the hours")).to_be_visible()
+    expect(page.get_by_role("spinbutton", name="Horizon (steps)")).to_have_value("48")
+    screenshot(page, "workload-step-change-hours-kept")
