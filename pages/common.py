@@ -192,10 +192,11 @@ def clear_uploader() -> None:
 def load_uploads(files: list[Any]) -> views.UploadState:
     """Load newly uploaded files (JSON, or the jobs/demand CSV pair); errors keep the scenario.
 
-    One CSV alone waits for the other file of the pair. Files that fail are taken out of the
-    uploader (a new, empty one) so that they are not read again with the next files; their
-    error stays until the uploader holds files again. A loaded upload becomes the active
-    scenario and the page reruns, so the sidebar (drawn before the uploader) shows it at once.
+    One CSV alone waits for the other file of the pair. Files are taken out of the uploader (a
+    new, empty one) once read, loaded or not, so that they are never read again with the next
+    files; a refusal's error stays until the uploader holds files again. A loaded upload
+    becomes the active scenario and the page reruns, so the sidebar (drawn before the
+    uploader) shows it at once.
     """
     names = [f.name for f in files]
     headers = {f.name: views.csv_header(f.getvalue()) for f in files}
@@ -222,6 +223,7 @@ def load_uploads(files: list[Any]) -> views.UploadState:
     if pair is not None:
         new = views.named_pair(new, *pair)
     set_scenario(new, source)
+    clear_uploader()  # loaded files leave the uploader too: the next upload is read alone
     st.session_state[K_UPLOAD_DONE] = views.loaded_message(new, names)
     st.rerun()
     return state

@@ -80,7 +80,7 @@ with upload:
 
 done = st.session_state.get(common.K_UPLOAD_DONE)
 if done and common.scenario_source().startswith("upload: "):
-    st.success(done)
+    st.success(f"{done} The uploader is empty again for the next files.")
 error = st.session_state.get(common.K_UPLOAD_ERROR)
 if error:
     shown = "\n".join(f"- {p}" for p in error[:12])

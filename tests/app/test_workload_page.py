@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.app.test_pages import active, errors, open_page
+from tests.app.test_pages import active, errors, open_page, uploader
 
 
 def editor_key(at, kind: str = "jobs") -> str:
@@ -235,3 +235,37 @@ def test_a_step_that_divides_the_old_one_can_keep_the_hours():
     assert "Step changed" not in warnings(at)
     at.switch_page("pages/plan_compare.py").run()  # its decay slider takes the new decay
     assert not at.exception
+
+
+def test_a_second_upload_is_read_alone_and_shows_its_own_error():
+    # The loaded pair stayed in the uploader, so the next pair was read with it: four files,
+    # "need a jobs CSV ... and a demand CSV together", and never the real error.
+    from core.formats import load_scenario, scenario_to_tables
+    from tests.paths import SCENARIOS_DIR
+
+    at = open_page()
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(SCENARIOS_DIR / "example.json"))
+    uploader(at).set_value(
+        [
+            ("team-a_jobs.csv", jobs_csv.encode(), "text/csv"),
+            ("team-a_demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception and not at.error and active(at).name == "team-a"
+    assert uploader(at).value in (None, [])  # the loaded files left the uploader
+    assert any("Loaded" in m.value and "team-a_jobs.csv" in m.value for m in at.success)
+
+    header, *rows = jobs_csv.splitlines()
+    drop = header.split(",").index("gpu_hours")
+    without = "\n".join(
+        ",".join(c for k, c in enumerate(line.split(",")) if k != drop) for line in [header, *rows]
+    )
+    uploader(at).set_value(
+        [
+            ("nogh_jobs.csv", without.encode(), "text/csv"),
+            ("nogh_demand.csv", demand_csv.encode(), "text/csv"),
+        ]
+    ).run()
+    assert not at.exception and active(at).name == "team-a"
+    assert "gpu_hours" in errors(at) and "team-a_jobs.csv" not in errors(at)
+    assert "together" not in errors(at)

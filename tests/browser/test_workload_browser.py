@@ -173,3 +173,45 @@ def test_a_step_change_says_what_it_keeps(app_url, page):  # noqa: F811
     expect(page.get_by_text("Converted to keep the hours")).to_be_visible()
     expect(page.get_by_role("spinbutton", name="Horizon (steps)")).to_have_value("48")
     screenshot(page, "workload-step-change-hours-kept")
+
+
+def _pair_files(folder, prefix: str, *, drop: str | None = None) -> list[str]:
+    """The example scenario as a jobs/demand CSV pair named `prefix`_jobs.csv and so on,
+    without the column `drop` when given."""
+    from core.formats import load_scenario, scenario_to_tables
+    from tests.paths import SCENARIOS_DIR
+
+    jobs_csv, demand_csv = scenario_to_tables(load_scenario(SCENARIOS_DIR / "example.json"))
+    if drop is not None:
+        lines = jobs_csv.splitlines()
+        k = lines[0].split(",").index(drop)
+        jobs_csv = "\n".join(
+            ",".join(c for i, c in enumerate(line.split(",")) if i != k) for line in lines
+        )
+    files = [folder / f"{prefix}_jobs.csv", folder / f"{prefix}_demand.csv"]
+    files[0].write_text(jobs_csv)
+    files[1].write_text(demand_csv)
+    return [str(f) for f in files]
+
+
+def test_a_second_upload_is_read_alone(app_url, page, tmp_path):  # noqa: F811
+    from playwright.sync_api import expect
+
+    open_workload(page, app_url)
+    drop_zone = page.get_by_test_id("stFileUploaderDropzoneInput")
+    drop_zone.set_input_files(_pair_files(tmp_path, "team-a"))
+    settle(page)
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    expect(page.get_by_test_id("stAlertContentSuccess")).to_contain_text("Loaded")
+    assert page.get_by_test_id("stFileChip").count() == 0  # the uploader is empty again
+
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        _pair_files(tmp_path, "nogh", drop="gpu_hours")
+    )
+    settle(page)
+    no_exception(page)
+    error = page.get_by_test_id("stAlertContentError")
+    expect(error).to_contain_text("nogh_jobs.csv: missing column gpu_hours")
+    assert "team-a" not in error.inner_text() and "together" not in error.inner_text()
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    screenshot(page, "workload-second-upload-error")
