@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,10 +76,20 @@ class UploadState:
     message: str = ""
 
 
-def upload_state(file_names: Sequence[str], header_of: Mapping[str, set[str]]) -> UploadState:
-    """Wait for the second file of a CSV pair instead of failing on the first one alone."""
+def upload_state(
+    file_names: Sequence[str],
+    header_of: Mapping[str, set[str]],
+    blank: Collection[str] = (),
+) -> UploadState:
+    """Wait for the second file of a CSV pair instead of failing on the first one alone.
+
+    A blank file (`blank`: names of files with nothing but white space) is no half of a pair:
+    it is read at once, so it is refused as "file is empty" as a blank JSON file is.
+    """
     if not file_names:
         return UploadState("empty")
+    if len(file_names) == 1 and file_names[0] in blank:
+        return UploadState("ready")
     if len(file_names) == 1 and file_names[0].lower().endswith(".csv"):
         header = header_of.get(file_names[0], set())
         if header >= {"id", "type"}:
@@ -92,6 +102,11 @@ def upload_state(file_names: Sequence[str], header_of: Mapping[str, set[str]]) -
             "and demand.csv with header step,job_id,demand).",
         )
     return UploadState("ready")
+
+
+def is_blank(data: bytes) -> bool:
+    """Whether an uploaded file holds nothing but white space (or a byte-order mark)."""
+    return len(data) <= 4096 and not data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
 
 
 def csv_header(data: bytes) -> set[str]:

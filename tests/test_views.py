@@ -77,6 +77,17 @@ def test_upload_state_waits_for_the_second_file_of_a_pair(names, headers, kind, 
     assert state.kind == kind and says in state.message
 
 
+def test_a_blank_csv_is_read_at_once_not_waited_on():
+    # "empty.csv: add the other file of the pair" where a blank .json said "file is empty"
+    for data in (b"", b"  \n", b"\xef\xbb\xbf\n"):
+        assert views.is_blank(data)
+        state = views.upload_state(
+            ["empty.csv"], {"empty.csv": views.csv_header(data)}, {"empty.csv"}
+        )
+        assert state.kind == "ready"
+    assert not views.is_blank(b"id,type\n")
+
+
 def test_csv_pair_tells_jobs_from_demand_by_header_in_any_order():
     headers = {
         "d.csv": views.csv_header(b"step,job_id,demand\n0,a,1\n"),

@@ -269,3 +269,12 @@ def test_a_second_upload_is_read_alone_and_shows_its_own_error():
     assert not at.exception and active(at).name == "team-a"
     assert "gpu_hours" in errors(at) and "team-a_jobs.csv" not in errors(at)
     assert "together" not in errors(at)
+
+
+def test_an_empty_csv_says_the_file_is_empty():
+    at = open_page()
+    before = active(at)
+    uploader(at).set_value(("empty.csv", b"", "text/csv")).run()
+    assert not at.exception and active(at) == before
+    assert "empty.csv: file is empty" in errors(at)
+    assert not [i for i in at.info if "other file of the pair" in i.value]

@@ -215,3 +215,17 @@ def test_a_second_upload_is_read_alone(app_url, page, tmp_path):  # noqa: F811
     assert "team-a" not in error.inner_text() and "together" not in error.inner_text()
     expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
     screenshot(page, "workload-second-upload-error")
+
+
+def test_an_empty_csv_says_the_file_is_empty(app_url, page, tmp_path):  # noqa: F811
+    from playwright.sync_api import expect
+
+    open_workload(page, app_url)
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(empty))
+    settle(page)
+    no_exception(page)
+    expect(page.get_by_test_id("stAlertContentError")).to_contain_text("empty.csv: file is empty")
+    assert page.get_by_text("add the other file of the pair").count() == 0
+    screenshot(page, "workload-empty-csv")
