@@ -101,7 +101,10 @@ level = round(2 * quantile - 1, 4)  # central interval whose upper edge is the q
 
 if source == UPLOAD:
     upload = st.file_uploader(
-        f"History CSV (up to {MAX_UPLOAD_MB} MB)", type=["csv"], key="fc_upload"
+        f"History CSV (up to {MAX_UPLOAD_MB} MB)",
+        type=["csv"],
+        key="fc_upload",
+        max_upload_size=MAX_UPLOAD_MB,
     )
     if upload is not None and st.session_state.get("fc_upload_id") != upload.file_id:
         st.session_state["fc_upload_id"] = upload.file_id

@@ -72,7 +72,10 @@ def _render_body() -> None:
         file = st.file_uploader(
             f"History file (up to {MAX_UPLOAD_MB} MB; the format is detected from its content)",
             key="hi_upload",
-            help=f"Up to {MAX_UPLOAD_MB} MB. "
+            max_upload_size=MAX_UPLOAD_MB,
+            help=f"Up to {MAX_UPLOAD_MB} MB (a larger one is refused by the uploader: its chip "
+            "turns red); import a larger export on the command line (`gpuplan import FILE "
+            "--out scenario.json`, up to 2 GB) and upload the scenario. "
             + "; ".join(FORMAT_LABELS.values())
             + f". Slurm: `{SACCT}`.",
         )
@@ -81,6 +84,7 @@ def _render_body() -> None:
             "Rules (optional JSON)",
             type=["json"],
             key="hi_rules",
+            max_upload_size=MAX_UPLOAD_MB,
             help="Regular expressions that map partition, QOS, job name or type to job types "
             "and priorities (the README's 'Importing a scheduler history'); the defaults "
             "treat serv|infer|online|realtime and openb qos LS as real-time.",

@@ -70,9 +70,11 @@ with upload:
         f"Upload a scenario (.json) or jobs.csv + demand.csv, up to {MAX_UPLOAD_MB} MB each",
         type=["json", "csv"],
         accept_multiple_files=True,
+        max_upload_size=MAX_UPLOAD_MB,
         key=common.uploader_key(),
-        help=f"Up to {MAX_UPLOAD_MB} MB per file. The CSV pair is planned on the cluster and "
-        "horizon set under 'Cluster and horizon' below; its name comes from its file names.",
+        help=f"Up to {MAX_UPLOAD_MB} MB per file (a larger one is refused by the uploader: its "
+        "chip turns red). The CSV pair is planned on the cluster and horizon set under "
+        "'Cluster and horizon' below; its name comes from its file names.",
     )
     state = common.load_uploads(files or [])
     if state.kind == "waiting":

@@ -278,3 +278,28 @@ def test_an_empty_csv_says_the_file_is_empty():
     assert not at.exception and active(at) == before
     assert "empty.csv: file is empty" in errors(at)
     assert not [i for i in at.info if "other file of the pair" in i.value]
+
+
+def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
+    # The labels said "up to 20 MB" while Streamlit's own hint said "100MB per file".
+    import tomllib
+
+    from core.formats import MAX_UPLOAD_MB
+    from tests.paths import ROOT
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == MAX_UPLOAD_MB
+
+    at = open_page()
+    shown = [uploader(at)]
+    at.session_state["hi_open"] = True  # the history import's expander, opened
+    at.run()
+    shown += [at.file_uploader(key="hi_upload"), at.file_uploader(key="hi_rules")]
+    at.switch_page("pages/demand_forecast.py").run()
+    at.radio(key="fc_source").set_value("Upload a CSV").run()
+    shown.append(at.file_uploader(key="fc_upload"))
+    assert not at.exception
+    for widget in shown:
+        assert widget.proto.max_upload_size_mb == MAX_UPLOAD_MB, widget.key
+    for widget in shown[:2] + shown[3:]:  # (the rules file's label names no size)
+        assert f"up to {MAX_UPLOAD_MB} MB" in widget.label, widget.key

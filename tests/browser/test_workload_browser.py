@@ -229,3 +229,31 @@ def test_an_empty_csv_says_the_file_is_empty(app_url, page, tmp_path):  # noqa: 
     expect(page.get_by_test_id("stAlertContentError")).to_contain_text("empty.csv: file is empty")
     assert page.get_by_text("add the other file of the pair").count() == 0
     screenshot(page, "workload-empty-csv")
+
+
+def test_the_uploaders_say_the_limit_their_labels_say(app_url, page, tmp_path):  # noqa: F811
+    from playwright.sync_api import expect
+
+    from core.formats import MAX_UPLOAD_MB
+
+    open_workload(page, app_url)
+    workload_uploader = page.get_by_test_id("stFileUploader").first
+    expect(workload_uploader).to_contain_text(f"up to {MAX_UPLOAD_MB} MB each")
+    expect(workload_uploader).to_contain_text(f"{MAX_UPLOAD_MB}MB per file")  # Streamlit's hint
+    page.get_by_test_id("stExpander").filter(has_text="Import a scheduler history").locator(
+        "summary"
+    ).click()
+    settle(page)
+    history = page.get_by_test_id("stFileUploader").filter(has_text="History file")
+    expect(history).to_contain_text(f"up to {MAX_UPLOAD_MB} MB")
+    expect(history).to_contain_text(f"{MAX_UPLOAD_MB}MB per file")
+
+    big = tmp_path / "big.json"  # past the limit: the uploader refuses it, nothing is read
+    big.write_bytes(b" " * (MAX_UPLOAD_MB + 1) * 1024 * 1024)
+    page.get_by_test_id("stFileUploaderDropzoneInput").first.set_input_files(str(big))
+    settle(page)
+    no_exception(page)
+    chip = workload_uploader.get_by_test_id("stFileChip")
+    expect(chip).to_contain_text(f"File must be {MAX_UPLOAD_MB}.0MB or smaller")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: mixed-control")
+    screenshot(page, "workload-upload-limits")
