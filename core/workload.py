@@ -144,6 +144,13 @@ class PendingEdits:
         """Whether `jobs` and `demand` are exactly these edits."""
         return self.jobs.equals(jobs) and self.demand.equals(demand)
 
+    def renumbered(self) -> pd.DataFrame:
+        """The edited jobs with their rows numbered 1..n again, as the issues name them
+        (deleted rows leave gaps in the editor's numbers, added ones come after the last)."""
+        jobs = self.jobs.copy()
+        jobs.index = pd.RangeIndex(1, len(jobs) + 1, name="row")
+        return jobs
+
 
 def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
     """One editor row through the job-row codec; demand, history and actual work as the

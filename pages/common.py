@@ -157,8 +157,9 @@ def editor_data(s: Scenario) -> tuple[Any, Any, str]:
     if drawn is not None and pending.shows(drawn[1], drawn[2]):
         return drawn[1], drawn[2], note
     renew_editors()
-    st.session_state[K_EDITORS_DRAWN] = (scenario_version(), pending.jobs, pending.demand)
-    return pending.jobs, pending.demand, note
+    jobs = pending.renumbered()
+    st.session_state[K_EDITORS_DRAWN] = (scenario_version(), jobs, pending.demand)
+    return jobs, pending.demand, note
 
 
 def keep_pending_edits(s: Scenario, jobs: Any, demand: Any) -> None:

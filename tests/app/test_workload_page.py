@@ -303,3 +303,24 @@ def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
         assert widget.proto.max_upload_size_mb == MAX_UPLOAD_MB, widget.key
     for widget in shown[:2] + shown[3:]:  # (the rules file's label names no size)
         assert f"up to {MAX_UPLOAD_MB} MB" in widget.label, widget.key
+
+
+def test_pending_added_and_deleted_rows_come_back_numbered_as_the_issues_say():
+    at = open_page()
+    before = active(at)
+    at.session_state[editor_key(at)] = {
+        "edited_rows": {},
+        "added_rows": [{"id": "half-typed"}],
+        "deleted_rows": [1],
+    }
+    at.run()
+    leave_and_return(at)
+    shown = at.data_editor(key=editor_key(at)).value
+    assert list(shown.index) == list(range(1, len(before.jobs) + 1))  # one deleted, one added
+    assert shown["id"].iloc[-1] == "half-typed" and before.jobs[1].id not in set(shown["id"])
+    table = at.dataframe[-1].value
+    assert list(table["row"]) == [len(before.jobs)] and list(table["job"]) == ["half-typed"]
+    version = at.session_state["scenario_version"]
+    at.run()  # and they stay drawn as they are, by the same editors
+    assert at.session_state["scenario_version"] == version
+    assert list(at.data_editor(key=editor_key(at)).value["id"]) == list(shown["id"])
