@@ -426,7 +426,7 @@ for col, (file_name, text) in zip(cols, files.items(), strict=False):
 cols[-1].download_button(
     "summary.csv (all planners)",
     summary_to_csv(s, plans),
-    file_name=export_name(s, "summary", "").removesuffix("-") + ".csv",
+    file_name=export_name(s, "summary", "") + ".csv",
     key="plan_dl_summary",
     mime="text/csv",
     width="stretch",

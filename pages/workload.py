@@ -6,7 +6,13 @@ import streamlit as st
 
 from core import views
 from core.charts import demand_figure, step_labels
-from core.formats import MAX_UPLOAD_MB, job_from_dict, scenario_to_json, scenario_to_tables
+from core.formats import (
+    MAX_UPLOAD_MB,
+    export_name,
+    job_from_dict,
+    scenario_to_json,
+    scenario_to_tables,
+)
 from core.model import ScenarioError
 from pages import common, history_import
 
@@ -90,7 +96,7 @@ if error:
     hints = "".join(f"\n\n{h}" for h in views.pair_fit_hints(error, common.scenario().cluster))
     st.error(
         "**The upload was not loaded (its files were taken out of the uploader); the active "
-        f"scenario is unchanged.**\n\n{shown}{more}{hints}"
+        f"workload is unchanged.**\n\n{shown}{more}{hints}"
     )
 
 history_import.render()  # a scheduler history -> a window's scenario, with what really ran
@@ -551,22 +557,11 @@ st.subheader("Download the workload")
 st.caption("The active workload: the last valid one, with the policy set on Plan & compare.")
 jobs_csv, demand_csv = scenario_to_tables(s)
 d1, d2, d3 = st.columns(3)
-d1.download_button(
-    f"{s.name}.json",
-    scenario_to_json(s),
-    file_name=f"{s.name}.json",
-    mime="application/json",
-    key="wl_dl_json",
-    width="stretch",
-)
-d2.download_button(
-    "jobs.csv", jobs_csv, file_name="jobs.csv", mime="text/csv", key="wl_dl_jobs", width="stretch"
-)
-d3.download_button(
-    "demand.csv",
-    demand_csv,
-    file_name="demand.csv",
-    mime="text/csv",
-    key="wl_dl_demand",
-    width="stretch",
-)
+for column, name, text, mime, key in (
+    (d1, export_name(s, None, "") + ".json", scenario_to_json(s), "application/json", "json"),
+    (d2, export_name(s, None, "jobs.csv"), jobs_csv, "text/csv", "jobs"),
+    (d3, export_name(s, None, "demand.csv"), demand_csv, "text/csv", "demand"),
+):  # named as the plan exports are, safe as file names (an import's name holds a time)
+    column.download_button(
+        name, text, file_name=name, mime=mime, key=f"wl_dl_{key}", width="stretch"
+    )

@@ -195,10 +195,14 @@ def plan_exports(scenario: Scenario, plan: Plan) -> dict[str, str]:
     }
 
 
-def export_name(scenario: Scenario, planner: str, file_name: str) -> str:
-    """`<scenario>-<planner>-grid.csv`: a download that says what it is, safe as a file name."""
-    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in f"{scenario.name}-{planner}")
-    return f"{stem.strip('-.') or 'plan'}-{file_name}"
+def export_name(scenario: Scenario, planner: str | None, file_name: str) -> str:
+    """`<scenario>-<planner>-grid.csv` (`<scenario>-jobs.csv` without a planner; the stem alone
+    without a file name): a download that says what it is, safe as a file name, the same on
+    every page ("sacct 2026-01-15T00:00" -> "sacct-2026-01-15T00-00")."""
+    named = f"{scenario.name}-{planner}" if planner else scenario.name
+    stem = "".join(c if c.isalnum() or c in "-_." else "-" for c in named).strip("-.")
+    stem = stem or ("plan" if planner else "workload")
+    return f"{stem}-{file_name}" if file_name else stem
 
 
 def write_exports(scenario: Scenario, plan: Plan, folder: str | Path) -> list[Path]:

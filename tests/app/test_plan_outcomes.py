@@ -54,3 +54,8 @@ def test_downloads_are_named_after_scenario_and_planner_and_the_summary_is_offer
     s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
     assert export_name(s, "allocator", "grid.csv") == "mixed-control-allocator-grid.csv"
     assert export_name(s.replace(name="a/b: c"), "fifo", "grid.csv") == "a-b--c-fifo-grid.csv"
+    # the workload's own downloads are named the same way, an import's time included
+    imported = s.replace(name="sacct 2026-01-15T00:00:00")
+    assert export_name(imported, None, "jobs.csv") == "sacct-2026-01-15T00-00-00-jobs.csv"
+    assert export_name(imported, None, "") + ".json" == "sacct-2026-01-15T00-00-00.json"
+    assert export_name(s, "summary", "") == "mixed-control-summary"
