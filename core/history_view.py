@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .formats import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB
+from .formats import MAX_HISTORY_UPLOAD_BYTES, MAX_HISTORY_UPLOAD_MB
 from .formats.history import (
     HOUR,
     ImportResult,
@@ -73,14 +73,14 @@ class WindowDefaults:
 
 
 def read_upload(name: str, data: bytes, format: str = "auto") -> Trace:
-    """An uploaded history parsed into the job table; refused above the app's upload limit.
+    """An uploaded history parsed into the job table; refused above the app's history limit.
 
     Raises ScenarioError naming the file (and row and field where a row is broken).
     """
-    if len(data) > MAX_UPLOAD_BYTES:
+    if len(data) > MAX_HISTORY_UPLOAD_BYTES:
         raise ScenarioError(
-            f"{name}: file is {len(data) / 1024**2:.1f} MB, larger than the app's upload limit of "
-            f"{MAX_UPLOAD_MB} MB; import it on the command line instead "
+            f"{name}: file is {len(data) / 1024**2:.1f} MB, larger than the app's limit of "
+            f"{MAX_HISTORY_UPLOAD_MB} MB for a history; import it on the command line instead "
             f"(gpuplan import {name} --out scenario.json) and upload the scenario"
         )
     shown, _, head = read_source(data, name)

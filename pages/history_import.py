@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 
 from core import charts, views
-from core.formats import MAX_UPLOAD_MB
+from core.formats import MAX_HISTORY_UPLOAD_MB, MAX_UPLOAD_MB
 from core.formats.history import ImportRules, ImportWindow
 from core.history_view import (
     FORMAT_LABELS,
@@ -70,11 +70,12 @@ def _render_body() -> None:
     up, rules_col = st.columns([3, 1])
     with up:
         file = st.file_uploader(
-            f"History file (up to {MAX_UPLOAD_MB} MB; the format is detected from its content)",
+            f"History file (up to {MAX_HISTORY_UPLOAD_MB} MB; the format is detected from its "
+            "content)",
             key="hi_upload",
-            max_upload_size=MAX_UPLOAD_MB,
-            help=f"Up to {MAX_UPLOAD_MB} MB (a larger one is refused by the uploader: its chip "
-            "turns red); import a larger export on the command line (`gpuplan import FILE "
+            max_upload_size=MAX_HISTORY_UPLOAD_MB,
+            help=f"Up to {MAX_HISTORY_UPLOAD_MB} MB (a larger one is refused by the uploader: its "
+            "chip turns red); import a larger export on the command line (`gpuplan import FILE "
             "--out scenario.json`, up to 2 GB) and upload the scenario. "
             + "; ".join(FORMAT_LABELS.values())
             + f". Slurm: `{SACCT}`.",

@@ -26,7 +26,7 @@ from core.history_view import (
 from core.model import ScenarioError
 from core.plan import metrics
 from core.planners import solve
-from tests.paths import SCENARIOS_DIR
+from tests.paths import ROOT, SCENARIOS_DIR
 
 FIXTURES = Path(__file__).resolve().parent / "formats" / "fixtures"
 SACCT = FIXTURES / "sacct_quirks.txt"
@@ -118,11 +118,35 @@ def test_realtime_rows_one_per_group(sacct_trace):
         assert gpu_hours == pytest.approx(sum(job.demand), abs=1e-2)  # 60-minute steps
 
 
-def test_uploads_above_the_app_limit_are_refused_with_file_and_limit():
+def test_uploads_above_the_app_limit_are_refused_with_file_and_limit(monkeypatch):
+    from core import history_view
+
+    monkeypatch.setattr(history_view, "MAX_HISTORY_UPLOAD_BYTES", 1000)  # (not 200 MB of bytes)
     with pytest.raises(ScenarioError) as e:
-        read_upload("big.txt", b"x" * (MAX_UPLOAD_BYTES + 1))
-    assert "big.txt" in str(e.value) and "20 MB" in str(e.value)
+        read_upload("big.txt", b"x" * 1001)
+    assert "big.txt" in str(e.value) and "limit of 200 MB for a history" in str(e.value)
     assert "gpuplan import" in str(e.value)
+
+
+def test_a_history_past_the_20_mb_of_a_scenario_upload_is_read_in_the_app(tmp_path):
+    """A month of sacct is tens of MB: the app reads a history up to 200 MB, not the 20 MB it
+    takes for a scenario or the CSV pair."""
+    import subprocess
+    import sys
+
+    from core.formats import MAX_HISTORY_UPLOAD_BYTES
+
+    export = tmp_path / "sacct.txt"
+    made = subprocess.run(
+        [sys.executable, ROOT / "scripts" / "make_sacct.py", "--jobs", "90000", "--out", export],
+        capture_output=True,
+        timeout=120,
+    )
+    assert made.returncode == 0
+    data = export.read_bytes()
+    assert MAX_UPLOAD_BYTES < len(data) < MAX_HISTORY_UPLOAD_BYTES
+    trace = read_upload("sacct.txt", data)
+    assert trace.format == "slurm" and trace.info.rows == 90000
 
 
 def test_a_scenario_or_a_csv_pair_is_named_as_such():

@@ -49,7 +49,15 @@ from .scenario_json import (
     scenario_to_dict,
     scenario_to_json,
 )
-from .text import MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, decode_upload, read_bytes, read_text
+from .text import (
+    MAX_HISTORY_UPLOAD_BYTES,
+    MAX_HISTORY_UPLOAD_MB,
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_MB,
+    decode_upload,
+    read_bytes,
+    read_text,
+)
 
 HEAD_CHARS = 4096
 
@@ -247,6 +255,8 @@ __all__ = [
     "HISTORY_FORMATS",
     "JOBS_COLUMNS",
     "JOBS_OPTIONAL_COLUMNS",
+    "MAX_HISTORY_UPLOAD_BYTES",
+    "MAX_HISTORY_UPLOAD_MB",
     "MAX_UPLOAD_BYTES",
     "MAX_UPLOAD_MB",
     "NO_GPUS",

@@ -49,7 +49,7 @@ from ..model import (
 from .text import json_error, os_errors, read_text
 
 HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
-MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large; the app's 20 MB upload limit applies there
+MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large (the app takes MAX_HISTORY_UPLOAD_MB)
 SNIFF_BYTES = 8192
 HOUR = 3600.0
 DAY = 86400.0

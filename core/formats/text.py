@@ -17,6 +17,11 @@ from ..model import ScenarioError
 
 MAX_UPLOAD_MB = 20
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
+# A scheduler history uploaded to the app: exports are large (a month of sacct on a few hundred
+# GPUs is tens of MB; 90,000 jobs are 23 MB), and parsing one takes about 5x its size in memory,
+# so 200 MB keeps a session near a GB. `gpuplan import` reads up to 2 GB.
+MAX_HISTORY_UPLOAD_MB = 200
+MAX_HISTORY_UPLOAD_BYTES = MAX_HISTORY_UPLOAD_MB * 1024 * 1024
 
 # `json`'s messages that end in " at" (it gives the place apart), as whole sentences
 _JSON_WORDS = {

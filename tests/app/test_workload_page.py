@@ -284,7 +284,7 @@ def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
     # The labels said "up to 20 MB" while Streamlit's own hint said "100MB per file".
     import tomllib
 
-    from core.formats import MAX_UPLOAD_MB
+    from core.formats import MAX_HISTORY_UPLOAD_MB, MAX_UPLOAD_MB
     from tests.paths import ROOT
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
@@ -299,9 +299,12 @@ def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
     at.radio(key="fc_source").set_value("Upload a CSV").run()
     shown.append(at.file_uploader(key="fc_upload"))
     assert not at.exception
+    history = shown.pop(1)  # a scheduler's export: larger than a scenario
+    assert history.proto.max_upload_size_mb == MAX_HISTORY_UPLOAD_MB
+    assert f"up to {MAX_HISTORY_UPLOAD_MB} MB" in history.label
     for widget in shown:
         assert widget.proto.max_upload_size_mb == MAX_UPLOAD_MB, widget.key
-    for widget in shown[:2] + shown[3:]:  # (the rules file's label names no size)
+    for widget in shown[:1] + shown[2:]:  # (the rules file's label names no size)
         assert f"up to {MAX_UPLOAD_MB} MB" in widget.label, widget.key
 
 

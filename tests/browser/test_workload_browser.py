@@ -201,7 +201,7 @@ def test_a_second_upload_is_read_alone(app_url, page, tmp_path):  # noqa: F811
     drop_zone = page.get_by_test_id("stFileUploaderDropzoneInput")
     drop_zone.set_input_files(_pair_files(tmp_path, "team-a"))
     settle(page)
-    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active workload: team-a")
     expect(page.get_by_test_id("stAlertContentSuccess")).to_contain_text("Loaded")
     assert page.get_by_test_id("stFileChip").count() == 0  # the uploader is empty again
 
@@ -213,7 +213,7 @@ def test_a_second_upload_is_read_alone(app_url, page, tmp_path):  # noqa: F811
     error = page.get_by_test_id("stAlertContentError")
     expect(error).to_contain_text("nogh_jobs.csv: missing column gpu_hours")
     assert "team-a" not in error.inner_text() and "together" not in error.inner_text()
-    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: team-a")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active workload: team-a")
     screenshot(page, "workload-second-upload-error")
 
 
@@ -234,7 +234,7 @@ def test_an_empty_csv_says_the_file_is_empty(app_url, page, tmp_path):  # noqa: 
 def test_the_uploaders_say_the_limit_their_labels_say(app_url, page, tmp_path):  # noqa: F811
     from playwright.sync_api import expect
 
-    from core.formats import MAX_UPLOAD_MB
+    from core.formats import MAX_HISTORY_UPLOAD_MB, MAX_UPLOAD_MB
 
     open_workload(page, app_url)
     workload_uploader = page.get_by_test_id("stFileUploader").first
@@ -245,8 +245,8 @@ def test_the_uploaders_say_the_limit_their_labels_say(app_url, page, tmp_path): 
     ).click()
     settle(page)
     history = page.get_by_test_id("stFileUploader").filter(has_text="History file")
-    expect(history).to_contain_text(f"up to {MAX_UPLOAD_MB} MB")
-    expect(history).to_contain_text(f"{MAX_UPLOAD_MB}MB per file")
+    expect(history).to_contain_text(f"up to {MAX_HISTORY_UPLOAD_MB} MB")
+    expect(history).to_contain_text(f"{MAX_HISTORY_UPLOAD_MB}MB per file")
 
     big = tmp_path / "big.json"  # past the limit: the uploader refuses it, nothing is read
     big.write_bytes(b" " * (MAX_UPLOAD_MB + 1) * 1024 * 1024)
@@ -255,5 +255,5 @@ def test_the_uploaders_say_the_limit_their_labels_say(app_url, page, tmp_path): 
     no_exception(page)
     chip = workload_uploader.get_by_test_id("stFileChip")
     expect(chip).to_contain_text(f"File must be {MAX_UPLOAD_MB}.0MB or smaller")
-    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active scenario: mixed-control")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("Active workload: mixed-control")
     screenshot(page, "workload-upload-limits")
