@@ -135,12 +135,18 @@ def test_a_broken_history_keeps_the_scenario_and_names_file_row_and_field():
     assert [b for b in at.button if b.key == "hi_load"] == []  # nothing to load
 
 
-def test_a_history_above_the_upload_limit_is_refused():
+def test_a_history_above_the_upload_limit_is_refused(monkeypatch):
+    from core import history_view
+
+    # (the app's 200 MB for a history, as 1 MB: the same check without 200 MB of bytes)
+    monkeypatch.setattr(history_view, "MAX_HISTORY_UPLOAD_MB", 1)
+    monkeypatch.setattr(history_view, "MAX_HISTORY_UPLOAD_BYTES", 1024 * 1024)
     at = open_app()
     before = at.session_state["scenario"]
-    upload(at, "huge.txt", b"x" * (20 * 1024 * 1024 + 1))
+    upload(at, "huge.txt", b"x" * (1024 * 1024 + 1))
     message = "\n".join(e.value for e in at.error)
-    assert "huge.txt" in message and "20 MB" in message
+    assert "huge.txt" in message and "limit of 1 MB for a history" in message
+    assert "gpuplan import" in message
     assert at.session_state["scenario"] == before
 
 
