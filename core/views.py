@@ -254,6 +254,16 @@ def traffic_unit(name: str | None) -> str:
 # Horizon & risk
 
 
+# GPUs x jobs above which Horizon & risk waits for its button instead of replaying on opening
+# (openb's day, 64 x 97, replays in about 10 s; a 1,024-GPU import of 1,900 jobs, about 70 s)
+AUTO_REPLAY_GPU_JOBS = 20_000
+
+
+def replay_is_large(s: Scenario) -> bool:
+    """Whether replaying `s` is too slow to start by opening the page."""
+    return s.cluster.gpus * max(1, len(s.jobs)) > AUTO_REPLAY_GPU_JOBS
+
+
 def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """The realised metrics as text, with thousands separators, one row per planner."""
 

@@ -170,7 +170,7 @@ st.dataframe(
         "planner": st.column_config.TextColumn(**small),
         "utilization": st.column_config.NumberColumn("util.", format=percent, **small),
         "value": st.column_config.NumberColumn(
-            "value", format="%.1f", help="Priority-weighted GPU-hours", **small
+            "value", format="localized", help="Priority-weighted GPU-hours", **small
         ),
         "value_gain": st.column_config.NumberColumn("vs FIFO", format="%+.1f%%", **small),
         "completed": st.column_config.TextColumn("done", help="Batch jobs completed", **small),

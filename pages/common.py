@@ -319,8 +319,8 @@ def sidebar_summary() -> None:
     with st.sidebar:
         st.markdown(f"**Active workload:** `{s.name}`")
         st.caption(
-            f"{c.gpus} GPUs x {c.horizon_steps} steps of {c.step_minutes} min · "
-            f"{len(s.batch_jobs)} batch + {len(s.realtime_jobs)} real-time jobs · "
+            f"{c.gpus:,} GPUs x {c.horizon_steps:,} steps of {c.step_minutes} min · "
+            f"{len(s.batch_jobs):,} batch + {len(s.realtime_jobs):,} real-time jobs · "
             f"{scenario_source()}"
         )
 

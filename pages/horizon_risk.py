@@ -134,6 +134,16 @@ store = st.session_state.get("hz_results")
 # once, as on the first visit.
 other_workload = store is not None and store["params"][0] != scenario
 fresh = store is None or store["params"] != params
+# A large workload (an import of a big cluster) replays only when asked: on 1,024 GPUs and
+# 1,900 jobs one day took about 70 s, too long to start by opening the page.
+large = views.replay_is_large(scenario)
+if large and not run and (store is None or other_workload):
+    st.info(
+        f"{scenario.name} has {scenario.cluster.gpus:,} GPUs and {len(scenario.jobs):,} jobs: "
+        f"replaying it re-plans it every {replan} min and can take minutes, so it runs when you "
+        "press **Run simulation** (a progress bar per planner shows how far it is)."
+    )
+    st.stop()
 if planners and (run or store is None or other_workload):
     results, failed = {}, {}
     with st.status("Simulating ...", expanded=True) as status:

@@ -560,6 +560,27 @@ def test_horizon_never_shows_another_workloads_replay():
     assert any(f"below: {name} over" in i.value for i in at.info)
 
 
+def test_horizon_waits_for_its_button_on_a_large_workload():
+    """A big import replays only when asked (a 1,024-GPU day took about 70 s to start by opening
+    the page); its info says why, and no other workload's replay is shown meanwhile."""
+    from core.model import Cluster
+
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    s = active(at)
+    big = s.replace(name="big-import", cluster=Cluster(4096, 60, 24, s.cluster.start))
+    assert views.replay_is_large(big) and not views.replay_is_large(s)
+    at.session_state["scenario"] = big
+    at.radio(key="hz_source").set_value("active").run()
+    assert not at.exception
+    assert any("runs when you press **Run simulation**" in i.value for i in at.info)
+    assert at.session_state["hz_results"]["params"][0].name == "rolling-surge"  # not replaced
+    assert not any(c.value.startswith("Replay of") for c in at.caption)  # nor shown
+    at.button(key="hz_run").click().run(timeout=300)
+    assert not at.exception
+    assert at.session_state["hz_results"]["params"][0] == big
+    assert any(c.value.startswith("Replay of big-import over 1 day") for c in at.caption)
+
+
 def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
     import numpy as np
 
