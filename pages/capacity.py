@@ -70,21 +70,17 @@ G = s.cluster.gpus
 default_gpus = ",".join(str(g) for g in sorted({max(1, G // 2), G, 2 * G, 3 * G, 4 * G}))
 available = list(PLANNER_NAMES)
 
-# The lists are kept while the planner visits other pages, and start again from this
-# workload's defaults when the workload changes (sizes around its cluster, its own policy).
+# The lists are kept while the planner visits other pages (`remember`), and start again from
+# this workload's defaults when the workload changes (sizes around its cluster, its own policy):
+# scenario controls, which a new scenario drops.
+P = common.SCENARIO_CONTROL_PREFIX
 lists = {
-    "cap_gpus": default_gpus,
-    "cap_demand": "1,1.5",
-    "cap_work": "1",
-    "cap_penalty": f"{s.policy.penalty_weight:g}",
-    "cap_decay": f"{s.policy.decay:g}",
+    f"{P}cap_gpus": default_gpus,
+    f"{P}cap_demand": "1,1.5",
+    f"{P}cap_work": "1",
+    f"{P}cap_penalty": f"{s.policy.penalty_weight:g}",
+    f"{P}cap_decay": f"{s.policy.decay:g}",
 }
-version = st.session_state.get(common.K_VERSION)
-if st.session_state.get("cap_lists_of") != version:
-    for key in lists:
-        st.session_state.pop("keep_" + key, None)
-        st.session_state.pop(key, None)
-    st.session_state["cap_lists_of"] = version
 for key, default in lists.items():
     common.init_widget(key, default)
 
@@ -96,11 +92,11 @@ def _list_input(label: str, key: str, help: str | None = None) -> str:
 with st.container(border=True):
     c1, c2, c3 = st.columns([2, 1, 1])
     with c1:
-        gpus_text = _list_input("GPUs (comma list)", "cap_gpus", "Cluster sizes to try.")
+        gpus_text = _list_input("GPUs (comma list)", f"{P}cap_gpus", "Cluster sizes to try.")
     with c2:
-        demand_text = _list_input("Demand scales", "cap_demand", "Real-time demand x factor.")
+        demand_text = _list_input("Demand scales", f"{P}cap_demand", "Real-time demand x factor.")
     with c3:
-        work_text = _list_input("Work scales", "cap_work", "Batch gpu_hours x factor.")
+        work_text = _list_input("Work scales", f"{P}cap_work", "Batch gpu_hours x factor.")
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
         common.init_widget("cap_planners", [BASELINE, FAST])
@@ -114,9 +110,9 @@ with st.container(border=True):
             help="Full runs its MIP up to 5 s per point: keep its grids small.",
         )
     with c5:
-        penalty_text = _list_input("Penalty weights", "cap_penalty")
+        penalty_text = _list_input("Penalty weights", f"{P}cap_penalty")
     with c6:
-        decay_text = _list_input("Decays", "cap_decay")
+        decay_text = _list_input("Decays", f"{P}cap_decay")
     c7, c8, c9 = st.columns([1, 1, 2])
     with c7:
         # In percent, as on Plan & compare; the workload's own coverage target by default

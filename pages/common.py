@@ -46,7 +46,8 @@ DEFAULT_SCENARIOS = ("mixed-control", "example")
 K_SCENARIO, K_SOURCE, K_VERSION = "scenario", "scenario_source", "scenario_version"
 K_PLANS = "plans"
 K_UPLOAD_ERROR, K_UPLOADED_IDS = "upload_error", "uploaded_ids"
-# Widget keys derived from the scenario: dropped when a new scenario arrives so they re-read it.
+# Widget keys derived from the scenario: dropped when a new scenario arrives so they re-read it
+# (and their values kept by `remember` across pages with them).
 SCENARIO_CONTROL_PREFIX = "ctl_scn_"
 
 
@@ -109,7 +110,8 @@ def set_scenario(new: Scenario, source: str | None = None, *, reset_controls: bo
         st.session_state[K_SOURCE] = source
     st.session_state[K_VERSION] = int(st.session_state.get(K_VERSION, 0)) + 1
     if reset_controls:
-        for key in [k for k in st.session_state if str(k).startswith(SCENARIO_CONTROL_PREFIX)]:
+        prefixes = (SCENARIO_CONTROL_PREFIX, "keep_" + SCENARIO_CONTROL_PREFIX)
+        for key in [k for k in st.session_state if str(k).startswith(prefixes)]:
             del st.session_state[key]
 
 

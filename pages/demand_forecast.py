@@ -47,17 +47,6 @@ def _forecast(
     return frame, str(frame.attrs.get("model", "")), report.lines()
 
 
-def _new_demand(steps_frame: pd.DataFrame, quantile: float, capacity: float) -> np.ndarray:
-    """The job's demand (GPUs per step, to 3 decimals) that plans for this forecast."""
-    return np.round(demand_quantile(steps_frame, quantile) / capacity, 3)
-
-
-def _in_use(job, steps_frame: pd.DataFrame, quantile: float, capacity: float) -> bool:
-    """Whether the job's demand already is this forecast."""
-    new = _new_demand(steps_frame, quantile, capacity)
-    return bool(np.allclose(np.asarray(job.demand, dtype=float), new, atol=1e-3))
-
-
 # --- the history -------------------------------------------------------------------------------
 s = common.scenario()
 # Real-time jobs of the workload with a history to fit (an imported one has its GPUs per hour)
@@ -202,8 +191,12 @@ else:
                 "the default, which assumes the job's current demand serves the history's last "
                 "week.",
             )
+    # the job's demand (GPUs per step) that plans for this forecast, and whether it already does
+    new_demand = np.round(demand_quantile(steps_frame, quantile) / capacity, 3)
+    in_use = np.allclose(np.asarray(job.demand, dtype=float), new_demand, atol=1e-3)
+    if history_job is None:
         recent = float(history.dropna().iloc[-168:].mean())
-        if _in_use(job, steps_frame, quantile, capacity) and capacity != suggested:
+        if in_use and capacity != suggested:
             st.caption(
                 f"'{job.id}' plans for this forecast at {capacity:,.4g} {unit} a GPU, the value "
                 f"it was put into the workload with; a default taken from that demand now "
@@ -251,8 +244,6 @@ else:
         config={"displayModeBar": False},
     )
     worst = {name: float(r.max()) for name, r in zip(allocated, risk, strict=True)}
-    new_demand = _new_demand(steps_frame, quantile, capacity)
-    in_use = _in_use(job, steps_frame, quantile, capacity)
     highest = "Highest risk in a step: " + ", ".join(f"{n} {v:.0%}" for n, v in worst.items())
     if in_use:
         st.caption(

@@ -782,8 +782,8 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         assert not at.exception, at.exception
         assert at.title[0].value == "Capacity"
         assert "Run sweep" in [b.label for b in at.button]
-        at.text_input(key="cap_gpus").set_value("8,16,24")
-        at.text_input(key="cap_demand").set_value("1")
+        at.text_input(key="ctl_scn_cap_gpus").set_value("8,16,24")
+        at.text_input(key="ctl_scn_cap_demand").set_value("1")
         at.button(key="cap_run").click().run()
         assert not at.exception, at.exception
         assert not at.error, errors(at)
@@ -807,7 +807,7 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         assert sizes[sizes["planner"] == "allocator"]["gpus"].tolist() == ["16"]
         assert any("completed batch jobs >= 50% of all" in c.value for c in at.caption)
         # Bad input: one error, the last sweep stays.
-        at.text_input(key="cap_gpus").set_value("8,lots")
+        at.text_input(key="ctl_scn_cap_gpus").set_value("8,lots")
         at.button(key="cap_run").click().run()
         assert "GPUs: 'lots' is not a number" in errors(at)
         assert at.session_state["capacity_result"]["rows"] == rows
@@ -818,18 +818,18 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
 
 def test_capacity_lists_survive_other_pages_and_follow_a_new_workload():
     at = open_page("pages/capacity.py")
-    at.text_input(key="cap_gpus").set_value("16,24,32,48").run()
-    at.text_input(key="cap_penalty").set_value("5,10").run()
+    at.text_input(key="ctl_scn_cap_gpus").set_value("16,24,32,48").run()
+    at.text_input(key="ctl_scn_cap_penalty").set_value("5,10").run()
     at.switch_page("pages/benchmarks.py").run()
     at.switch_page("pages/capacity.py").run()
     assert not at.exception
-    assert at.text_input(key="cap_gpus").value == "16,24,32,48"
-    assert at.text_input(key="cap_penalty").value == "5,10"
+    assert at.text_input(key="ctl_scn_cap_gpus").value == "16,24,32,48"
+    assert at.text_input(key="ctl_scn_cap_penalty").value == "5,10"
     at.switch_page("pages/workload.py").run()
     at.selectbox(key="wl_builtin").set_value("scale-64").run()
     at.switch_page("pages/capacity.py").run()  # another workload: its own defaults again
-    assert at.text_input(key="cap_gpus").value == "32,64,128,192,256"
-    assert at.text_input(key="cap_penalty").value == f"{active(at).policy.penalty_weight:g}"
+    assert at.text_input(key="ctl_scn_cap_gpus").value == "32,64,128,192,256"
+    assert at.text_input(key="ctl_scn_cap_penalty").value == f"{active(at).policy.penalty_weight:g}"
 
 
 def test_the_forecast_page_shows_what_the_forecaster_did():
