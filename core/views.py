@@ -254,14 +254,49 @@ def traffic_unit(name: str | None) -> str:
 # Horizon & risk
 
 
-# GPUs x jobs above which Horizon & risk waits for its button instead of replaying on opening
-# (openb's day, 64 x 97, replays in about 10 s; a 1,024-GPU import of 1,900 jobs, about 70 s)
-AUTO_REPLAY_GPU_JOBS = 20_000
+# Horizon & risk replays on opening when the replay is estimated to take at most this long; a
+# longer one waits for its button (the page shows a progress bar per planner either way).
+AUTO_REPLAY_SECONDS = 10.0
+# What a re-plan costs, measured with `core.rolling.simulate` (hourly re-plans, one day or two):
+# forecasting a real-time job about 40 ms (the weekly fits; a 3-day rolling-surge replay's FIFO
+# run, which fits them for the other planners too, took 5.9 s for 2 jobs x 72 re-plans); a
+# queue planner or the fast allocator 36-110 million GPUs x jobs-in-a-day a second on imports of
+# 1,024 GPUs (about 1,900 jobs a day: 18-54 ms a re-plan), taken at the slow end.
+_FORECAST_S = 0.04
+_GPU_JOBS_PER_S = 35e6
 
 
-def replay_is_large(s: Scenario) -> bool:
-    """Whether replaying `s` is too slow to start by opening the page."""
-    return s.cluster.gpus * max(1, len(s.jobs)) > AUTO_REPLAY_GPU_JOBS
+def replay_estimate_s(
+    s: Scenario,
+    days: float,
+    replan_minutes: int,
+    planners: Collection[str],
+    searching: Collection[str] = (),
+    time_limit: float = 0.0,
+) -> float:
+    """About how long replaying `s` takes, in seconds: every re-plan forecasts each real-time job
+    and runs each planner, the fast ones in proportion to GPUs x the jobs of a day's window, those
+    in `searching` up to their `time_limit` (an upper bound: a small problem stops earlier)."""
+    replans = math.ceil(days * 1440 / replan_minutes)
+    c = s.cluster
+    covered_days = max(1.0, c.horizon_steps * c.step_minutes / 1440)
+    gpu_jobs = c.gpus * max(1, len(s.jobs)) / covered_days
+    searches = sum(1 for p in planners if p in searching)
+    per_replan = (
+        _FORECAST_S * len(s.realtime_jobs)
+        + (len(planners) - searches) * gpu_jobs / _GPU_JOBS_PER_S
+        + searches * time_limit
+    )
+    return replans * per_replan
+
+
+def duration_text(seconds: float) -> str:
+    """A rough duration as a person says it: "40 s", "3 min", "1.5 h"."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -294,6 +329,38 @@ def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
             }
         )
     return pd.DataFrame(table)
+
+
+# The realised metrics as Horizon & risk shows them: (column of `realised_metrics_table`, the
+# row's label, what it measures)
+REALISED_METRICS = (
+    ("utilization", "utilization", "share of GPU-steps doing batch or real-time work"),
+    ("allocated", "allocated", "share of GPU-steps given to a job, used or not"),
+    ("value", "value", "priority-weighted GPU-hours of batch work done"),
+    ("completed", "batch jobs done", "of the batch jobs in the replay"),
+    ("rt coverage", "real-time coverage", "share of real-time demand served"),
+    ("shortfall", "shortfall GPU-h", "real-time demand not served"),
+    ("episodes", "shortfall runs", "runs of consecutive steps with real-time shortfall"),
+    (
+        "on idle",
+        "served on idle GPU-h",
+        "real-time demand above the plan served on GPUs it left idle (as an autoscaler would)",
+    ),
+    ("changed", "plan changed", "mean share of the still-future cells a re-plan changed"),
+    ("moved", "batch moves", "batch placements a re-plan moved"),
+    ("per plan", "time per re-plan", "mean planner runtime"),
+)
+
+
+def realised_metrics_by_row(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """`realised_metrics_table` turned: one row per metric (its label, then one column per planner,
+    then what it measures), so that any number of planners fits the page's width."""
+    table = realised_metrics_table(rows).set_index("planner")
+    out = pd.DataFrame({"metric": [label for _, label, _ in REALISED_METRICS]})
+    for planner in table.index:
+        out[planner] = [table.at[planner, column] for column, _, _ in REALISED_METRICS]
+    out["what it measures"] = [meaning for _, _, meaning in REALISED_METRICS]
+    return out
 
 
 def jobs_without_history(s: Scenario, min_hours: int | None = None) -> list[str]:

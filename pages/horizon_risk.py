@@ -134,14 +134,23 @@ store = st.session_state.get("hz_results")
 # once, as on the first visit.
 other_workload = store is not None and store["params"][0] != scenario
 fresh = store is None or store["params"] != params
-# A large workload (an import of a big cluster) replays only when asked: on 1,024 GPUs and
-# 1,900 jobs one day took about 70 s, too long to start by opening the page.
-large = views.replay_is_large(scenario)
-if large and not run and (store is None or other_workload):
+# A long replay (a big import over several days, or planners that search at every re-plan)
+# starts only when asked; the estimate is rough, so the message says "about".
+estimate = views.replay_estimate_s(
+    scenario, float(days), int(replan), planners, SEARCHING, REPLAN_TIME_LIMIT
+)
+if estimate > views.AUTO_REPLAY_SECONDS and not run and (store is None or other_workload):
+    searching = [common.planner_label(p) for p in planners if p in SEARCHING]
+    why = (
+        f"{' and '.join(searching)} may search up to {REPLAN_TIME_LIMIT:g} s at each re-plan"
+        if searching
+        else f"{scenario.cluster.gpus:,} GPUs and {len(scenario.jobs):,} jobs take a while to plan"
+    )
     st.info(
-        f"{scenario.name} has {scenario.cluster.gpus:,} GPUs and {len(scenario.jobs):,} jobs: "
-        f"replaying it re-plans it every {replan} min and can take minutes, so it runs when you "
-        "press **Run simulation** (a progress bar per planner shows how far it is)."
+        f"Replaying {scenario.name} over {views.plural(days, 'day')} re-plans it every {replan} "
+        f"min, and {why}: {'up to ' if searching else ''}about {views.duration_text(estimate)} in "
+        "all, so it runs when you press "
+        "**Run simulation** (a progress bar per planner shows how far it is)."
     )
     st.stop()
 if planners and (run or store is None or other_workload):
@@ -207,7 +216,7 @@ st.subheader(
     help="Measured on what actually ran: actual work and actual real-time traffic.",
 )
 st.caption(f"Replay of {ran}.")
-table = views.realised_metrics_table(
+table = views.realised_metrics_by_row(
     {common.planner_label(n): r.metrics for n, r in results.items()}
 )
 st.dataframe(
@@ -216,38 +225,8 @@ st.dataframe(
     width="stretch",
     placeholder="",
     key="hz_metrics",
-    column_config={
-        "planner": st.column_config.TextColumn(width="medium"),
-        "utilization": st.column_config.TextColumn(
-            "util.", help="Share of GPU-steps doing batch or real-time work"
-        ),
-        "allocated": st.column_config.TextColumn(
-            "allocated", help="Share of GPU-steps given to a job, used or not"
-        ),
-        "value": st.column_config.TextColumn(
-            "value", help="Priority-weighted GPU-hours of batch work done"
-        ),
-        "completed": st.column_config.TextColumn("done", help="Batch jobs done"),
-        "rt coverage": st.column_config.TextColumn("coverage", help="Real-time demand served"),
-        "shortfall": st.column_config.TextColumn(
-            "short GPU-h", help="Real-time demand not served, in GPU-hours"
-        ),
-        "episodes": st.column_config.TextColumn(
-            "short runs", help="Runs of consecutive steps with real-time shortfall"
-        ),
-        "on idle": st.column_config.TextColumn(
-            "on idle GPU-h",
-            help="Real-time GPU-hours above the plan served on GPUs the plan left idle at that "
-            "step (as an autoscaler would), within gpus_max and swap_cap",
-        ),
-        "changed": st.column_config.TextColumn(
-            "changed", help="Mean share of the still-future cells a re-plan changed"
-        ),
-        "moved": st.column_config.TextColumn("moved", help="Batch placements a re-plan moved"),
-        "per plan": st.column_config.TextColumn(
-            "per plan", help="Mean planner runtime per re-plan"
-        ),
-    },
+    height=35 * (len(table) + 1) + 3,  # every metric, without a scroll bar
+    column_config={"metric": st.column_config.TextColumn(pinned=True)},
 )
 first = next(iter(results.values())).metrics
 _, run_days, run_replan, _, run_quantile = store["params"]

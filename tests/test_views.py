@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
@@ -300,6 +301,14 @@ def test_realised_metrics_have_thousands_separators():
     assert row["utilization"] == "81.2%" and row["rt coverage"] == "100.0%"
     assert row["shortfall"] == "1,234.50" and row["moved"] == "1,402"
     assert row["per plan"] == "20.8 s"
+    # turned for the page: a row per metric, a column per planner, then what it measures
+    turned = views.realised_metrics_by_row({"FIFO": m | {"value": 1.0}, "Allocator (fast)": m})
+    assert list(turned.columns) == ["metric", "FIFO", "Allocator (fast)", "what it measures"]
+    assert len(turned) == len(views.REALISED_METRICS) == 11
+    by = turned.set_index("metric")
+    assert by.at["value", "FIFO"] == "1.0" and by.at["value", "Allocator (fast)"] == "114,907.0"
+    assert by.at["batch jobs done", "FIFO"] == "1,203/1,500"
+    assert by.at["time per re-plan", "Allocator (fast)"] == "20.8 s"
 
 
 def _plan_with_idle(cells: list[tuple[int, int]], gpus: int = 8, steps: int = 6) -> Plan:
@@ -459,3 +468,43 @@ def test_a_benchmark_rows_proof_in_words():
     assert views.proof_text(0.0142, None) == "gap 1.42%"
     assert views.proof_text(float("inf"), None) == "no bound"
     assert views.proof_text(float("nan"), None) == ""  # (a missing value in a frame)
+
+
+def test_replay_estimate_by_hand():
+    """Re-plans x (forecasts + planners): rolling-surge (16 GPUs, 3 days, 2 services) over one
+    day, hourly, with FIFO and the allocator, and with `thorough` at a 2 s limit instead."""
+    s = load_scenario(SCENARIOS_DIR / "rolling-surge.json")
+    assert (s.cluster.gpus, s.cluster.horizon_steps, len(s.realtime_jobs)) == (16, 72, 2)
+    gpu_jobs = 16 * len(s.jobs) / 3  # GPUs x the jobs of a day's window
+    fast = 24 * (2 * 0.04 + 2 * gpu_jobs / 35e6)
+    assert views.replay_estimate_s(s, 1, 60, ["fifo", "allocator"]) == pytest.approx(fast)
+    searching = views.replay_estimate_s(s, 1, 60, ["fifo", "thorough"], {"thorough"}, 2.0)
+    assert searching == pytest.approx(24 * (2 * 0.04 + gpu_jobs / 35e6 + 2.0))
+    assert views.replay_estimate_s(s, 0.5, 120, ["fifo"]) == pytest.approx(
+        6 * (2 * 0.04 + gpu_jobs / 35e6)
+    )
+
+
+def test_a_day_of_a_big_import_replays_on_opening_a_week_waits(example):
+    """A 1,024-GPU import of 1,903 jobs (measured: 1.8 s for FIFO and the allocator over its
+    day) opens replayed; a week of it (13 s measured over 7 days at 12,167 jobs) and any replay
+    with a planner that searches at every re-plan wait for the button."""
+
+    def copies(n: int, steps: int):
+        batch = [j for j in example.batch_jobs if j.running is None]
+        jobs = [replace(j, id=f"{j.id}-{k}") for k in range(n // len(batch)) for j in batch]
+        rt = [replace(j, demand=j.demand * (steps // 24)) for j in example.realtime_jobs]
+        cluster = Cluster(1024, 60, steps, example.cluster.start)
+        return example.replace(cluster=cluster, jobs=(*jobs, *rt))
+
+    day, week = copies(1903, 24), copies(12167, 168)
+    assert views.replay_estimate_s(day, 1, 60, ["fifo", "allocator"]) < views.AUTO_REPLAY_SECONDS
+    assert views.replay_estimate_s(week, 7, 60, ["fifo", "allocator"]) > views.AUTO_REPLAY_SECONDS
+    assert views.replay_estimate_s(example, 1, 60, ["thorough"], {"thorough"}, 2.0) > 10
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(0.2, "1 s"), (40, "40 s"), (89.4, "89 s"), (150, "2 min"), (7200, "2.0 h")]
+)
+def test_duration_text(seconds, text):
+    assert views.duration_text(seconds) == text

@@ -498,15 +498,20 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     assert not at.exception
     store = at.session_state["hz_results"]
     assert set(store["results"]) == {"fifo", "allocator"}
-    shown = at.dataframe[0].value
-    for k, result in enumerate(store["results"].values()):
+    shown = at.dataframe[0].value.set_index("metric")  # a row per metric, a column per planner
+    assert list(shown.columns) == [
+        "FIFO (peak reservation)",
+        "Allocator (fast)",
+        "what it measures",
+    ]
+    for label, result in zip(shown.columns, store["results"].values(), strict=False):
         assert not check(result.scenario, result.plan)  # the realised grid is legal
         m = result.metrics
         # Text with thousands separators: nothing a narrow column could clip to "14907.0".
-        assert shown["utilization"].iloc[k] == f"{m['utilization'] * 100:,.1f}%"
-        assert shown["value"].iloc[k] == f"{m['value']:,.1f}"
-        assert shown["completed"].iloc[k] == f"{m['completed_jobs']:,}/{m['batch_jobs']:,}"
-    assert any("," in v for v in shown["value"])  # rolling-surge's values run into thousands
+        assert shown.at["utilization", label] == f"{m['utilization'] * 100:,.1f}%"
+        assert shown.at["value", label] == f"{m['value']:,.1f}"
+        assert shown.at["batch jobs done", label] == f"{m['completed_jobs']:,}/{m['batch_jobs']:,}"
+    assert "," in shown.at["value", "Allocator (fast)"]  # rolling-surge's values run to thousands
     assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
 
 
@@ -560,21 +565,29 @@ def test_horizon_never_shows_another_workloads_replay():
     assert any(f"below: {name} over" in i.value for i in at.info)
 
 
-def test_horizon_waits_for_its_button_on_a_large_workload():
-    """A big import replays only when asked (a 1,024-GPU day took about 70 s to start by opening
-    the page); its info says why, and no other workload's replay is shown meanwhile."""
+def test_horizon_waits_for_its_button_on_a_long_replay(monkeypatch):
+    """A replay estimated to take long (`views.replay_estimate_s`; here past a threshold lowered
+    to 0.5 s, which a 4,096-GPU day passes) runs only when asked; its info says why and how long,
+    and no other workload's replay is shown meanwhile. A planner that searches at every re-plan
+    is named as the reason."""
     from core.model import Cluster
 
     at = open_page("pages/horizon_risk.py", timeout=180)
     s = active(at)
+    monkeypatch.setattr(views, "AUTO_REPLAY_SECONDS", 0.5)
     big = s.replace(name="big-import", cluster=Cluster(4096, 60, 24, s.cluster.start))
-    assert views.replay_is_large(big) and not views.replay_is_large(s)
+    assert views.replay_estimate_s(big, 1, 60, ["fifo", "allocator"]) > 0.5
     at.session_state["scenario"] = big
     at.radio(key="hz_source").set_value("active").run()
     assert not at.exception
-    assert any("runs when you press **Run simulation**" in i.value for i in at.info)
+    waiting = [i.value for i in at.info if "runs when you press **Run simulation**" in i.value]
+    assert len(waiting) == 1 and "4,096 GPUs and" in waiting[0] and "about " in waiting[0]
     assert at.session_state["hz_results"]["params"][0].name == "rolling-surge"  # not replaced
     assert not any(c.value.startswith("Replay of") for c in at.caption)  # nor shown
+    at.multiselect(key="hz_planners").set_value(["fifo", "thorough"]).run()
+    waiting = [i.value for i in at.info if "runs when you press **Run simulation**" in i.value]
+    assert len(waiting) == 1 and "may search up to 2 s at each re-plan: up to about" in waiting[0]
+    at.multiselect(key="hz_planners").set_value(["fifo", "allocator"]).run()
     at.button(key="hz_run").click().run(timeout=300)
     assert not at.exception
     assert at.session_state["hz_results"]["params"][0] == big
