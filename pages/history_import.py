@@ -269,20 +269,21 @@ def _show_preview(trace: Trace, result: Any) -> None:
     w, b = summary["window"], summary["batch"]
     dropped = dropped_jobs(summary)
     cols = st.columns(6)
-    cols[0].metric("Cluster", f"{w['gpus']} GPUs", help=w["gpus_source"])
-    cols[1].metric("Batch jobs", b["jobs"], help="arriving, queued or running in the window")
+    # (six cards a row: the unit in the label, counts with separators, so "1,024" is not clipped)
+    cols[0].metric("Cluster GPUs", f"{w['gpus']:,}", help=w["gpus_source"])
+    cols[1].metric("Batch jobs", f"{b['jobs']:,}", help="arriving, queued or running in the window")
     cols[2].metric(
         "Running at start",
-        b["running_at_start"],
+        f"{b['running_at_start']:,}",
         help=f"Jobs already running when the window opens: {b['pinned']} pinned on an aligned "
         f"block for their real remaining time, {b['not_pinned']} did not fit and wait at step 0.",
     )
     cols[3].metric(
         "Rounded up",
-        b["rounded_up"],
+        f"{b['rounded_up']:,}",
         help="Jobs whose GPU count was not a power of two take the next power of two.",
     )
-    cols[4].metric("Jobs dropped", dropped, help="Reasons in the table below.")
+    cols[4].metric("Jobs dropped", f"{dropped:,}", help="Reasons in the table below.")
     cols[5].metric(
         "Real-time groups",
         len(summary["realtime"]),

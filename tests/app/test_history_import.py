@@ -48,7 +48,7 @@ def test_the_preview_shows_the_mapping_before_anything_is_loaded(expected):
     assert at.session_state["scenario"] == before  # a preview changes nothing yet
     b, w = expected.summary["batch"], expected.summary["window"]
     shown = shown_metrics(at)
-    assert shown["Cluster"] == f"{w['gpus']} GPUs"
+    assert shown["Cluster GPUs"] == f"{w['gpus']:,}"
     assert shown["Batch jobs"] == str(b["jobs"])
     assert shown["Running at start"] == str(b["running_at_start"])
     assert shown["Rounded up"] == str(b["rounded_up"])

@@ -92,7 +92,9 @@ def test_an_openb_day_imports_and_shows_as_run_beside_the_planners(app_url, page
     w, b = expected.summary["window"], expected.summary["batch"]
     text = expander.inner_text()
     assert f"Window {w['start']} to {w['end']}" in text
-    assert f"{w['gpus']} GPUs" in text and str(b["jobs"]) in text
+    cards = expander.get_by_test_id("stMetric")
+    assert cards.filter(has_text="Cluster GPUs").inner_text().endswith(f"{w['gpus']:,}")
+    assert cards.filter(has_text="Batch jobs").inner_text().endswith(f"{b['jobs']:,}")
     expander.locator(".js-plotly-plot").first.wait_for(timeout=30000)
     screenshot(page, "history_openb_preview")
 
