@@ -7,7 +7,7 @@ import streamlit as st
 
 from core import charts, views
 from core.model import ScenarioError
-from core.planners import BASELINE, FAST, PLANNER_NAMES, planner_options
+from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
 from core.sweep import (
     SCHEDULER_ENV,
     close_client,
@@ -69,6 +69,7 @@ s = common.scenario()
 G = s.cluster.gpus
 default_gpus = ",".join(str(g) for g in sorted({max(1, G // 2), G, 2 * G, 3 * G, 4 * G}))
 available = list(PLANNER_NAMES)
+timed = [name for name, spec in PLANNERS.items() if spec.accepts("time_limit")]
 
 # The lists are kept while the planner visits other pages (`remember`), and start again from
 # this workload's defaults when the workload changes (sizes around its cluster, its own policy):
@@ -107,13 +108,14 @@ with st.container(border=True):
             format_func=common.planner_label,
             on_change=common.remember,
             args=("cap_planners",),
-            help="Full runs its MIP up to 5 s per point: keep its grids small.",
+            help=f"{' and '.join(common.planner_label(p) for p in timed)} search up to the "
+            "limit below at every point: keep their grids small.",
         )
     with c5:
         penalty_text = _list_input("Penalty weights", f"{P}cap_penalty")
     with c6:
         decay_text = _list_input("Decays", f"{P}cap_decay")
-    c7, c8, c9 = st.columns([1, 1, 2])
+    c7, c8, c10, c9 = st.columns([1, 1, 1, 1])
     with c7:
         # In percent, as on Plan & compare; the workload's own coverage target by default
         own = s.policy.rt_coverage_target
@@ -137,13 +139,29 @@ with st.container(border=True):
             )
             / 100
         )
+    with c10:
+        common.init_widget("cap_time_limit", 5)
+        time_limit = st.number_input(
+            "Search limit per run (s)",
+            min_value=1,
+            max_value=600,
+            step=1,
+            key="cap_time_limit",
+            on_change=common.remember,
+            args=("cap_time_limit",),
+            disabled=not any(p in timed for p in planners),
+            help=f"Seconds {' and '.join(common.planner_label(p) for p in timed)} may search at "
+            "each point of the grid (the others take milliseconds).",
+        )
     with c9:
         st.write("")
         run = st.button("Run sweep", type="primary", key="cap_run")
 
 if st.session_state.get("cap_cancel"):
     st.info("Sweep cancelled: the pending runs were dropped; the last finished sweep is shown.")
-inputs = (gpus_text, demand_text, work_text, penalty_text, decay_text, tuple(planners))
+# (the limit counts only where a planner takes it)
+limit_used = float(time_limit) if any(p in timed for p in planners) else None
+inputs = (gpus_text, demand_text, work_text, penalty_text, decay_text, tuple(planners), limit_used)
 if run:
     try:
         if not planners:
@@ -174,7 +192,7 @@ if run:
         def progress(done: int, total: int, row: dict) -> None:
             bar.progress(done / total, text=f"{done} of {total} runs ({row['planner']})")
 
-        options = {p: planner_options(p, time_limit=5.0) for p in planners}
+        options = {p: planner_options(p, time_limit=float(time_limit)) for p in planners}
         rows = run_sweep(client, s, points, planners, options=options, progress=progress)
         bar.empty()
         cancel.empty()
@@ -191,8 +209,8 @@ if not result or result["scenario"] != s:
     st.stop()
 if result.get("inputs") != inputs:  # (after an edit, or a run the lists above refused)
     st.info(
-        "The sweep below was run with other lists or planners than those above: press **Run "
-        "sweep** to run these."
+        "The sweep below was run with other lists, planners or search limit than those above: "
+        "press **Run sweep** to run these."
     )
 
 rows = result["rows"]

@@ -824,7 +824,44 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         at.button(key="cap_run").click().run()
         assert "GPUs: 'lots' is not a number" in errors(at)
         assert at.session_state["capacity_result"]["rows"] == rows
-        assert any("run with other lists or planners" in i.value for i in at.info)
+        assert any("run with other lists, planners or search limit" in i.value for i in at.info)
+    finally:
+        st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
+
+
+def test_capacity_passes_its_search_limit_to_the_planners_that_take_one(monkeypatch):
+    """The limit is the page's, not a fixed 5 s: it reaches thorough and full (and only they
+    take it), is greyed out while no chosen planner searches, and a changed limit marks the
+    last sweep as run with other settings."""
+    import streamlit as st
+
+    from core import sweep
+
+    calls = []
+    real = sweep.run_sweep
+
+    def recording(client, s, points, planners, options=None, progress=None):
+        calls.append(dict(options or {}))
+        return real(client, s, points, planners, options=options, progress=progress)
+
+    monkeypatch.setattr(sweep, "run_sweep", recording)
+    try:
+        at = open_page("pages/capacity.py", timeout=120)
+        assert at.number_input(key="cap_time_limit").disabled  # FIFO and the allocator
+        at.text_input(key="ctl_scn_cap_gpus").set_value("8")
+        at.text_input(key="ctl_scn_cap_demand").set_value("1")
+        at.multiselect(key="cap_planners").set_value(["fifo", "thorough", "full"]).run()
+        assert not at.number_input(key="cap_time_limit").disabled
+        at.number_input(key="cap_time_limit").set_value(2).run()
+        at.button(key="cap_run").click().run(timeout=120)
+        assert not at.exception and not at.error, errors(at)
+        assert calls == [{"fifo": {}, "thorough": {"time_limit": 2.0}, "full": {"time_limit": 2.0}}]
+        rows = at.session_state["capacity_result"]["rows"]
+        assert [r["planner"] for r in rows] == ["fifo", "thorough", "full"]
+        assert all(r["error"] == "" for r in rows)
+        assert not any("search limit" in i.value for i in at.info)
+        at.number_input(key="cap_time_limit").set_value(3).run()
+        assert any("other lists, planners or search limit" in i.value for i in at.info)
     finally:
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
