@@ -183,13 +183,17 @@ def _strip_owner(problem: str) -> str:
     )
 
 
+NO_ID = "(no id yet)"  # issues_table's job column for a row whose id is still empty
+
+
 def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
     """One line per problem: the row number (1-based, as the editor shows), job id and issue."""
     lines = []
     for r in sorted(result.row_issues):
         job_id = jobs.iloc[r]["id"] if r < len(jobs) else ""
         for problem in result.row_issues[r]:
-            job = "" if pd.isna(job_id) else shown(str(job_id))  # a lone surrogate, escaped
+            # a lone surrogate, escaped; a row without an id yet is named by its number alone
+            job = NO_ID if pd.isna(job_id) or not str(job_id).strip() else shown(str(job_id))
             lines.append({"row": r + 1, "job": job, "issue": shown(problem)})
     for problem in result.general:
         lines.append({"row": None, "job": "", "issue": shown(problem)})

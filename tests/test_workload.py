@@ -47,6 +47,78 @@ def test_a_broken_cell_is_reported_on_its_row(column, value, message, scenarios_
     assert any(message in issue for issue in result.row_issues[row]), result.row_issues
 
 
+CHOOSE_TYPE = "choose training, batch_inference, quantization or realtime"
+POWER_OF_TWO = "enter a power of two: 1, 2, 4, 8, ..."
+
+
+@pytest.mark.parametrize(
+    "typed, issues",
+    [
+        # only an id: the type, then the cells every type needs
+        (
+            {"id": "new"},
+            [
+                f"type is empty; {CHOOSE_TYPE}",
+                "priority is empty; enter a number > 0 (higher is more valuable)",
+                "gpus_min is empty; enter a whole number of GPUs (a power of two for a batch type)",
+                "gpus_max is empty; enter a whole number of GPUs (a power of two for a batch type)",
+            ],
+        ),
+        # a batch type: its work too, and powers of two
+        (
+            {"type": "training", "priority": 2.0},
+            [
+                "id is empty; enter a job id, unique in the workload",
+                f"gpus_min is empty; {POWER_OF_TWO}",
+                f"gpus_max is empty; {POWER_OF_TWO}",
+                "gpu_hours is empty; enter the work in GPU-hours, a number > 0",
+            ],
+        ),
+        # real-time: no gpu_hours; swap_cap starts at 0 in the editor
+        (
+            {"id": "svc", "type": "realtime", "gpus_max": 2},
+            [
+                "priority is empty; enter a number > 0 (higher is more valuable)",
+                "gpus_min is empty; enter a whole number of GPUs >= 0",
+            ],
+        ),
+        # all typed but the work: that cell alone
+        (
+            {"id": "q", "type": "quantization", "priority": 1.0, "gpus_min": 1, "gpus_max": 1},
+            ["gpu_hours is empty; enter the work in GPU-hours, a number > 0"],
+        ),
+    ],
+)
+def test_a_half_typed_new_row_names_every_empty_cell_and_what_it_needs(typed, issues):
+    # A new row without a type said "type None is not one of ...", and one cell at a time.
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    jobs, demand = workload.editor_tables(s)
+    added = pd.DataFrame([typed], index=pd.Index([len(jobs) + 1], name="row"))
+    edited = pd.concat([jobs, added.astype({c: jobs.dtypes[c] for c in typed})])
+    result = workload.scenario_from_editor(s, edited, demand)
+    assert not result.ok and result.row_issues == {len(jobs): issues}
+    table = workload.issues_table(edited, result)
+    assert set(table["row"]) == {len(jobs) + 1}
+    assert set(table["job"]) == {typed.get("id", workload.NO_ID)}
+
+
+def test_a_half_typed_jobs_csv_row_names_its_row_and_empty_cells():
+    from core.formats import scenario_from_tables
+
+    s = load_scenario(SCENARIOS_DIR / "example.json")
+    jobs_csv, demand_csv = scenario_to_tables(s)
+    header = jobs_csv.splitlines()[0]
+    half = "x" + "," * header.count(",")  # an id and nothing else
+    with pytest.raises(ScenarioError) as caught:
+        scenario_from_tables(jobs_csv + half + "\n", demand_csv, s)
+    row = len(s.jobs) + 2
+    assert caught.value.problems[:2] == [
+        f"jobs.csv: row {row}: job 'x': type is empty; {CHOOSE_TYPE}",
+        f"jobs.csv: row {row}: job 'x': priority is empty; enter a number > 0 (higher is more "
+        "valuable)",
+    ]
+
+
 def test_a_duplicate_id_is_reported_on_both_rows(scenarios_dir):
     s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)

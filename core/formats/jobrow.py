@@ -21,7 +21,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import JOB_TYPES, REALTIME_TYPE, Job, RealtimeJob, ScenarioError, shown
+from ..model import (
+    BATCH_TYPES,
+    JOB_TYPES,
+    REALTIME_TYPE,
+    Job,
+    RealtimeJob,
+    ScenarioError,
+    shown,
+)
 from .cells import number_cell, text_cell
 from .scenario_json import job_from_dict
 
@@ -55,6 +63,20 @@ INT_COLUMNS = (
     *RUNNING_COLUMNS,
     "deadline_step",
 )
+# The cells every row needs, by type (None: the type is not known yet, so the ones all types
+# need); arrival_step (0) and the realtime swap_cap of the editor (0) have defaults.
+REQUIRED_COLUMNS: dict[str | None, tuple[str, ...]] = {
+    None: ("priority", "gpus_min", "gpus_max"),
+    **{t: ("priority", "gpus_min", "gpus_max", "gpu_hours") for t in BATCH_TYPES},
+    REALTIME_TYPE: ("priority", "gpus_min", "gpus_max", "swap_cap"),
+}
+_EXPECTED_CELL = {
+    "id": "enter a job id, unique in the workload",
+    "type": f"choose {', '.join(JOB_TYPES[:-1])} or {JOB_TYPES[-1]}",
+    "priority": "enter a number > 0 (higher is more valuable)",
+    "gpu_hours": "enter the work in GPU-hours, a number > 0",
+    "swap_cap": "enter the GPUs it may gain plus release per step, a whole number >= 0",
+}
 # previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0.
 NO_GPUS = "[]"
 
@@ -101,23 +123,8 @@ def job_from_row(
 
     `defaults` fill blank cells (the editor starts a new service with swap_cap 0).
     """
-    job_id = _text(row.get("id"))
-    if job_id is None:
-        raise ScenarioError("id is empty")
+    job_id, job_type, cells = _read_cells(row, defaults)
     owner = f"job '{shown(job_id)}'"
-    job_type = _text(row.get("type"))
-    if job_type not in JOB_TYPES:
-        raise ScenarioError(f"{owner}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}")
-    cells = {c: cell_value(owner, c, row.get(c)) for c in ROW_COLUMNS if c not in ("id", "type")}
-    for column, value in (defaults or {}).items():
-        if cells.get(column) is None:
-            cells[column] = value
-
-    def required(*columns: str) -> None:
-        for column in columns:
-            if cells[column] is None:
-                raise ScenarioError(f"{owner}: {column} is empty")
-
     raw: dict[str, Any] = {"id": job_id, "type": job_type, "team": cells["team"]}
     raw.update((c, cells[c]) for c in ("priority", "gpus_min", "gpus_max"))
     if job_type == REALTIME_TYPE:
@@ -127,14 +134,12 @@ def job_from_row(
                 f"{owner}: {', '.join(pinned)} given, but a realtime job cannot be running "
                 f"(clear the running cells, or keep a batch type)"
             )
-        required("priority", "gpus_min", "gpus_max", "swap_cap")
         if demand is None:
             raise ScenarioError(f"{owner}: has no demand")
         raw.update(swap_cap=cells["swap_cap"], demand=list(demand))
         raw["previous_gpus"] = parse_previous_gpus(owner, cells["previous_gpus"])
         raw["history"] = list(history) if history is not None else None
     else:
-        required("priority", "gpus_min", "gpus_max", "gpu_hours")
         raw.update(
             arrival_step=cells["arrival_step"] if cells["arrival_step"] is not None else 0,
             gpu_hours=cells["gpu_hours"],
@@ -152,6 +157,58 @@ def job_from_row(
             keys = ("gpu_start", "gpus", "remaining_steps")
             raw["running"] = dict(zip(keys, running, strict=True))
     return job_from_dict({k: v for k, v in raw.items() if v is not None}, 0)
+
+
+def _read_cells(
+    row: Mapping[str, Any], defaults: Mapping[str, Any] | None
+) -> tuple[str, str, dict[str, Any]]:
+    """(id, type, the other cells as the model wants them), or every problem of the row at
+    once: a half-typed row hears about each cell it still needs and what belongs there."""
+    job_id, job_type = _text(row.get("id")), _text(row.get("type"))
+    owner = f"job '{shown(job_id)}'" if job_id is not None else ""
+    problems = []
+    if job_id is None:
+        problems.append(f"id is empty; {_EXPECTED_CELL['id']}")
+    if job_type is None:
+        problems.append(f"type is empty; {_EXPECTED_CELL['type']}")
+    elif job_type not in JOB_TYPES:
+        problems.append(f"type {job_type!r} is not one of {', '.join(JOB_TYPES)}")
+    cells: dict[str, Any] = {}
+    unreadable = set()
+    for column in ROW_COLUMNS:
+        if column not in ("id", "type"):
+            try:
+                cells[column] = cell_value(owner, column, row.get(column))
+            except ScenarioError as e:
+                problems.extend(e.problems)
+                cells[column] = None
+                unreadable.add(column)
+    for column, value in (defaults or {}).items():
+        if cells.get(column) is None and column not in unreadable:
+            cells[column] = value
+    for column in REQUIRED_COLUMNS.get(job_type, REQUIRED_COLUMNS[None]):
+        if cells[column] is None and column not in unreadable:
+            problems.append(f"{column} is empty; {_expected(column, job_type)}")
+    if problems:
+        # cell_value names the job when it can; without an id, the caller's row names it
+        named = [
+            p.removeprefix(": ") if not owner else p if p.startswith(owner) else f"{owner}: {p}"
+            for p in problems
+        ]
+        raise ScenarioError("; ".join(named), named)
+    assert job_id is not None and job_type is not None  # (both given: no problem above)
+    return job_id, job_type, cells
+
+
+def _expected(column: str, job_type: str | None) -> str:
+    """What a required cell holds, said to whoever left it empty."""
+    if column in ("gpus_min", "gpus_max"):
+        if job_type == REALTIME_TYPE:
+            return "enter a whole number of GPUs >= 0"
+        if job_type in BATCH_TYPES:
+            return "enter a power of two: 1, 2, 4, 8, ..."
+        return "enter a whole number of GPUs (a power of two for a batch type)"
+    return _EXPECTED_CELL[column]
 
 
 def parse_previous_gpus(owner: str, text: str | None) -> list[int] | None:

@@ -700,7 +700,7 @@ def test_adding_and_deleting_rows_in_the_jobs_editor():
     at.run()
     assert active(at) == after
     issues = at.dataframe[-1].value
-    assert list(issues["job"]) == ["half-typed"] and "type" in issues["issue"].iloc[0]
+    assert set(issues["job"]) == {"half-typed"} and issues["issue"].iloc[0].startswith("type")
 
 
 def test_training_estimate_adds_a_job_sized_for_the_cluster():
