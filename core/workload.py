@@ -23,8 +23,8 @@ from .formats.jobrow import (
     INT_COLUMNS,
     ROW_COLUMNS,
     cell_value,
-    job_from_row,
     job_to_row,
+    read_row,
 )
 from .formats.jobrow import (
     NO_GPUS as NO_GPUS,  # the editor's pages show this notation
@@ -74,11 +74,13 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @dataclass
 class EditResult:
-    """What the editor's tables make: a scenario when valid, otherwise the problems by row."""
+    """What the editor's tables make: a scenario when valid, otherwise the problems by row;
+    and by row, the cells its job ignores (valid values in columns its type does not use)."""
 
     scenario: Scenario | None
     row_issues: dict[int, list[str]] = field(default_factory=dict)
     general: list[str] = field(default_factory=list)
+    ignored: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -94,10 +96,10 @@ def scenario_from_editor(
     """
     T = base.cluster.horizon_steps
     old = {j.id: j for j in base.jobs}
-    built, row_of_job, issues = [], {}, {}
+    built, row_of_job, issues, ignored = [], {}, {}, {}
     for row_number, (_, row) in enumerate(jobs.iterrows()):
         try:
-            job = _editor_job(row, demand, old, T)
+            job, unused = _editor_job(row, demand, old, T)
         except ScenarioError as e:
             issues.setdefault(row_number, []).extend(_strip_owner(p) for p in e.problems)
             continue
@@ -106,10 +108,12 @@ def scenario_from_editor(
             continue
         built.append(job)
         row_of_job.setdefault(job.id, []).append(row_number)
+        if unused:
+            ignored[row_number] = unused
     if issues:
-        return EditResult(None, issues)
+        return EditResult(None, issues, ignored=ignored)
     try:
-        return EditResult(base.replace(jobs=tuple(built)))
+        return EditResult(base.replace(jobs=tuple(built)), ignored=ignored)
     except ScenarioError as e:
         general = []
         for problem in e.problems:
@@ -121,7 +125,7 @@ def scenario_from_editor(
                     issues.setdefault(r, []).append(_strip_owner(problem))
             else:
                 general.append(problem)
-        return EditResult(None, issues, general)
+        return EditResult(None, issues, general, ignored)
 
 
 @dataclass(eq=False)
@@ -153,15 +157,16 @@ class PendingEdits:
 
 
 def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
-    """One editor row through the job-row codec; demand, history and actual work as the
-    editor keeps them (a demand column, else the old job's, else gpus_min at every step)."""
+    """One editor row through the job-row codec, and the cells its job ignores; demand, history
+    and actual work as the editor keeps them (a demand column, else the old job's, else
+    gpus_min at every step; a batch job's actual work while it stays batch)."""
     cells = {c: row.get(c) for c in JOB_TABLE_COLUMNS}
     job_id = cell_value("", "id", cells["id"])
     previous = old.get(job_id)
-    if isinstance(previous, BatchJob) and previous.gpu_hours_actual is not None:
-        cells["gpu_hours_actual"] = previous.gpu_hours_actual
     if cell_value("", "type", cells["type"]) != REALTIME_TYPE:
-        return job_from_row(cells)
+        if isinstance(previous, BatchJob) and previous.gpu_hours_actual is not None:
+            cells["gpu_hours_actual"] = previous.gpu_hours_actual
+        return read_row(cells)
     if demand is not None and job_id in demand.columns:
         values = [cell_value(f"job '{job_id}'", "demand", v) for v in demand[job_id].tolist()]
         series = [0.0 if v is None else v for v in values]
@@ -171,7 +176,7 @@ def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
         gpus_min = cell_value(f"job '{job_id}'", "gpus_min", cells["gpus_min"])
         series = [gpus_min if isinstance(gpus_min, int | float) else 0] * T
     history = previous.history if isinstance(previous, RealtimeJob) else None
-    return job_from_row(cells, demand=series, history=history, defaults={"swap_cap": 0})
+    return read_row(cells, demand=series, history=history, defaults={"swap_cap": 0})
 
 
 def _strip_owner(problem: str) -> str:
@@ -198,6 +203,16 @@ def issues_table(jobs: pd.DataFrame, result: EditResult) -> pd.DataFrame:
     for problem in result.general:
         lines.append({"row": None, "job": "", "issue": shown(problem)})
     return pd.DataFrame(lines, columns=["row", "job", "issue"])
+
+
+def ignored_lines(jobs: pd.DataFrame, result: EditResult) -> list[str]:
+    """One line per cell the edited jobs ignore, naming its row (as the editor numbers it),
+    job and field: "row 2, job 'chat-api': gpu_hours 5 does not apply to a realtime job ..."."""
+    return [
+        f"row {r + 1}, job '{shown(str(jobs.iloc[r]['id']).strip())}': {shown(line)}"
+        for r in sorted(result.ignored)
+        for line in result.ignored[r]
+    ]
 
 
 KEEP = "keep"  # with_controls: leave the coverage target as the scenario has it

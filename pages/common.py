@@ -32,6 +32,7 @@ from core.workload import (  # noqa: F401  (re-exported for the pages)
     default_capacity,
     editor_tables,
     forecast_window,
+    ignored_lines,
     issues_table,
     scenario_from_editor,
     scenario_from_uploads,

@@ -319,12 +319,35 @@ with demand_tab:
             )
         edited_demand = edited.drop(columns=["time"])
 
+K_IGNORED = "wl_ignored_cells"  # cells the last applied edits did not use: said after the rerun
+
 result = common.scenario_from_editor(s, edited_jobs, edited_demand)
+ignored = common.ignored_lines(edited_jobs, result)
 if result.ok:
     st.session_state.pop(common.K_PENDING_EDITS, None)
-if result.ok and result.scenario != s:
-    common.set_scenario(result.scenario, "edited")
+if result.ok and (result.scenario != s or ignored):
+    # Valid edits become the workload, and the editors are drawn from it: a value in a cell
+    # its job's type does not use is cleared there, so the tables show what is planned.
+    if ignored:
+        st.session_state[K_IGNORED] = ignored
+    if result.scenario != s:
+        common.set_scenario(result.scenario, "edited")
+    else:
+        common.renew_editors()
     st.rerun()
+cleared = st.session_state.pop(K_IGNORED, None)
+if cleared or ignored:
+    st.warning(
+        (
+            "**Cleared: these cells do not apply to their job's type**, so the workload does "
+            "not use them (change the type first to give a job such a value):"
+            if cleared
+            else "**These cells do not apply to their job's type**: they will be cleared, not "
+            "used, when the edits are valid:"
+        )
+        + "".join(f"\n- {line}" for line in cleared or ignored),
+        icon=":material/ink_eraser:",
+    )
 if not result.ok:
     common.keep_pending_edits(s, edited_jobs, edited_demand)  # kept when the page is left
     message, discard = st.columns([5, 1], vertical_alignment="center")

@@ -410,6 +410,17 @@ BAD_TABLES = [
         "step,job_id,demand\n0,c,1\n1,c,1\n",
         ["jobs.csv: row 2", "job 'c'", "cannot be running"],
     ),
+    # an invalid value in a column the row's type does not use: refused, not dropped
+    (
+        HEADER + "\nc,realtime,1,,1,2,-5,1\n",
+        "step,job_id,demand\n0,c,1\n1,c,1\n",
+        ["jobs.csv: row 2", "job 'c'", "gpu_hours -5 does not apply to a realtime job"],
+    ),
+    (
+        HEADER + "\na,training,1,0,1,2,4,-1\n",
+        "step,job_id,demand\n",
+        ["jobs.csv: row 2", "job 'a'", "swap_cap -1 does not apply to a training job"],
+    ),
     # integers too large for a float, and numbers with absurdly many digits
     (
         HEADER + "\na,training,1,0,1,2,1" + "0" * 400 + ",\n",

@@ -119,6 +119,84 @@ def test_a_half_typed_jobs_csv_row_names_its_row_and_empty_cells():
     ]
 
 
+REALTIME_ROW, BATCH_ROW = 1, 2  # chat-api and dpo-13b in mixed-control
+
+
+@pytest.mark.parametrize(
+    "row, column, value, issue",
+    [
+        # batch-only cells of a real-time row: -5 was silently dropped
+        (
+            REALTIME_ROW,
+            "gpu_hours",
+            -5.0,
+            "gpu_hours -5 does not apply to a realtime job (batch types only) and is not valid "
+            "either (must be > 0); clear the cell",
+        ),
+        (
+            REALTIME_ROW,
+            "arrival_step",
+            -3,
+            "arrival_step -3 does not apply to a realtime job (batch types only) and is not "
+            "valid either (must be a whole number >= 0); clear the cell",
+        ),
+        (REALTIME_ROW, "deadline_step", -1, "deadline_step -1 does not apply to a realtime job"),
+        # real-time-only cells of a batch row
+        (
+            BATCH_ROW,
+            "swap_cap",
+            -1,
+            "swap_cap -1 does not apply to a training job (realtime only) and is not valid "
+            "either (must be a whole number >= 0); clear the cell",
+        ),
+        (BATCH_ROW, "previous_gpus", "six", "previous_gpus 'six' does not apply to a training"),
+    ],
+)
+def test_an_invalid_value_in_a_cell_the_type_does_not_use_is_refused(row, column, value, issue):
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    jobs, demand = workload.editor_tables(s)
+    jobs.iloc[row, jobs.columns.get_loc(column)] = value
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert not result.ok and list(result.row_issues) == [row]
+    assert result.row_issues[row][0].startswith(issue), result.row_issues
+
+
+@pytest.mark.parametrize(
+    "row, column, value, line",
+    [
+        (REALTIME_ROW, "gpu_hours", 5.0, "gpu_hours 5 does not apply to a realtime job"),
+        (REALTIME_ROW, "deadline_step", 3, "deadline_step 3 does not apply to a realtime job"),
+        (BATCH_ROW, "swap_cap", 2, "swap_cap 2 does not apply to a training job (realtime only)"),
+        (BATCH_ROW, "previous_gpus", "6 7", "previous_gpus '6 7' does not apply to a training"),
+    ],
+)
+def test_a_valid_value_in_a_cell_the_type_does_not_use_is_said_to_be_ignored(
+    row, column, value, line
+):
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    jobs, demand = workload.editor_tables(s)
+    jobs.iloc[row, jobs.columns.get_loc(column)] = value
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert result.ok and result.scenario == s  # the job has no such field: nothing changes
+    [said] = workload.ignored_lines(jobs, result)
+    assert said.startswith(f"row {row + 1}, job '{s.jobs[row].id}': {line}"), said
+
+
+def test_a_batch_row_turned_realtime_says_which_of_its_cells_are_dropped():
+    s = load_scenario(SCENARIOS_DIR / "mixed-control.json")
+    jobs, demand = workload.editor_tables(s)
+    row = [j.id for j in s.jobs].index("train-0")
+    jobs.iloc[row, jobs.columns.get_loc("type")] = "realtime"
+    result = workload.scenario_from_editor(s, jobs, demand)
+    assert result.ok and result.scenario.jobs[row].is_realtime
+    assert workload.ignored_lines(jobs, result) == [
+        f"row {row + 1}, job 'train-0': arrival_step 2 does not apply to a realtime job (batch "
+        "types only)",
+        f"row {row + 1}, job 'train-0': gpu_hours 140 does not apply to a realtime job (batch "
+        "types only)",
+    ]
+
+
 def test_a_duplicate_id_is_reported_on_both_rows(scenarios_dir):
     s = load_scenario(scenarios_dir / "example.json")
     jobs, demand = workload.editor_tables(s)

@@ -8,7 +8,10 @@ nullable columns); both are read by the same rules, so a row means the same in e
 - `previous_gpus` is GPU numbers separated by spaces or commas; `[]` means "held no GPU before
   step 0" and blank means "unknown: step 0 is free" (README, Decisions);
 - the three `running_*` cells go together: some given and others blank is an error, never a
-  job silently not running.
+  job silently not running;
+- a column that does not apply to the row's type (gpu_hours on a realtime row, swap_cap on a
+  batch one) must hold a valid value or nothing: the job ignores a valid one, and `read_row`
+  says which; an invalid one (-5) is refused, not passed over.
 
 Messages name the job and the field ("job 'a': priority must be a number"); callers add the
 file and row.
@@ -24,6 +27,7 @@ from typing import Any
 from ..model import (
     BATCH_TYPES,
     JOB_TYPES,
+    MAX_NUMBER,
     REALTIME_TYPE,
     Job,
     RealtimeJob,
@@ -77,6 +81,20 @@ _EXPECTED_CELL = {
     "gpu_hours": "enter the work in GPU-hours, a number > 0",
     "swap_cap": "enter the GPUs it may gain plus release per step, a whole number >= 0",
 }
+# Columns one kind of job has and the other has not (README, Decisions: a valid value there is
+# ignored and said to be, an invalid one refused).
+BATCH_ONLY_COLUMNS = (
+    "arrival_step",
+    "gpu_hours",
+    "gpu_hours_actual",
+    "deadline_step",
+    *RUNNING_COLUMNS,
+)
+REALTIME_ONLY_COLUMNS = ("swap_cap", "previous_gpus")
+_APPLIES_TO = {
+    **dict.fromkeys(BATCH_ONLY_COLUMNS, "batch types"),
+    **dict.fromkeys(REALTIME_ONLY_COLUMNS, "realtime"),
+}
 # previous_gpus: blank = nothing known (step 0 is free); NO_GPUS = held no GPU before step 0.
 NO_GPUS = "[]"
 
@@ -123,6 +141,19 @@ def job_from_row(
 
     `defaults` fill blank cells (the editor starts a new service with swap_cap 0).
     """
+    return read_row(row, demand=demand, history=history, defaults=defaults)[0]
+
+
+def read_row(
+    row: Mapping[str, Any],
+    *,
+    demand: Sequence[float] | None = None,
+    history: Sequence[float] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> tuple[Job, list[str]]:
+    """(the job, the cells it ignores): as `job_from_row`, and for each valid value in a column
+    that does not apply to the row's type, a line saying so ("gpu_hours 5 does not apply to a
+    realtime job (batch types only)"). An invalid value there is refused, as anywhere."""
     job_id, job_type, cells = _read_cells(row, defaults)
     owner = f"job '{shown(job_id)}'"
     raw: dict[str, Any] = {"id": job_id, "type": job_type, "team": cells["team"]}
@@ -156,7 +187,14 @@ def job_from_row(
                 )
             keys = ("gpu_start", "gpus", "remaining_steps")
             raw["running"] = dict(zip(keys, running, strict=True))
-    return job_from_dict({k: v for k, v in raw.items() if v is not None}, 0)
+    job = job_from_dict({k: v for k, v in raw.items() if v is not None}, 0)
+    ignored = [
+        f"{column} {_shown_value(cells[column])} does not apply to a {job_type} job "
+        f"({_APPLIES_TO[column]} only)"
+        for column in _not_applying(job_type)
+        if cells[column] is not None
+    ]
+    return job, ignored
 
 
 def _read_cells(
@@ -189,6 +227,8 @@ def _read_cells(
     for column in REQUIRED_COLUMNS.get(job_type, REQUIRED_COLUMNS[None]):
         if cells[column] is None and column not in unreadable:
             problems.append(f"{column} is empty; {_expected(column, job_type)}")
+    if job_type in JOB_TYPES:
+        problems.extend(_misplaced_problems(job_type, cells))
     if problems:
         # cell_value names the job when it can; without an id, the caller's row names it
         named = [
@@ -209,6 +249,63 @@ def _expected(column: str, job_type: str | None) -> str:
             return "enter a power of two: 1, 2, 4, 8, ..."
         return "enter a whole number of GPUs (a power of two for a batch type)"
     return _EXPECTED_CELL[column]
+
+
+def _not_applying(job_type: str) -> tuple[str, ...]:
+    """The columns a job of this type has no field for (a realtime row's running cells are
+    refused on their own: a dropped pin would be a job silently not running)."""
+    if job_type == REALTIME_TYPE:
+        return tuple(c for c in BATCH_ONLY_COLUMNS if c not in RUNNING_COLUMNS)
+    return REALTIME_ONLY_COLUMNS
+
+
+def _misplaced_problems(job_type: str, cells: Mapping[str, Any]) -> list[str]:
+    """Invalid values in columns the type does not use: a typo or a wrong type, not to be
+    passed over silently."""
+    problems = []
+    for column in _not_applying(job_type):
+        value = cells[column]
+        rule = None if value is None else _broken_rule(column, value)
+        if rule is not None:
+            problems.append(
+                f"{column} {_shown_value(value)} does not apply to a {job_type} job "
+                f"({_APPLIES_TO[column]} only) and is not valid either ({rule}); clear the cell"
+            )
+    return problems
+
+
+def _broken_rule(column: str, value: Any) -> str | None:
+    """The rule `value` breaks as a value of `column` wherever the column applies, or None.
+    (Only the columns one type lacks are asked about; the running cells are not among them.)"""
+    if column == "previous_gpus":
+        try:
+            values = parse_previous_gpus("", value) or []
+        except ScenarioError:
+            return "must be GPU numbers separated by spaces, or []"
+    else:
+        values = [value]
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return "must be a number"
+        if isinstance(v, float) and not math.isfinite(v):
+            return "must be finite"
+        if abs(v) > MAX_NUMBER:  # (exact for ints of any size)
+            return f"must be at most {MAX_NUMBER:g}"
+        if column in ("gpu_hours", "gpu_hours_actual"):
+            if v <= 0:
+                return "must be > 0"
+        elif v != int(v) or v < 0:
+            return "must be a whole number >= 0"
+    return None
+
+
+def _shown_value(value: Any) -> str:
+    """A cell's value in a message: text quoted, numbers as typed, none of it overlong."""
+    if isinstance(value, str):
+        text = repr(shown(value))
+    else:
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 def parse_previous_gpus(owner: str, text: str | None) -> list[int] | None:

@@ -78,6 +78,43 @@ def test_a_half_typed_new_row_names_its_row_and_each_empty_cell():
     assert not any("None" in issue for _, _, issue in lines)
 
 
+def test_a_cell_that_does_not_apply_is_refused_when_invalid_and_cleared_when_valid():
+    # A real-time row took gpu_hours -5 (or any value) silently: it was simply not used.
+    at = open_page()
+    before = active(at)
+    row = next(k for k, j in enumerate(before.jobs) if j.is_realtime)
+    service = before.jobs[row].id
+    edit(at, {row: {"gpu_hours": -5}})
+    assert active(at) == before and "not active" in errors(at).replace("*", "")
+    table = at.dataframe[-1].value
+    assert list(zip(table["row"], table["job"], strict=True)) == [(row + 1, service)]
+    assert (
+        table["issue"]
+        .iloc[0]
+        .startswith(
+            "gpu_hours -5 does not apply to a realtime job (batch types only) and is not valid "
+            "either (must be > 0)"
+        )
+    )
+
+    at.button(key="wl_discard_edits").click().run()
+    edit(at, {row: {"gpu_hours": 5, "swap_cap": 3}})  # a valid value is not used: said so
+    assert not at.error and active(at).jobs[row].swap_cap == 3
+    assert active(at).jobs[row].is_realtime  # (a real-time job has no gpu_hours to set)
+    said = warnings(at)
+    assert "Cleared" in said
+    assert f"row {row + 1}, job '{service}': gpu_hours 5 does not apply to a realtime job" in said
+    assert at.data_editor(key=editor_key(at)).value["gpu_hours"].isna().iloc[row]
+    at.run()  # said once, after the edit
+    assert "Cleared" not in warnings(at)
+
+    capped = active(at)
+    edit(at, {row: {"deadline_step": 4}})  # the workload unchanged: still cleared, still said
+    assert active(at) == capped
+    assert "deadline_step 4 does not apply to a realtime job" in warnings(at)
+    assert at.data_editor(key=editor_key(at)).value["deadline_step"].isna().iloc[row]
+
+
 def test_reload_loads_the_builtin_again():
     # Setting the selector's key after it was drawn raised StreamlitWidgetAlreadyInstantiatedError.
     at = open_page()

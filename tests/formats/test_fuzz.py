@@ -299,5 +299,6 @@ def test_random_editor_cells(changes):
     def edit():
         result = workload.scenario_from_editor(base, jobs, demand)
         workload.issues_table(jobs, result)
+        workload.ignored_lines(jobs, result)
 
     assert_loads_or_refuses(edit)
