@@ -249,10 +249,11 @@ with jobs_tab:
         placeholder="",
         height=min(35 * (len(jobs_table) + 2) + 3, 740),
         column_config={
-            "id": st.column_config.TextColumn("id", required=True, help="unique job id"),
-            "type": st.column_config.SelectboxColumn(
-                "type", options=common.JOB_TYPE_OPTIONS, required=True
-            ),
+            # Not `required`: the grid holds back a new row with a required cell empty, and
+            # drops it unsaid when another edit redraws the editor. Every row reaches
+            # validation, which names each empty cell and what belongs there.
+            "id": st.column_config.TextColumn("id", help="unique job id"),
+            "type": st.column_config.SelectboxColumn("type", options=common.JOB_TYPE_OPTIONS),
             # No min_value on any number column: the grid drops a typed minus sign under
             # one, so -5 became 5 and passed. Every value reaches validation, which names
             # the row, the job and the field.
