@@ -1,5 +1,7 @@
 """Plan & compare: set the policy, run the planners, compare KPIs and grids, export any plan."""
 
+import math
+
 import streamlit as st
 
 from core import charts, tables, views
@@ -54,6 +56,26 @@ def _apply_controls() -> None:
         common.set_scenario(new, reset_controls=False)
 
 
+# The decay slider moves in DECAY_STEP steps; the number beside it holds any decay exactly (a
+# step-length conversion makes 0.98489 of 0.97), and each control follows the other.
+DECAY_STEP = 0.005
+DECAY_KEYS = (f"{P}decay", f"{P}decay_exact")
+
+
+def _apply_decay(key: str) -> None:
+    """on_change of either decay control: the other one shows the same value, then apply."""
+    value = st.session_state[key]
+    for other in DECAY_KEYS:
+        st.session_state[other] = value
+    _apply_controls()
+
+
+def _slider_low(decay: float) -> float:
+    """The slider's minimum: 0.80, or lower on the slider's own grid for a lower decay (a
+    minimum off the grid would shift every step of it, 0.97 included)."""
+    return min(0.80, round(math.floor(decay / DECAY_STEP + 1e-9) * DECAY_STEP, 3))
+
+
 def _share(percent: float | None) -> float | None:
     """The target control's percent as a share (empty: no target)."""
     return None if percent is None else float(percent) / 100.0
@@ -61,7 +83,8 @@ def _share(percent: float | None) -> float | None:
 
 # --- controls --------------------------------------------------------------------------------
 policy, step_minutes = s.policy, s.cluster.step_minutes
-common.init_widget(f"{P}decay", float(policy.decay))
+for key in DECAY_KEYS:
+    common.init_widget(key, float(policy.decay))
 common.init_widget(f"{P}penalty", float(policy.penalty_weight))
 common.init_widget("plan_planners", default_planners())
 common.init_widget("plan_time_limit", 10)
@@ -69,16 +92,31 @@ common.init_widget("plan_time_limit", 10)
 with st.container(border=True):
     c1, c2, c3 = st.columns([3, 3, 2])
     with c1:
-        st.slider(
+        slide, exact = st.columns([2, 1], vertical_alignment="bottom")
+        slide.slider(
             "Reward decay per step",
-            min_value=min(0.80, policy.decay),
+            min_value=_slider_low(st.session_state[f"{P}decay"]),
             max_value=1.0,
-            step=0.005,
+            step=DECAY_STEP,
             format="%.3f",
             key=f"{P}decay",
-            on_change=_apply_controls,
+            on_change=_apply_decay,
+            args=(f"{P}decay",),
             help="A GPU-step of batch work at step t is worth decay^t: lower "
             "decay rewards starting valuable work sooner.",
+        )
+        exact.number_input(
+            "Exact",
+            min_value=0.0,
+            max_value=1.0,
+            step=0.001,
+            format="%.5f",
+            key=f"{P}decay_exact",
+            on_change=_apply_decay,
+            args=(f"{P}decay_exact",),
+            help=f"The decay per step as a number: any value in (0, 1], kept as it is (the "
+            f"slider moves in steps of {DECAY_STEP}). A step-length conversion on the Workload "
+            "page sets it so that the half-life in hours stays.",
         )
         hours = policy.half_life_hours(step_minutes)
         if hours == float("inf"):

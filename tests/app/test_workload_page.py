@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.app.test_pages import active, errors, open_page, uploader
 
 
@@ -311,6 +313,33 @@ def test_a_step_that_divides_the_old_one_can_keep_the_hours():
     assert "Step changed" not in warnings(at)
     at.switch_page("pages/plan_compare.py").run()  # its decay slider takes the new decay
     assert not at.exception
+
+
+def test_a_converted_decay_is_kept_exactly_by_plan_and_compare():
+    # 60 -> 30 min makes the decay 0.97 ** 0.5 = 0.98489 per step: off the slider's 0.005
+    # steps, so touching the slider snapped it; the number beside it holds it as it is.
+    at = open_page()
+    at.number_input(key="wl_cluster_minutes").set_value(30).run()
+    at.button(key="wl_keep_hours").click().run()
+    converted = active(at).policy.decay
+    assert converted == pytest.approx(0.97**0.5) and round(converted / 0.005) * 0.005 != converted
+    at.switch_page("pages/plan_compare.py").run()
+    assert not at.exception
+    slider, exact = at.slider(key="ctl_scn_decay"), at.number_input(key="ctl_scn_decay_exact")
+    assert slider.value == exact.value == converted
+
+    slider.set_value(0.9).run()  # the slider for a round value: the number follows
+    assert active(at).policy.decay == 0.9 == at.number_input(key="ctl_scn_decay_exact").value
+    at.number_input(key="ctl_scn_decay_exact").set_value(converted).run()  # and back, exactly
+    assert active(at).policy.decay == converted == at.slider(key="ctl_scn_decay").value
+    at.slider(key="ctl_scn_penalty").set_value(6.0).run()  # another control leaves it be
+    assert active(at).policy.decay == converted and not at.exception
+
+    # a decay below the slider's 0.80 keeps its steps on round values (0.97 among them)
+    at.number_input(key="ctl_scn_decay_exact").set_value(0.7837).run()
+    slider = at.slider(key="ctl_scn_decay")
+    assert active(at).policy.decay == 0.7837 and slider.value == 0.7837 and slider.min == 0.78
+    assert (0.97 - slider.min) / slider.step == pytest.approx(38)
 
 
 def test_a_second_upload_is_read_alone_and_shows_its_own_error():
