@@ -60,6 +60,7 @@ def _apply_controls() -> None:
 # step-length conversion makes 0.98489 of 0.97), and each control follows the other.
 DECAY_STEP = 0.005
 DECAY_KEYS = (f"{P}decay", f"{P}decay_exact")
+PENALTY_STEP = 0.5
 
 
 def _apply_decay(key: str) -> None:
@@ -131,9 +132,11 @@ with st.container(border=True):
         st.slider(
             "Penalty weight for unmet real-time demand",
             key=f"{P}penalty",
-            min_value=min(5.0, policy.penalty_weight),
-            max_value=max(10.0, policy.penalty_weight),
-            step=0.5,
+            # ends on the 0.5 grid, so that a penalty outside 5-10 (4.3 from a file) does not
+            # shift every step off the round values, 8 among them
+            min_value=min(5.0, math.floor(policy.penalty_weight / PENALTY_STEP) * PENALTY_STEP),
+            max_value=max(10.0, math.ceil(policy.penalty_weight / PENALTY_STEP) * PENALTY_STEP),
+            step=PENALTY_STEP,
             on_change=_apply_controls,
             help="One GPU-step of unmet real-time demand costs this many GPU-steps of "
             "equal-priority batch work (default 8).",

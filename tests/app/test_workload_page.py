@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -340,6 +341,22 @@ def test_a_converted_decay_is_kept_exactly_by_plan_and_compare():
     slider = at.slider(key="ctl_scn_decay")
     assert active(at).policy.decay == 0.7837 and slider.value == 0.7837 and slider.min == 0.78
     assert (0.97 - slider.min) / slider.step == pytest.approx(38)
+
+
+def test_a_penalty_outside_the_slider_range_keeps_its_steps_on_round_values():
+    # a penalty of 4.3 (from a file) set the slider's minimum to 4.3, so its 0.5 steps ran
+    # 4.3, 4.8, ..., and the default 8 could not be chosen again; 12.2 likewise at the top
+    at = open_page()
+    for penalty, low, high in ((4.3, 4.0, 10.0), (12.2, 5.0, 12.5)):
+        s = active(at)
+        at.session_state["scenario"] = s.replace(policy=replace(s.policy, penalty_weight=penalty))
+        at.switch_page("pages/plan_compare.py").run()
+        slider = at.slider(key="ctl_scn_penalty")
+        assert (slider.value, slider.min, slider.max) == (penalty, low, high)
+        assert ((8.0 - slider.min) / slider.step).is_integer()
+        slider.set_value(8.0).run()
+        assert active(at).policy.penalty_weight == 8.0 and not at.exception
+        at.switch_page("pages/workload.py").run()
 
 
 def test_a_second_upload_is_read_alone_and_shows_its_own_error():
