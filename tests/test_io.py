@@ -160,6 +160,10 @@ BAD_SCENARIOS = [
     (mutate("cluster.start", "0001-01-01T00:00"), ["cluster", "start", "too early"]),
     (mutate("jobs.2.history", [1] * 100_001), ["job 'chat'", "history", "100,000"]),
     (mutate("jobs.2.demand", [1, 1e13, 1, 1]), ["job 'chat'", "demand[1]", "limit"]),
+    # a type as the JSON has it, not as Python prints it ("None", "'x'"), and not at any length
+    (mutate("jobs.0.type", None), ["job 'sft'", "type null is not one of", "training"]),
+    (mutate("jobs.0.type", "x" * 10_000), ["job 'sft'", 'type "xxxx', "(10002 characters)"]),
+    (mutate("jobs.0.type", ["training"]), ["job 'sft'", "type a list is not one of"]),
 ]
 
 

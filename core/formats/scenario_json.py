@@ -160,7 +160,13 @@ def job_from_dict(raw: Any, position: int) -> Job:
     _require(owner, raw, ("id", "type", "priority"))
     job_type = raw["type"]
     if job_type not in JOB_TYPES:
-        raise ScenarioError(f"{owner}: type {job_type!r} is not one of {', '.join(JOB_TYPES)}")
+        # shown as the JSON has it (null, 3, "gaming"), and not at any length
+        if isinstance(job_type, dict | list):
+            given = "an object" if isinstance(job_type, dict) else "a list"
+        else:
+            given = json.dumps(job_type)
+            given = given if len(given) <= 40 else f"{given[:30]}... ({len(given)} characters)"
+        raise ScenarioError(f"{owner}: type {given} is not one of {', '.join(JOB_TYPES)}")
     if job_type == REALTIME_TYPE:
         _no_unknown(owner, raw, _REALTIME_KEYS)
         _require(owner, raw, ("gpus_min", "gpus_max", "swap_cap", "demand"))
