@@ -98,15 +98,15 @@ def _render_body() -> None:
             "Helios `cluster_log.csv`; Acme traces."
         )
         return
-    trace = _trace(file)
-    if trace is None:
+    read = _trace(file)
+    if read is None:
         return
+    trace, defaults = read
     try:
         rules = _rules(rules_file)
     except ScenarioError as e:
         st.error(f"**The rules were not used.** {e}")
         return
-    defaults = default_window(trace)
     info = trace.info
     st.markdown(
         f"**{trace.name}**: {trace.label} · {info.rows:,} rows · trace from {defaults.first} "
@@ -142,13 +142,16 @@ def _file_token(file: Any) -> str:
     return f"{file.name}:{digest}"
 
 
-def _trace(file: Any) -> Trace | None:
-    """The upload parsed once (kept in the session); an error leaves the scenario as it is."""
+def _trace(file: Any) -> tuple[Trace, Any] | None:
+    """The upload parsed once, with its default window (kept in the session); an error leaves
+    the scenario as it is."""
     token = _file_token(file)
     held = st.session_state.get(K_TRACE)
     if held is None or held["id"] != token:
         try:
-            held = {"id": token, "trace": read_upload(file.name, file.getvalue()), "error": None}
+            trace = read_upload(file.name, file.getvalue())
+            # (its default window too: a trace with no GPU job is refused here, with a message)
+            held = {"id": token, "trace": trace, "defaults": default_window(trace), "error": None}
         except ScenarioError as e:
             held = {"id": token, "trace": None, "error": str(e)}
         st.session_state[K_TRACE] = held
@@ -158,7 +161,7 @@ def _trace(file: Any) -> Trace | None:
             f"**The history was not read; the active workload is unchanged.**\n\n{held['error']}"
         )
         return None
-    return held["trace"]
+    return held["trace"], held["defaults"]
 
 
 def _rules(rules_file: Any) -> ImportRules | None:

@@ -135,6 +135,26 @@ def test_a_broken_history_keeps_the_scenario_and_names_file_row_and_field():
     assert [b for b in at.button if b.key == "hi_load"] == []  # nothing to load
 
 
+@pytest.mark.parametrize("keep", ["header", "no gpus"])
+def test_a_history_with_no_gpu_job_is_refused_and_the_page_goes_on(keep):
+    """A header-only export, or a CPU partition's (no gres/gpu anywhere), raised from the
+    default window, outside the read's message: a traceback, and the page below it was gone."""
+    at = open_app()
+    before = at.session_state["scenario"]
+    lines = SACCT.read_text().splitlines()
+    if keep == "header":
+        lines = lines[:1]
+    else:
+        lines = [line.replace("gres/gpu", "gres/nic") for line in lines]
+    upload(at, "cpu.txt", ("\n".join(lines) + "\n").encode())
+    message = "\n".join(e.value for e in at.error)
+    assert "active workload is unchanged" in message
+    assert "cpu.txt: no job with GPUs in the file" in message
+    assert at.session_state["scenario"] == before
+    assert [b for b in at.button if b.key == "hi_load"] == []  # nothing to load
+    assert "Download the workload" in [h.value for h in at.subheader]  # the page goes on
+
+
 def test_a_history_above_the_upload_limit_is_refused(monkeypatch):
     from core import history_view
 
