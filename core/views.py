@@ -76,37 +76,23 @@ class UploadState:
     message: str = ""
 
 
-def upload_state(
-    file_names: Sequence[str],
-    header_of: Mapping[str, set[str]],
-    blank: Collection[str] = (),
-) -> UploadState:
+def upload_state(file_names: Sequence[str], header_of: Mapping[str, set[str]]) -> UploadState:
     """Wait for the second file of a CSV pair instead of failing on the first one alone.
 
-    A blank file (`blank`: names of files with nothing but white space) is no half of a pair:
-    it is read at once, so it is refused as "file is empty" as a blank JSON file is.
+    Only a CSV whose header is one half of the pair waits. Any other lone file is read at once:
+    a blank one is refused as "file is empty", a history (a sacct export saved as .csv) is read
+    as one, and anything else gets the reader's own message ("is not UTF-8 text", "not a format
+    gpuplan reads"), not a request for a second file it could never pair with.
     """
     if not file_names:
         return UploadState("empty")
-    if len(file_names) == 1 and file_names[0] in blank:
-        return UploadState("ready")
     if len(file_names) == 1 and file_names[0].lower().endswith(".csv"):
         header = header_of.get(file_names[0], set())
         if header >= {"id", "type"}:
             return UploadState("waiting", f"{file_names[0]} is the jobs CSV: add demand.csv too.")
         if header >= {"step", "job_id", "demand"}:
             return UploadState("waiting", f"{file_names[0]} is the demand CSV: add jobs.csv too.")
-        return UploadState(
-            "waiting",
-            f"{file_names[0]}: add the other file of the pair (jobs.csv with header id,type,... "
-            "and demand.csv with header step,job_id,demand).",
-        )
     return UploadState("ready")
-
-
-def is_blank(data: bytes) -> bool:
-    """Whether an uploaded file holds nothing but white space (or a byte-order mark)."""
-    return len(data) <= 4096 and not data.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
 
 
 def csv_header(data: bytes) -> set[str]:

@@ -204,8 +204,7 @@ def load_uploads(files: list[Any]) -> views.UploadState:
     """
     names = [f.name for f in files]
     headers = {f.name: views.csv_header(f.getvalue()) for f in files}
-    blank = {f.name for f in files if views.is_blank(f.getvalue())}
-    state = views.upload_state(names, headers, blank)
+    state = views.upload_state(names, headers)
     if state.kind != "ready":
         refused_here = st.session_state.get(K_UPLOAD_REFUSED) == uploader_key()
         if files or not refused_here:  # (the uploader emptied after a refusal keeps its error)

@@ -402,6 +402,22 @@ def test_an_empty_csv_says_the_file_is_empty():
     assert not [i for i in at.info if "other file of the pair" in i.value]
 
 
+def test_a_lone_csv_that_is_no_half_of_a_pair_is_read_at_once():
+    # a binary file or a sacct export saved as .csv asked for "the other file of the pair"
+    from tests.paths import ROOT
+
+    at = open_page()
+    before = active(at)
+    uploader(at).set_value(("binary.csv", b"\xff\xfe\x00\x01garbage", "text/csv")).run()
+    assert not at.exception and active(at) == before
+    assert "binary.csv: is not UTF-8 text" in errors(at)
+    assert not [i for i in at.info if "other file of the pair" in i.value]
+    sacct = ROOT / "tests" / "formats" / "fixtures" / "sacct_quirks.txt"
+    uploader(at).set_value(("sacct.csv", sacct.read_bytes(), "text/csv")).run()
+    assert not at.exception and not errors(at)
+    assert active(at).cluster.gpus == 32  # the history's default window, as `gpuplan plan` reads
+
+
 def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
     # The labels said "up to 20 MB" while Streamlit's own hint said "100MB per file".
     import tomllib
