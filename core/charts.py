@@ -1046,7 +1046,7 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
         go.Scatter(
             x=[x.iloc[0], x.iloc[-1]] if len(x) else [],
             y=[gpus, gpus],
-            name=f"cluster: {gpus} GPUs",
+            name=f"cluster: {gpus:,} GPUs",
             mode="lines",
             line={"color": "#343a40", "dash": "dot", "width": 1.5},
             hoverinfo="skip",

@@ -118,10 +118,12 @@ def describe(d: Divergence) -> str:
     else:
         utilization = f"Lower utilization ({figures})"
     if d.completed == d.base_completed:
-        completed = f"the same completed jobs ({d.completed} of {d.batch_jobs})"
+        completed = f"the same completed jobs ({d.completed:,} of {d.batch_jobs:,})"
     else:
         more = "more" if d.completed > d.base_completed else "fewer"
-        completed = f"{more} completed jobs ({d.completed} vs {d.base_completed} of {d.batch_jobs})"
+        completed = (
+            f"{more} completed jobs ({d.completed:,} vs {d.base_completed:,} of {d.batch_jobs:,})"
+        )
     gain = d.value_gain
     if gain is None:
         value = f"value {d.value:,.0f} (against none)"

@@ -297,7 +297,7 @@ def _show_preview(trace: Trace, result: Any) -> None:
         f"Window {w['start']} to {w['end']}: {w['steps']} steps of {w['step_minutes']} min; peak "
         f"{w['peak_gpus_in_use']:g} GPUs in use. As run: utilization "
         f"{as_run['utilization']:.1%}, value {as_run['value']:,.0f}, "
-        f"{as_run['completed_jobs']}/{as_run['batch_jobs']} batch jobs completed."
+        f"{as_run['completed_jobs']:,}/{as_run['batch_jobs']:,} batch jobs completed."
     )
     table_col, chart_col = st.columns([2, 3])
     with table_col:
@@ -308,7 +308,7 @@ def _show_preview(trace: Trace, result: Any) -> None:
             width="stretch",
             height=35 * (len(counts) + 1) + 3,  # every count in view, no scrolling
             key="hi_counts",
-            column_config={"jobs": st.column_config.NumberColumn("jobs", format="%d")},
+            column_config={"jobs": st.column_config.NumberColumn("jobs", format="localized")},
         )
     with chart_col:
         st.plotly_chart(
@@ -317,7 +317,17 @@ def _show_preview(trace: Trace, result: Any) -> None:
             config={"displayModeBar": False},
         )
     if summary["realtime"]:
-        st.dataframe(realtime_rows(summary), hide_index=True, width="stretch", key="hi_rt")
+        st.dataframe(
+            realtime_rows(summary).round({"GPU-hours": 1}),
+            hide_index=True,
+            width="stretch",
+            key="hi_rt",
+            column_config={  # separators, and GPU-hours to the tenth
+                "jobs": st.column_config.NumberColumn(format="localized"),
+                "GPU-hours": st.column_config.NumberColumn(format="localized"),
+                "history (h)": st.column_config.NumberColumn(format="localized"),
+            },
+        )
     for note in summary["notes"]:
         st.caption(f"Note: {note}.")
     st.caption(f"Priority from {summary['priority_from']}.")

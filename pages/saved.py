@@ -119,6 +119,9 @@ st.dataframe(
     ),
     hide_index=True,
     width="stretch",
+    column_config={  # thousands separators for an import's counts
+        c: st.column_config.NumberColumn(format="localized") for c in ("GPUs", "jobs", "runs")
+    },
 )
 c1, c2, c3 = st.columns([3, 1, 1])
 with c1:

@@ -292,7 +292,7 @@ def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
     gaps = int(hourly.isna().sum())
     if gaps:
         warnings.append(
-            f"{name}: {gaps} of {len(hourly)} hours have no value (largest gap "
+            f"{name}: {gaps:,} of {len(hourly):,} hours have no value (largest gap "
             f"{_longest_run(hourly.isna().to_numpy())} hours); they are "
             "interpolated for fitting and ignored when scoring"
         )
