@@ -139,8 +139,10 @@ fresh = store is None or store["params"] != params
 estimate = views.replay_estimate_s(
     scenario, float(days), int(replan), planners, SEARCHING, REPLAN_TIME_LIMIT
 )
+searching = [common.planner_label(p) for p in planners if p in SEARCHING]
+# what a long replay is said to take, wherever the page asks for Run simulation
+takes = f"{'up to ' if searching else ''}about {views.duration_text(estimate)}"
 if estimate > views.AUTO_REPLAY_SECONDS and not run and (store is None or other_workload):
-    searching = [common.planner_label(p) for p in planners if p in SEARCHING]
     why = (
         f"{' and '.join(searching)} may search up to {REPLAN_TIME_LIMIT:g} s at each re-plan"
         if searching
@@ -148,8 +150,7 @@ if estimate > views.AUTO_REPLAY_SECONDS and not run and (store is None or other_
     )
     st.info(
         f"Replaying {scenario.name} over {views.plural(days, 'day')} re-plans it every {replan} "
-        f"min, and {why}: {'up to ' if searching else ''}about {views.duration_text(estimate)} in "
-        "all, so it runs when you press "
+        f"min, and {why}: {takes} in all, so it runs when you press "
         "**Run simulation** (a progress bar per planner shows how far it is)."
     )
     st.stop()
@@ -203,7 +204,7 @@ ran = (
 if fresh:
     st.info(
         f"The settings changed since this run (below: {ran}): press **Run simulation** to "
-        "replay them."
+        "replay them" + (f" ({takes})." if estimate > views.AUTO_REPLAY_SECONDS else ".")
     )
 for name, message in store["failed"].items():
     st.error(f"{name}: {message}")

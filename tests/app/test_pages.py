@@ -562,7 +562,12 @@ def test_horizon_never_shows_another_workloads_replay():
     assert not any("settings changed" in i.value for i in at.info)
     at.select_slider(key="hz_replan").set_value(120).run()  # the same workload: kept, marked
     assert at.session_state["hz_results"]["params"][2] == 60
-    assert any(f"below: {name} over" in i.value for i in at.info)
+    changed = [i.value for i in at.info if f"below: {name} over" in i.value]
+    assert len(changed) == 1 and changed[0].endswith("replay them.")  # quick: no time said
+    at.multiselect(key="hz_planners").set_value(["fifo", "thorough"]).run()  # a long one: said
+    changed = [i.value for i in at.info if f"below: {name} over" in i.value]
+    assert len(changed) == 1 and "replay them (up to about " in changed[0]
+    assert at.session_state["hz_results"]["params"][3] == ("fifo", "allocator")  # not run
 
 
 def test_horizon_waits_for_its_button_on_a_long_replay(monkeypatch):
