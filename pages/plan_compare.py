@@ -454,7 +454,7 @@ if s.realtime_jobs:
 st.subheader("Download a plan")
 export = st.selectbox("Plan to export", names, key="plan_export", format_func=common.planner_label)
 files = plan_exports(s, plans[export])
-cols = st.columns(len(files) + 1)
+cols = st.columns([*[1] * len(files), 2])  # (the last label is the long one)
 for col, (file_name, text) in zip(cols, files.items(), strict=False):
     col.download_button(
         file_name,
