@@ -722,6 +722,55 @@ def _kpi_change(key: str, a: Any, b: Any) -> str:
     return change if _shows_change(change) else "same"
 
 
+def job_differences(a: Scenario, b: Scenario, most: int = 5) -> list[str]:
+    """What tells two runs' workloads apart, in a planner's words, at most `most` lines: the
+    cluster, jobs only one has, and per job of both the fields that differ ("chat-api: swap_cap
+    2 vs 1"; a demand or history series as "demand differs")."""
+    from dataclasses import fields
+
+    lines = []
+    if a.cluster != b.cluster:
+        lines.append(f"cluster: {_cluster_words(a.cluster)} vs {_cluster_words(b.cluster)}")
+    jobs_a, jobs_b = {j.id: j for j in a.jobs}, {j.id: j for j in b.jobs}
+    for ids, where in ((jobs_a.keys() - jobs_b.keys(), "A"), (jobs_b.keys() - jobs_a.keys(), "B")):
+        if ids:
+            shown_ids = ", ".join(sorted(ids)[:3]) + (
+                f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+            )
+            lines.append(f"only in {where}: {plural(len(ids), 'job')} ({shown_ids})")
+    for job_id, ja in jobs_a.items():
+        jb = jobs_b.get(job_id)
+        if jb is None or ja == jb:
+            continue
+        if type(ja) is not type(jb):
+            lines.append(f"{job_id}: {ja.type} vs {jb.type}")
+            continue
+        parts = []
+        for f in fields(ja):
+            va, vb = getattr(ja, f.name), getattr(jb, f.name)
+            if _same(va, vb):
+                continue
+            series = isinstance(va, tuple | list) and len(va) > 3
+            parts.append(f"{f.name} differs" if series else f"{f.name} {va} vs {vb}")
+        if parts:
+            lines.append(f"{job_id}: {', '.join(parts)}")
+    return lines[:most] + ([f"and {len(lines) - most} more"] if len(lines) > most else [])
+
+
+def _cluster_words(c: Cluster) -> str:
+    return f"{c.gpus:,} GPUs x {c.horizon_steps:,} steps of {c.step_minutes} min from {c.start}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, where a series' missing hours (nan, unequal to itself) match each other."""
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        try:
+            return np.array_equal(np.asarray(a, float), np.asarray(b, float), equal_nan=True)
+        except (TypeError, ValueError):
+            pass
+    return a == b
+
+
 def saved_comparison(
     left: Scenario,
     left_metrics: Mapping[str, Any],

@@ -181,9 +181,10 @@ if left_s.jobs == right_s.jobs and left_s.cluster == right_s.cluster:
         placeholder="—",
     )
 else:
+    differences = views.job_differences(left_s, right_s)
     st.caption(
-        "The two runs are of different jobs or clusters: the per-job table needs the same jobs "
-        "on the same cluster."
+        "The two runs are of different jobs or clusters, so there is no per-job table (it needs "
+        "the same jobs on the same cluster). A vs B: " + "; ".join(differences) + "."
     )
 g1, g2 = st.columns(2)
 with g1:

@@ -505,3 +505,29 @@ def test_a_day_of_a_big_import_replays_on_opening_a_week_waits(example):
 )
 def test_duration_text(seconds, text):
     assert views.duration_text(seconds) == text
+
+
+def test_job_differences_say_what_tells_two_workloads_apart(example):
+    """Saved & compare dropped its per-job table for a swap cap changed on Plan & compare and
+    said only "different jobs or clusters"; the differences are now named."""
+    rt = example.realtime_jobs[0]
+    capped = example.replace(
+        jobs=tuple(
+            replace(j, swap_cap=j.swap_cap + 1) if j.id == rt.id else j for j in example.jobs
+        )
+    )
+    assert views.job_differences(example, capped) == [
+        f"{rt.id}: swap_cap {rt.swap_cap} vs {rt.swap_cap + 1}"
+    ]
+    assert views.job_differences(example, example) == []
+    raised = [replace(rt, demand=tuple(d + 1 for d in rt.demand))]
+    other = capped.replace(
+        cluster=Cluster(16, 60, example.cluster.horizon_steps, example.cluster.start),
+        jobs=(*example.batch_jobs[1:], *raised),
+    )
+    lines = views.job_differences(example, other)
+    assert lines[0].startswith("cluster: 8 GPUs x ") and " vs 16 GPUs x " in lines[0]
+    assert lines[1] == f"only in A: 1 job ({example.batch_jobs[0].id})"
+    assert lines[2] == f"{rt.id}: demand differs"
+    many = views.job_differences(example, other, most=2)
+    assert len(many) == 3 and many[-1] == "and 1 more"

@@ -116,7 +116,8 @@ def test_two_policies_of_the_same_jobs_compare_job_by_job(workspace_file):
     at = saved_page()
     at.selectbox(key="saved_run_b").set_value(ws.runs("fewer")[0].id).run()
     assert not any("job" in d.value.columns for d in at.dataframe)
-    assert any("different jobs or clusters" in c.value for c in at.caption)
+    said = [c.value for c in at.caption if "different jobs or clusters" in c.value]
+    assert len(said) == 1 and said[0].endswith(f"A vs B: only in A: 1 job ({mixed.jobs[-1].id}).")
 
 
 def test_an_unusable_workspace_is_a_message_and_keeps_the_workload(tmp_path, monkeypatch):
