@@ -164,7 +164,9 @@ except WorkspaceError as e:
     st.stop()
 
 kpis = views.saved_comparison(left_s, metrics(left_s, left_p), right_s, metrics(right_s, right_p))
-st.dataframe(kpis, hide_index=True, width="stretch", key="saved_kpis")
+st.dataframe(  # every KPI in view, without a scroll bar
+    kpis, hide_index=True, width="stretch", key="saved_kpis", height=35 * (len(kpis) + 1) + 3
+)
 # The per-job table needs the same jobs on the same cluster and clock; a policy what-if (another
 # penalty or decay, saved under another name) keeps them, and placements do not depend on it.
 if left_s.jobs == right_s.jobs and left_s.cluster == right_s.cluster:
