@@ -55,9 +55,14 @@ def shown(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _short(value: object) -> str:
-    text = repr(value)
+def clipped(text: str) -> str:
+    """A value's text in a message, not at any length: past 40 characters, its first 30 and
+    how long it is."""
     return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def _short(value: object) -> str:
+    return clipped(repr(value))
 
 
 def _join(problems: Sequence[str]) -> str:

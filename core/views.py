@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -726,8 +726,6 @@ def job_differences(a: Scenario, b: Scenario, most: int = 5) -> list[str]:
     """What tells two runs' workloads apart, in a planner's words, at most `most` lines: the
     cluster, jobs only one has, and per job of both the fields that differ ("chat-api: swap_cap
     2 vs 1"; a demand or history series as "demand differs")."""
-    from dataclasses import fields
-
     lines = []
     if a.cluster != b.cluster:
         lines.append(f"cluster: {_cluster_words(a.cluster)} vs {_cluster_words(b.cluster)}")

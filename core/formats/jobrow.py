@@ -32,6 +32,7 @@ from ..model import (
     Job,
     RealtimeJob,
     ScenarioError,
+    clipped,
     shown,
 )
 from .cells import number_cell, text_cell
@@ -305,7 +306,7 @@ def _shown_value(value: Any) -> str:
         text = repr(shown(value))
     else:
         text = f"{value:g}" if isinstance(value, float) else str(value)
-    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+    return clipped(text)
 
 
 def parse_previous_gpus(owner: str, text: str | None) -> list[int] | None:

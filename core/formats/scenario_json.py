@@ -21,6 +21,7 @@ from ..model import (
     Running,
     Scenario,
     ScenarioError,
+    clipped,
     shown,
 )
 from .cells import plain_number
@@ -164,8 +165,7 @@ def job_from_dict(raw: Any, position: int) -> Job:
         if isinstance(job_type, dict | list):
             given = "an object" if isinstance(job_type, dict) else "a list"
         else:
-            given = json.dumps(job_type)
-            given = given if len(given) <= 40 else f"{given[:30]}... ({len(given)} characters)"
+            given = clipped(json.dumps(job_type))
         raise ScenarioError(f"{owner}: type {given} is not one of {', '.join(JOB_TYPES)}")
     if job_type == REALTIME_TYPE:
         _no_unknown(owner, raw, _REALTIME_KEYS)
