@@ -44,7 +44,7 @@ from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 from statsmodels.tsa.seasonal import MSTL, STL
 
 from ..formats import decode_upload, read_text
-from ..model import MAX_DEMAND, ScenarioError
+from ..model import MAX_DEMAND, ScenarioError, clipped
 
 DAY = 24
 WEEK = 168
@@ -141,9 +141,10 @@ def _history_from_table(
     columns = [str(c).strip() for c in table.columns]
     table.columns = columns
     if len(columns) < 2:
+        found = f"one column, '{clipped(columns[0])}'" if columns else "no columns"
         raise ScenarioError(
-            f"{name}: needs a timestamp column and at least one numeric column, "
-            f"found only {columns!r}"
+            f"{name}: needs a timestamp column and at least one numeric column; "
+            f"its header has {found} (a CSV with a header like 'timestamp,requests')"
         )
     if len(table) == 0:
         raise ScenarioError(f"{name}: has a header but no data rows")

@@ -233,7 +233,8 @@ BAD_HISTORIES = [
         ["negative"],
     ),  # demand below zero
     ("\n".join(["timestamp,requests", *[f"{h},inf" for h in HOURS]]), ["not finite"]),
-    ("\n".join(["timestamp", *HOURS]), ["numeric column"]),  # no value column
+    ("\n".join(["timestamp", *HOURS]), ["numeric column", "one column, 'timestamp'"]),
+    ("hello world", ["numeric column", "one column, 'hello world'"]),  # a text file, not a CSV
     (
         "\n".join(["timestamp,requests", *[f"2026-01-{1 + d:02d},{d}" for d in range(28)]]),
         ["apart", "hourly"],
