@@ -126,3 +126,19 @@ def test_assignments_csv_carries_the_outcome_columns(small):
     assert by_name[("job", "A")] == "done, steps 1-2, waited 1 h, late"
     assert by_name[("job", "C")] == "not started"
     assert by_name[("team", "x")].startswith("6.5 GPU-h")
+
+
+def test_a_job_of_one_step_reads_as_one_step_in_the_summary():
+    import csv
+    import io
+
+    from core.formats import summary_to_csv
+
+    one = BatchJob("D", "quantization", 1, 1, 1, 1, arrival_step=0)
+    scenario = Scenario("one", Cluster(1, 60, 4), (one,), Policy())
+    plan = Plan(np.array([[-1, -1, 0, -1]]))
+    assert check(scenario, plan) == []
+    rows = list(csv.DictReader(io.StringIO(summary_to_csv(scenario, {"hand": plan}))))
+    assert {r["name"]: r["hand"] for r in rows if r["section"] == "job"} == {
+        "D": "done, step 2, waited 2 h"
+    }

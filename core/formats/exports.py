@@ -139,7 +139,9 @@ def _job_words(o: Any, hours: float) -> str:
     if p is None:
         words = "not started"
     elif o.completed:
-        words = f"done, steps {p.start_step}-{p.end_step - 1}"
+        last = p.end_step - 1
+        steps = f"step {last}" if last == p.start_step else f"steps {p.start_step}-{last}"
+        words = f"done, {steps}"
     else:
         words = f"cut by the horizon, from step {p.start_step}"
     if o.wait_steps:
