@@ -466,10 +466,11 @@ for col, (file_name, text) in zip(cols, files.items(), strict=False):
     )
 cols[-1].download_button(
     "summary.csv (all planners)",
-    summary_to_csv(s, plans),
+    summary_to_csv(s, plans, as_run),
     file_name=export_name(s, "summary", "") + ".csv",
     key="plan_dl_summary",
     mime="text/csv",
     width="stretch",
-    help="KPIs, every batch job and every team, one column per planner: a file to hand on.",
+    help="KPIs, every batch job and every team, one column per planner: a file to hand on."
+    + (" Its last column is what your scheduler ran (KPIs only)." if as_run is not None else ""),
 )

@@ -16,6 +16,8 @@ from ..tables import step_time
 from .cells import plain_number, write_csv
 from .grid import grid_to_csv
 
+AS_RUN_COLUMN = "as-run"  # summary.csv's column of what the real scheduler did (as_run "planner")
+
 ASSIGNMENT_COLUMNS = (
     "job_id",
     "type",
@@ -77,17 +79,25 @@ def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
     return write_csv(rows, columns)
 
 
-def summary_to_csv(scenario: Scenario, plans: Mapping[str, Plan]) -> str:
+def summary_to_csv(
+    scenario: Scenario, plans: Mapping[str, Plan], as_run: Mapping[str, Any] | None = None
+) -> str:
     """One table to hand on: KPIs, then every batch job and team, one column per planner.
 
     Columns `section` (setting, kpi, job or team), `name`, then one per planner; the settings
     the plans were made under come first (the same in every column: the file says what it is of
     on its own), KPI cells are numbers, job and team cells a short outcome ("done, steps 3-9,
     waited 1 h").
+
+    `as_run` (an imported history's as-run metrics, as `ImportResult.as_run`) adds a last
+    column `as-run`, what the real scheduler did in the window: its KPI cells where the import
+    measures them (blank where it does not, and the objective when it is None: computed under
+    another policy), blank job and team cells.
     """
-    from ..tables import kpi_table
+    from ..tables import KPI_COLUMNS, kpi_table
 
     names = list(plans)
+    columns = (*names, AS_RUN_COLUMN) if as_run is not None else tuple(names)
     c, policy = scenario.cluster, scenario.policy
     hours = c.step_hours
     settings = {
@@ -100,11 +110,14 @@ def summary_to_csv(scenario: Scenario, plans: Mapping[str, Plan]) -> str:
         "rt_coverage_target": policy.rt_coverage_target,
     }
     rows: list[dict[str, Any]] = [
-        {"section": "setting", "name": key, **dict.fromkeys(names, _kpi_cell(value))}
+        {"section": "setting", "name": key, **dict.fromkeys(columns, _kpi_cell(value))}
         for key, value in settings.items()
     ]
+    key_of = {label: key for key, label in KPI_COLUMNS}
     for record in kpi_table(scenario, plans).to_dict("records"):
         cells = {n: _kpi_cell(record[n]) for n in names}
+        if as_run is not None:
+            cells[AS_RUN_COLUMN] = _kpi_cell(as_run.get(key_of[record["KPI"]]))
         rows.append({"section": "kpi", "name": record["KPI"], **cells})
     outcomes = {n: job_outcomes(scenario, plan) for n, plan in plans.items()}
     for k, job in enumerate(scenario.batch_jobs):
@@ -122,7 +135,7 @@ def summary_to_csv(scenario: Scenario, plans: Mapping[str, Plan]) -> str:
                 else ""
             )
         rows.append({"section": "team", "name": team, **cells})
-    return write_csv(rows, ("section", "name", *names))
+    return write_csv(rows, ("section", "name", *columns))
 
 
 def _kpi_cell(value: Any) -> Any:

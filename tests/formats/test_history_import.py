@@ -132,6 +132,33 @@ def test_sacct_as_run_by_hand(sacct):
     assert sum(a["per_step"]["batch_gpus"]) == pytest.approx(142)
 
 
+def test_summary_csv_carries_the_as_run_beside_the_planners(sacct):
+    import csv
+    import io
+
+    from core.formats import summary_to_csv
+    from core.planners import solve
+
+    plans = {"fifo": solve(sacct.scenario, "fifo")}
+    text = summary_to_csv(sacct.scenario, plans, sacct.as_run)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == ["section", "name", "fifo", "as-run"]
+    cell = {(r["section"], r["name"]): r["as-run"] for r in rows}
+    a = sacct.as_run
+    assert float(cell[("kpi", "utilization")]) == pytest.approx(a["utilization"])
+    assert float(cell[("kpi", "value (priority-weighted GPU-h)")]) == pytest.approx(a["value"])
+    assert cell[("kpi", "completed jobs")] == "6"  # by hand, above
+    assert cell[("kpi", "real-time coverage")] == "1"
+    assert cell[("kpi", "reserved idle (GPU-h)")] == ""  # not measured for what ran
+    assert cell[("setting", "gpus")] == "32"
+    assert {v for (section, _), v in cell.items() if section == "job"} == {""}
+    # after a change of decay the page passes objective None: the cell is blank, not "None"
+    later = summary_to_csv(sacct.scenario, plans, {**a, "objective": None})
+    assert {r["name"]: r["as-run"] for r in csv.DictReader(io.StringIO(later))}["objective"] == ""
+    # without an as-run, no such column
+    assert "as-run" not in next(csv.reader(io.StringIO(summary_to_csv(sacct.scenario, plans))))
+
+
 def test_sacct_priority_ranked_into_one_to_ten():
     header = "JobID|Priority|Submit|Start|End|AllocTRES"
     rows = [
