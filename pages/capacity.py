@@ -243,8 +243,11 @@ if len(invalid):
         f"{invalid.iloc[0]['gpus']} GPUs: "
         f"{invalid.iloc[0]['error']}"
     )
-share = st.column_config.NumberColumn(format="percent")  # stored as fractions, shown as %
-hours = st.column_config.NumberColumn(format="%.1f")
+# Shares are stored as fractions and shown as percent to a tenth (`step` sets a named format's
+# precision), hours, value and objective to a tenth with separators: one precision per table.
+share = st.column_config.NumberColumn(format="percent", step=0.001)
+tenths = "%,.1f"
+hours = st.column_config.NumberColumn(format=tenths)
 st.dataframe(
     table,
     hide_index=True,
@@ -252,12 +255,14 @@ st.dataframe(
     placeholder="—",
     column_config={
         "utilization": share,
-        "allocated_fraction": st.column_config.NumberColumn("allocated", format="percent"),
-        "rt_coverage": st.column_config.NumberColumn("rt coverage", format="percent"),
-        "team_fairness": share,
-        "value": st.column_config.NumberColumn(format="localized"),
-        "objective": st.column_config.NumberColumn(format="%.1f"),
-        "runtime_ms": st.column_config.NumberColumn("runtime ms", format="%.1f"),
+        "allocated_fraction": st.column_config.NumberColumn(
+            "allocated", format="percent", step=0.001
+        ),
+        "rt_coverage": st.column_config.NumberColumn("rt coverage", format="percent", step=0.001),
+        "team_fairness": st.column_config.NumberColumn(format="%.3f"),  # Jain's index, in (0, 1]
+        "value": st.column_config.NumberColumn(format=tenths),
+        "objective": st.column_config.NumberColumn(format=tenths),
+        "runtime_ms": st.column_config.NumberColumn("runtime ms", format=tenths),
         **{
             column: hours
             for column in table.columns
