@@ -28,13 +28,9 @@ with st.container(border=True):
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])
     with c1:
         common.init_widget("bench_planners", default_planners())
-        planners = st.multiselect(
-            "Planners",
+        planners = common.choose_planners(
             PLANNER_NAMES,
-            key="bench_planners",
-            format_func=common.planner_label,
-            on_change=common.remember,
-            args=("bench_planners",),
+            "bench_planners",
             help=f"{common.planner_label(BASELINE)} is always included: value gains are "
             "against it.",
         )

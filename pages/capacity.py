@@ -101,13 +101,9 @@ with st.container(border=True):
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
         common.init_widget("cap_planners", [BASELINE, FAST])
-        planners = st.multiselect(
-            "Planners",
+        planners = common.choose_planners(
             available,
-            key="cap_planners",
-            format_func=common.planner_label,
-            on_change=common.remember,
-            args=("cap_planners",),
+            "cap_planners",
             help=f"{' and '.join(common.planner_label(p) for p in timed)} search up to the "
             "limit below at every point: keep their grids small.",
         )

@@ -368,6 +368,23 @@ def planner_label(name: str) -> str:
     return PLANNER_LABELS.get(name, name)
 
 
+def choose_planners(options: list[str], key: str, help: str) -> list[str]:
+    """The planners to run, as toggles wrapped onto as many rows as the column needs: every
+    option and whether it is on stay in view (a multiselect, or pills left on one row in a
+    column, scroll their first options out of sight once three or four are shown)."""
+    return st.pills(
+        "Planners",
+        options,
+        selection_mode="multi",
+        key=key,
+        format_func=planner_label,
+        on_change=remember,
+        args=(key,),
+        help=help,
+        wrap=True,
+    )
+
+
 def format_ms(ms: float) -> str:
     """A planner's runtime for people: '1.4 ms', '850 ms', '20.8 s'."""
     if ms >= 1000:

@@ -104,13 +104,9 @@ with st.container(border=True):
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
         common.init_widget("hz_planners", [BASELINE, FAST])
-        planners = st.multiselect(
-            "Planners",
+        planners = common.choose_planners(
             PLANNER_NAMES,
-            key="hz_planners",
-            format_func=common.planner_label,
-            on_change=common.remember,
-            args=("hz_planners",),
+            "hz_planners",
             help=f"{' and '.join(common.planner_label(p) for p in SEARCHING)} search at every "
             f"re-plan ({REPLAN_TIME_LIMIT:g} s limit each): slow over several days.",
         )

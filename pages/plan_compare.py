@@ -185,13 +185,9 @@ with st.container(border=True):
             )
     p1, p2 = st.columns([4, 1])
     with p1:
-        chosen = st.multiselect(
-            "Planners",
+        chosen = common.choose_planners(
             PLANNER_NAMES,
-            key="plan_planners",
-            format_func=common.planner_label,
-            on_change=common.remember,
-            args=("plan_planners",),
+            "plan_planners",
             help=f"{common.planner_label(BASELINE)} is always run as the baseline for the "
             f"deltas. {' and '.join(common.planner_label(p) for p in searching)} search up to the "
             "time limit and run only when you press Run.",

@@ -196,7 +196,7 @@ def test_fifo_the_allocator_and_full_plan_the_imported_window_beside_the_as_run(
     at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
     at.button(key="hi_load").click().run()
     at.switch_page("pages/plan_compare.py").run()
-    at.multiselect(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
+    at.pills(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
     at.number_input(key="plan_time_limit").set_value(5).run()
     at.button(key="plan_run").click().run()
     assert not at.exception and not at.error

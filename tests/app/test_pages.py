@@ -308,7 +308,7 @@ def test_policy_controls_change_the_scenario_and_the_plans():
 def test_full_planner_runs_on_request_with_bound_and_gap():
     at = open_page("pages/plan_compare.py")
     at.number_input(key="plan_time_limit").set_value(2).run()
-    at.multiselect(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
+    at.pills(key="plan_planners").set_value(["fifo", "allocator", "full"]).run()
     assert "full" not in at.session_state["plans"]["plans"]  # the MIP waits for the button
     at.button(key="plan_run").click().run(timeout=120)
     assert not at.exception
@@ -564,7 +564,7 @@ def test_horizon_never_shows_another_workloads_replay():
     assert at.session_state["hz_results"]["params"][2] == 60
     changed = [i.value for i in at.info if f"below: {name} over" in i.value]
     assert len(changed) == 1 and changed[0].endswith("replay them.")  # quick: no time said
-    at.multiselect(key="hz_planners").set_value(["fifo", "thorough"]).run()  # a long one: said
+    at.pills(key="hz_planners").set_value(["fifo", "thorough"]).run()  # a long one: said
     changed = [i.value for i in at.info if f"below: {name} over" in i.value]
     assert len(changed) == 1 and "replay them (up to about " in changed[0]
     assert at.session_state["hz_results"]["params"][3] == ("fifo", "allocator")  # not run
@@ -589,10 +589,10 @@ def test_horizon_waits_for_its_button_on_a_long_replay(monkeypatch):
     assert len(waiting) == 1 and "4,096 GPUs and" in waiting[0] and "about " in waiting[0]
     assert at.session_state["hz_results"]["params"][0].name == "rolling-surge"  # not replaced
     assert not any(c.value.startswith("Replay of") for c in at.caption)  # nor shown
-    at.multiselect(key="hz_planners").set_value(["fifo", "thorough"]).run()
+    at.pills(key="hz_planners").set_value(["fifo", "thorough"]).run()
     waiting = [i.value for i in at.info if "runs when you press **Run simulation**" in i.value]
     assert len(waiting) == 1 and "may search up to 2 s at each re-plan: up to about" in waiting[0]
-    at.multiselect(key="hz_planners").set_value(["fifo", "allocator"]).run()
+    at.pills(key="hz_planners").set_value(["fifo", "allocator"]).run()
     at.button(key="hz_run").click().run(timeout=300)
     assert not at.exception
     assert at.session_state["hz_results"]["params"][0] == big
@@ -855,7 +855,7 @@ def test_capacity_passes_its_search_limit_to_the_planners_that_take_one(monkeypa
         assert at.number_input(key="cap_time_limit").disabled  # FIFO and the allocator
         at.text_input(key="ctl_scn_cap_gpus").set_value("8")
         at.text_input(key="ctl_scn_cap_demand").set_value("1")
-        at.multiselect(key="cap_planners").set_value(["fifo", "thorough", "full"]).run()
+        at.pills(key="cap_planners").set_value(["fifo", "thorough", "full"]).run()
         assert not at.number_input(key="cap_time_limit").disabled
         at.number_input(key="cap_time_limit").set_value(2).run()
         at.button(key="cap_run").click().run(timeout=120)

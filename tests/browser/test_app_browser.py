@@ -165,6 +165,13 @@ def choose(page, label: str, option: str) -> None:
     settle(page)
 
 
+def toggle_planner(page, label: str) -> None:
+    """Turn a planner on or off: the pages list them as pills (toggle buttons) under "Planners"."""
+    pills = page.get_by_test_id("stButtonGroup").filter(has_text="Planners")
+    pills.get_by_role("button", name=label, exact=True).click()
+    settle(page)
+
+
 def no_exception(page) -> None:
     shown = page.get_by_test_id("stException")
     assert shown.count() == 0, shown.first.inner_text()
@@ -293,12 +300,7 @@ def test_the_thorough_allocator_runs_on_request_beside_the_fast_one(app_url, pag
     page.goto(f"{app_url}/plan_compare")
     page.get_by_role("heading", name="Plan & compare", level=1).wait_for()
     settle(page)
-    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
-    box.click()
-    box.press_sequentially("thorough", delay=20)
-    page.get_by_role("option").filter(has_text="Allocator (thorough)").first.click()
-    box.press("Escape")
-    settle(page)
+    toggle_planner(page, "Allocator (thorough)")
     no_exception(page)
     # a search: it waits for the button rather than running on every change
     assert page.get_by_text("Allocator (thorough) runs when you press").count() == 1
@@ -461,12 +463,7 @@ def test_capacity_runs_a_small_sweep_and_draws_the_chart(app_url, page):
     screenshot(page, "capacity")
 
     # Cancel: add the MIP planner (seconds a point), start, cancel; the last sweep stays.
-    box = page.get_by_test_id("stMultiSelect").filter(has_text="Planners").locator("input")
-    box.click()
-    box.press_sequentially("Full", delay=20)
-    page.get_by_role("option").filter(has_text="Full").first.click()
-    box.press("Escape")  # close the option list
-    settle(page)
+    toggle_planner(page, "Full (Pyomo + HiGHS)")
     page.get_by_role("button", name="Run sweep").click()
     page.get_by_role("button", name="Cancel").click(timeout=60000)
     settle(page)
