@@ -2492,24 +2492,29 @@ class _BlockCosts:
         return out
 
     def _block(self, b: int, block: int):
+        """`step_cost` at every step, written out (the window ranking's hot loop)."""
         cum, broken, blocked = [0.0], [0], [0]
         paid = {}  # step: its cost, where positive
         c = n_broken = n_blocked = 0
-        serving, running = self.serving, self.running
+        serving, running, idle, outside = self.serving, self.running, self.idle, ~block
         for t in range(self.T):
-            if not (serving[t] | running[t]) & block:  # the common case, written out
-                cum.append(c)
-                broken.append(n_broken)
-                blocked.append(n_blocked)
-                continue
-            cost = self.step_cost(t, block)
-            if cost is None:
+            on = serving[t] & block
+            if running[t] & block:
                 n_blocked += 1
-            elif cost >= 0.0:
-                n_broken += 1
-                c += cost
-                if cost > 0.0:
-                    paid[t] = cost
+            elif on:
+                k = on.bit_count() - (idle[t] & outside).bit_count()
+                if k <= 0:
+                    n_broken += 1
+                    c += 0.0
+                else:
+                    cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
+                    if cost == math.inf:
+                        n_blocked += 1
+                    else:
+                        n_broken += 1
+                        c += cost
+                        if cost > 0.0:
+                            paid[t] = cost
             cum.append(c)
             broken.append(n_broken)
             blocked.append(n_blocked)
