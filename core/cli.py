@@ -1153,8 +1153,11 @@ def _run_size(args: argparse.Namespace) -> int:
     print(json.dumps(json_safe(result), indent=2))
     if result["gpus"] is None:
         for name, reason in result["failed"].items():
-            limit = result["max_gpus"]
-            print(f"no size up to {limit} GPUs meets {name}: {reason}", file=sys.stderr)
+            if result["tried"]:
+                limit = result["max_gpus"]
+                print(f"no size up to {limit} GPUs meets {name}: {reason}", file=sys.stderr)
+            else:  # above the ceiling: no size was tried
+                print(f"size: {reason}", file=sys.stderr)
     return EXIT_OK
 
 

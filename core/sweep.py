@@ -572,6 +572,113 @@ def sweep_to_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 # Sizing
 
 
+@dataclass(frozen=True)
+class Ceiling:
+    """What no number of GPUs lifts: the most real-time coverage and the largest share of
+    completed batch jobs any plan reaches on a cluster of any size, each with the jobs that hold
+    it below all (a line per job: what limits it). Both are bounds every plan obeys, so a target
+    above one is missed at every size; one at or below it may still be missed by a planner."""
+
+    coverage: float
+    completed: float
+    coverage_limits: tuple[str, ...] = ()
+    completed_limits: tuple[str, ...] = ()
+
+    def misses(self, coverage: float | None, completed: float | None) -> dict[str, str]:
+        """Target name -> why no cluster size meets it, for the given targets above the
+        ceiling (at most three jobs named, then how many more)."""
+        out = {}
+        if coverage is not None and self.coverage < coverage - 1e-12:
+            out["coverage"] = (
+                f"no cluster size reaches {coverage * 100:g}% real-time coverage: at most "
+                f"{self.coverage:.2%} on any number of GPUs ({_first(self.coverage_limits)})"
+            )
+        if completed is not None and self.completed < completed - 1e-12:
+            out["completed"] = (
+                f"no cluster size completes {completed * 100:g}% of the batch jobs: at most "
+                f"{self.completed:.1%} on any number of GPUs ({_first(self.completed_limits)})"
+            )
+        return out
+
+
+def ceiling_at(scenario: Scenario, demand_scale: float = 1.0, work_scale: float = 1.0) -> Ceiling:
+    """The `Ceiling` of the scenario with demand and work scaled as a sweep point scales them
+    (the cluster size and the policy do not move it)."""
+    if demand_scale != 1:
+        scenario = scale_demand(scenario, demand_scale)
+    if work_scale != 1:
+        scenario = scale_work(scenario, work_scale)
+    return ceiling(scenario)
+
+
+def _first(lines: Sequence[str], shown: int = 3) -> str:
+    more = len(lines) - shown
+    return "; ".join(lines[:shown]) + (f"; and {more:,} more" if more > 0 else "")
+
+
+def ceiling(scenario: Scenario) -> Ceiling:
+    """The scenario's `Ceiling`. With GPUs to spare, each real-time job holds `gpus_max` from
+    the step its swap cap reaches it (from its `previous_gpus` at most `swap_cap` more a step;
+    step 0 is free without them) and covers min(demand, that); each batch job starts at its
+    arrival (running work: at step 0, as it runs) on its largest block, and completes where that
+    ends within the horizon."""
+    T = scenario.cluster.horizon_steps
+    demanded = served = 0.0
+    coverage_limits = []
+    for job in scenario.realtime_jobs:
+        start = None if job.previous_gpus is None else len(job.previous_gpus)
+        above_max, peak, ramp = 0, 0.0, []
+        for t, d in enumerate(job.demand):
+            reach = (
+                job.gpus_max if start is None else min(job.gpus_max, start + job.swap_cap * (t + 1))
+            )
+            demanded += d
+            served += min(d, reach)
+            if d > job.gpus_max + 1e-9:
+                above_max += 1
+                peak = max(peak, d)
+            elif d > reach + 1e-9:
+                ramp.append(t)
+        if above_max:
+            coverage_limits.append(
+                f"{job.id}: demand above gpus_max {job.gpus_max} at {_count(above_max, 'step')} "
+                f"of {T} (peak {peak:.4g})"
+            )
+        if ramp:
+            coverage_limits.append(
+                f"{job.id}: from its {_count(start, 'GPU')} at the start, swap_cap "
+                f"{job.swap_cap} trails its demand at {_count(len(ramp), 'step')} "
+                f"(steps {ramp[0]}-{ramp[-1]})"
+                if len(ramp) > 1
+                else f"{job.id}: from its {_count(start, 'GPU')} at the start, swap_cap "
+                f"{job.swap_cap} trails its demand at step {ramp[0]}"
+            )
+    completed_limits = []
+    batch = scenario.batch_jobs
+    for job in batch:
+        g = job.sizes()[-1]
+        begin = 0 if job.running is not None else job.arrival_step
+        end = begin + scenario.duration(job, g)
+        if end > T:
+            how = (
+                f"runs {scenario.duration(job, g)} more steps"
+                if job.running is not None
+                else f"arrives at step {begin} and needs {scenario.duration(job, g)} steps on "
+                f"{_count(g, 'GPU')}"
+            )
+            completed_limits.append(f"{job.id} {how}, past the {T}-step horizon")
+    return Ceiling(
+        served / demanded if demanded > 0 else 1.0,
+        (len(batch) - len(completed_limits)) / len(batch) if batch else 1.0,
+        tuple(coverage_limits),
+        tuple(completed_limits),
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
 def size(
     scenario: Scenario,
     coverage: float | None = None,
@@ -589,10 +696,26 @@ def size(
     so the answer is then verified one step below and walked down while that still meets them:
     the answer meets every target and the size one step below misses one (or is below `step`).
     Returns `gpus` (None when no size up to max_gpus meets the targets, with `failed` naming
-    each target missed at the largest size tried) and the metrics at every size tried;
-    `progress(gpus, row)` hears each size as it is tried (its row has `meets` per target).
+    each target missed at the largest size tried), the scenario's `ceiling` and the metrics at
+    every size tried; `progress(gpus, row)` hears each size as it is tried (its row has `meets`
+    per target). A target above the ceiling is missed at every size: then no size is tried, and
+    `failed` names the jobs that hold the ceiling down.
     """
     step, top = _size_range(scenario, coverage, completed, step, max_gpus)
+    bound = ceiling(scenario)
+    result: dict[str, Any] = {
+        "gpus": None,
+        "planner": planner,
+        "step": step,
+        "max_gpus": top,
+        "targets": {
+            k: v for k, v in (("coverage", coverage), ("completed", completed)) if v is not None
+        },
+        "ceiling": {"coverage": bound.coverage, "completed": bound.completed},
+    }
+    unreachable = bound.misses(coverage, completed)
+    if unreachable:
+        return {**result, "failed": unreachable, "tried": []}
 
     tried: dict[int, dict[str, Any]] = {}
 
@@ -633,15 +756,7 @@ def size(
         # Verify below and walk down while the size one step below still meets the targets.
         while high - step >= step and evaluate(high - step):
             high -= step
-    result: dict[str, Any] = {
-        "gpus": high,
-        "planner": planner,
-        "step": step,
-        "max_gpus": top,
-        "targets": {
-            k: v for k, v in (("coverage", coverage), ("completed", completed)) if v is not None
-        },
-    }
+    result["gpus"] = high
     if high is None:
         worst = tried[top]
         result["failed"] = {

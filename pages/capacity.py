@@ -10,6 +10,7 @@ from core.model import ScenarioError
 from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
 from core.sweep import (
     SCHEDULER_ENV,
+    ceiling_at,
     close_client,
     default_workers,
     engine_label,
@@ -228,8 +229,34 @@ st.caption(
 )
 sizes = pd.DataFrame(marks)
 top = int(table["gpus"].max())
-sizes["gpus"] = [str(m["gpus"]) if m["gpus"] is not None else f"none up to {top}" for m in marks]
+# A target above what any number of GPUs reaches (a service's gpus_max below its demand, a job
+# that cannot end within the horizon) is missed at every size, not only up to the largest swept.
+unreachable = {}
+for m in marks:
+    key = (m["demand_scale"], m["work_scale"])
+    if key not in unreachable:
+        unreachable[key] = ceiling_at(s, *key).misses(coverage, completed)
+sizes["gpus"] = [
+    str(m["gpus"])
+    if m["gpus"] is not None
+    else "none at any size"
+    if unreachable[(m["demand_scale"], m["work_scale"])]
+    else f"none up to {top}"
+    for m in marks
+]
 st.dataframe(sizes, hide_index=True, key="cap_sizes")
+HINTS = {  # what lifts a ceiling, by target
+    "coverage": "raise those services' gpus_max (or swap_cap)",
+    "completed": "lengthen the horizon or raise those jobs' gpus_max",
+}
+for (demand_scale, work_scale), misses in unreachable.items():
+    if misses:
+        st.warning(
+            f"**Demand x{demand_scale:g}, work x{work_scale:g}:** "
+            + " ".join(f"{reason[0].upper()}{reason[1:]}." for reason in misses.values())
+            + f" More GPUs do not help: {' and '.join(HINTS[name] for name in misses)} in the "
+            "Workload editor, or lower the target."
+        )
 
 st.subheader("Every run")
 invalid = table[table["error"] != ""]

@@ -27,6 +27,8 @@ from core.sweep import (
     PARAMETER_COLUMNS,
     WORKER_ENV,
     SweepPoint,
+    ceiling,
+    ceiling_at,
     dask_client,
     meets_targets,
     run_point,
@@ -478,16 +480,82 @@ def test_size_on_mixed_control_meets_the_targets_and_one_step_below_does_not(mix
     assert sorted(tried) == [row["gpus"] for row in result["tried"]]
 
 
-def test_size_says_which_target_no_size_can_meet(mixed):
-    # train-1 arrives at step 11 and needs ceil(89 / 4) = 23 steps: it never ends within 24.
-    result = gpuplan("size", MIXED, "--completed", "1.0", "--max-gpus", "64")
+def test_size_says_which_target_no_size_up_to_the_limit_meets(mixed):
+    # Within the ceiling (9 of 11 can complete, coverage 100%), but 16 GPUs complete 6/11.
+    result = gpuplan("size", MIXED, "--completed", "0.8", "--max-gpus", "16")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
     assert printed["gpus"] is None
+    assert printed["ceiling"] == {"coverage": 1.0, "completed": pytest.approx(9 / 11)}
     assert list(printed["failed"]) == ["completed"]
-    assert "at 64 GPUs 9/11 batch jobs complete" in printed["failed"]["completed"]
-    assert [row["gpus"] for row in printed["tried"]] == [8, 16, 32, 64]
-    assert "meets completed" in result.stderr
+    assert "at 16 GPUs 6/11 batch jobs complete" in printed["failed"]["completed"]
+    assert [row["gpus"] for row in printed["tried"]] == [8, 16]
+    assert "no size up to 16 GPUs meets completed" in result.stderr
+
+
+def test_size_above_the_ceiling_tries_no_size_and_names_the_jobs(mixed):
+    # train-1 arrives at step 11 and needs ceil(89 / 4) = 23 steps on its largest block (4
+    # GPUs), train-4 20: neither ends within 24 steps on any cluster, so 9/11 is the most.
+    result = gpuplan("size", MIXED, "--completed", "1.0", "--coverage", "0.99")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["gpus"] is None and printed["tried"] == []
+    assert list(printed["failed"]) == ["completed"]  # coverage 100% is reachable
+    assert result.stderr == (
+        "size: no cluster size completes 100% of the batch jobs: at most 81.8% on any number "
+        "of GPUs (train-1 arrives at step 11 and needs 23 steps on 4 GPUs, past the 24-step "
+        "horizon; train-4 arrives at step 11 and needs 20 steps on 4 GPUs, past the 24-step "
+        "horizon)\n"
+    )
+    # chat-api (gpus_max 5) at 1.5x its demand, whose peak is 4.25: 6.375 GPUs
+    busy = size(scale_demand(mixed, 1.5), coverage=0.99)
+    assert busy["tried"] == [] and busy["ceiling"]["coverage"] < 0.99
+    assert (
+        "chat-api: demand above gpus_max 5 at 7 steps of 24 (peak 6.375)"
+        in (busy["failed"]["coverage"])
+    )
+
+
+def test_ceiling_by_hand():
+    s = Scenario(
+        "ceiling",
+        Cluster(8, 60, 4),
+        (
+            # served at most min(demand, 2): 1 + 2 + 2 + 2 of 10
+            RealtimeJob("api", 2, 1, 2, swap_cap=2, demand=(1, 3, 2, 4)),
+            # from 1 GPU, one more a step: 2, 3, 4, 4 GPUs, so 2 + 3 + 3 + 3 of 12
+            RealtimeJob("chat", 1, 1, 4, swap_cap=1, demand=(3, 3, 3, 3), previous_gpus=(4,)),
+            BatchJob("ok", "training", 1, 1, 1, gpu_hours=1),
+            BatchJob("late", "training", 1, 1, 4, gpu_hours=12, arrival_step=2),  # 3 steps on 4
+            BatchJob("run", "training", 1, 2, 2, gpu_hours=10, running=Running(0, 2, 5)),
+        ),
+    )
+    c = ceiling(s)
+    assert c.coverage == pytest.approx(18 / 22) and c.completed == pytest.approx(1 / 3)
+    assert c.coverage_limits == (
+        "api: demand above gpus_max 2 at 2 steps of 4 (peak 4)",
+        "chat: from its 1 GPU at the start, swap_cap 1 trails its demand at step 0",
+    )
+    assert c.completed_limits == (
+        "late arrives at step 2 and needs 3 steps on 4 GPUs, past the 4-step horizon",
+        "run runs 5 more steps, past the 4-step horizon",
+    )
+    assert c.misses(coverage=18 / 22, completed=1 / 3) == {}  # at the ceiling is reachable
+    assert set(c.misses(coverage=0.9, completed=0.5)) == {"coverage", "completed"}
+    # a sweep point's scales move it: half the demand is within api's gpus_max and chat's ramp
+    assert ceiling_at(s, demand_scale=0.5).coverage == 1.0
+    assert ceiling_at(s, work_scale=0.5).completed == pytest.approx(2 / 3)  # late: 2 steps
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(max_gpus=8), st.sampled_from([1, 4]))
+def test_no_plan_on_any_cluster_passes_the_ceiling(scenario, times):
+    bound = ceiling(scenario)
+    moved = with_gpus(scenario, scenario.cluster.gpus * times)
+    for planner in ("fifo", "backfill", "allocator"):
+        values = metrics(moved, solve(moved, planner))
+        assert values["rt_coverage"] <= bound.coverage + 1e-9
+        assert values["completed_jobs"] <= round(bound.completed * values["batch_jobs"])
 
 
 def test_size_cli_prints_the_size_and_every_size_tried():
@@ -519,6 +587,9 @@ def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
     result = size(scenario, coverage=target, completed=target / 2, step=step, max_gpus=32)
     tried = {row["gpus"]: row for row in result["tried"]}
     if result["gpus"] is None:
+        if not tried:  # a target above the ceiling: missed at every size
+            assert result["failed"] == ceiling(scenario).misses(target, target / 2) != {}
+            return
         assert result["failed"] and not tried[result["max_gpus"]]["meets"]
         return
     assert tried[result["gpus"]]["meets"]

@@ -834,6 +834,31 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
 
+def test_capacity_says_when_no_cluster_size_meets_a_target():
+    """At 1.5x demand chat-api wants 6.375 GPUs at its peak but may hold 5 (gpus_max): coverage
+    stops at 91.44% on any cluster, so the sizes table says 'none at any size' and a warning
+    names the job; at 1x the targets are only missed up to the largest size swept."""
+    import streamlit as st
+
+    try:
+        at = open_page("pages/capacity.py", timeout=120)
+        at.text_input(key="ctl_scn_cap_gpus").set_value("8,16")
+        at.text_input(key="ctl_scn_cap_demand").set_value("1,1.5")
+        at.button(key="cap_run").click().run(timeout=120)
+        assert not at.exception and not at.error, errors(at)
+        sizes = at.dataframe[0].value
+        by_scale = dict(zip(sizes["demand_scale"], sizes["gpus"], strict=False))
+        assert set(sizes[sizes["demand_scale"] == 1.5]["gpus"]) == {"none at any size"}
+        assert by_scale[1.0] == "none up to 16"  # 16 GPUs complete 6/11 (< 80%)
+        [warning] = [w.value for w in at.warning if "any number of GPUs" in w.value]
+        assert warning.startswith("**Demand x1.5, work x1:** No cluster size reaches 99%")
+        assert "at most 91.44%" in warning
+        assert "chat-api: demand above gpus_max 5 at 7 steps of 24 (peak 6.375)" in warning
+        assert "More GPUs do not help: raise those services' gpus_max (or swap_cap)" in warning
+    finally:
+        st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
+
+
 def test_capacity_passes_its_search_limit_to_the_planners_that_take_one(monkeypatch):
     """The limit is the page's, not a fixed 5 s: it reaches thorough and full (and only they
     take it), is greyed out while no chosen planner searches, and a changed limit marks the
