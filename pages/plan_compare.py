@@ -17,6 +17,7 @@ from core.planners import (
     planner_options,
     solve,
 )
+from core.sweep import ceiling
 from pages import common, history_import
 
 common.page_header(
@@ -342,9 +343,16 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         )
         if m["slo_met"] is not None:
             target = s.policy.rt_coverage_target
+            above = ceiling(s).misses(target, None).get("coverage")
             st.caption(
                 f"Coverage target {target:.1%}: "
-                + ("met" if m["slo_met"] else "**missed** (no plan of this planner reaches it)")
+                + (
+                    "met"
+                    if m["slo_met"]
+                    else f"**missed**: {above}"
+                    if above  # no plan on any cluster reaches it
+                    else "**missed** (no plan of this planner reaches it)"
+                )
             )
         if PLANNERS[name].reports:
             st.caption(common.solver_summary(plans[name].stats))

@@ -59,3 +59,22 @@ def test_downloads_are_named_after_scenario_and_planner_and_the_summary_is_offer
     assert export_name(imported, None, "jobs.csv") == "sacct-2026-01-15T00-00-00-jobs.csv"
     assert export_name(imported, None, "") + ".json" == "sacct-2026-01-15T00-00-00.json"
     assert export_name(s, "summary", "") == "mixed-control-summary"
+
+
+def test_a_coverage_target_above_what_any_cluster_reaches_names_the_job():
+    """At 1.5x demand chat-api's peak (6.375 GPUs) is above its gpus_max 5: no plan on any
+    cluster serves 99%, and each planner's card says so and why, not only that it missed."""
+    from core.sweep import scale_demand
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    busy = scale_demand(load_scenario(SCENARIOS_DIR / "mixed-control.json"), 1.5)
+    at.session_state["scenario"] = busy.replace(name="mixed-busy")
+    at.switch_page("pages/plan_compare.py").run()
+    at.number_input(key="ctl_scn_target").set_value(99.0).run()
+    assert not at.exception, at.exception
+    lines = [c.value for c in at.caption if c.value.startswith("Coverage target 99.0%")]
+    assert len(lines) == 3  # fifo, backfill, allocator
+    for line in lines:
+        assert "**missed**: no cluster size reaches 99% real-time coverage: at most 91.44%" in line
+        assert "chat-api: demand above gpus_max 5 at 7 steps of 24 (peak 6.375)" in line
