@@ -3417,41 +3417,70 @@ class _Packer:
     def _pack_grid(self, order, size_rule: str, base: tuple | None):
         """`pack` on `FreeGrid`'s integers, its searches (`earliest`, `free_over`, `take`)
         written out here: the hot path of small clusters, where a method call per size and job
-        took a tenth of the time. `sizes` is as the grid's (the free GPUs at size 1, the
-        aligned free blocks per larger size, made when first searched and dropped at each
-        placement)."""
+        took a tenth of the time. So is the value rule's choice of size and start (`_choose`;
+        the descent packs by that rule nearly always, and a call per job cost 2% of the plan);
+        the earliest-start rules' is `_earliest_on_grid`. `sizes` is as the grid's (the free
+        GPUs at size 1, the aligned free blocks per larger size, made when first searched and
+        dropped at each placement)."""
         discount = self.discount
         geometry = self.grid.geometry
         gpus, all_gpus, repeat = geometry.gpus, geometry.all_gpus, geometry.repeat
-        sizes = self.grid.sizes  # the free state before any job: its larger sizes made here
-        # serve every packing's first job (a placement makes a new dict)
-        placements = []
-        reward = cells = 0.0
+        shifts, starts, aligned = geometry.shifts, geometry.starts, geometry.aligned
         queue, fifo = size_rule in ("fifo", "backfill"), size_rule == "fifo"
+        base = None if fifo else base
+        first, (sizes, placements, reward, cells), trace = self._resume(order, base)
+        moved = set()  # the jobs placed here or there but not both, so far
         previous = 0  # the last placed job's start (the "fifo" rule starts none before it)
-        trace = self.trace = []
-        first = 0
-        if base is not None and not fifo:
-            first = self._shared_front(order, base)
-            if first:  # (the free blocks made of that state's larger sizes are kept too)
-                sizes, placed, reward, cells = base[2][first - 1]
-                placements = base[1][0][:placed]
-                trace = self.trace = base[2][:first]
-            moved = set()  # the jobs placed here or there but not both, so far
-        else:
-            base = None
-        T, by_value, choose = self.steps, size_rule == "value", self._choose_on_grid
+        T, by_value, earliest = self.steps, size_rule == "value", self._earliest_on_grid
+        grid = (T, shifts, starts, gpus, aligned)
+        start = size = end = 0  # the best size's window so far (read once one is found)
         for k in range(first, len(order)):
             job = order[k]
             arrival = max(job.arrival, previous) if fifo else job.arrival
-            best = choose(job, arrival, sizes, by_value) if arrival < T else None
-            if best is not None:
-                _, start, g, end, blocks = best
+            if arrival >= T:
+                blocks = 0
+            elif by_value:  # `_choose`'s score compared a field at a time: the value, the
+                # earlier end, the narrower (building its tuples took a good share of the time)
+                best, blocks = -math.inf, 0
+                priority, shapes = job.priority, job.shapes
+                for g, d in shapes or zip(job.sizes, job.durations, strict=True):
+                    if blocks:  # no start beats its arrival: skip sizes that cannot win there
+                        e = arrival + d if arrival + d < T else T
+                        value = priority * g * (discount[e] - discount[arrival])
+                        if value < best and shapes:  # `shapes` go by that value, the most
+                            # first (a power of two times a positive priority keeps their
+                            # order): none after one below the best can win either
+                            break
+                        if value < best or (
+                            value == best and (e > end or (e == end and g >= size))
+                        ):
+                            continue
+                    x = sizes.get(g)
+                    if x is None:  # (None again: no aligned block of g on this cluster)
+                        x = grid_blocks(sizes, aligned, g) or 0
+                    if not x & starts[arrival]:  # no block of g free at any step from then on
+                        continue
+                    for shift in shifts[d if d < T else T]:
+                        x &= x >> shift
+                    x &= starts[arrival]
+                    if not x:
+                        continue
+                    s = ((x & -x).bit_length() - 1) // gpus
+                    e = s + d if s + d < T else T
+                    value = priority * g * (discount[e] - discount[s])
+                    if value < best or (value == best and (e > end or (e == end and g >= size))):
+                        continue
+                    best, start, size, end, blocks = value, s, g, e, x
+            else:
+                start, size, end, blocks = earliest(job, arrival, sizes, grid)
+            if blocks:
+                g = size
                 blocks = (blocks >> (start * gpus)) & all_gpus
-                if queue or not blocks & (blocks - 1):  # the queue baselines': the lowest
-                    b = (blocks & -blocks).bit_length() - 1
-                else:
-                    b = self._pick_on_grid(blocks, sizes[1], start, end, g)
+                b = (
+                    (blocks & -blocks).bit_length() - 1  # the queue baselines': the lowest
+                    if queue or not blocks & (blocks - 1)
+                    else self._pick_on_grid(blocks, sizes[1], start, end, g)
+                )
                 previous = start
                 cut = ((((1 << g) - 1) << b) * repeat[end - start]) << (start * gpus)
                 sizes = {1: sizes[1] & ~cut}
@@ -3465,28 +3494,37 @@ class _Packer:
         self.work = len(order) - first
         return placements, reward, cells
 
-    def _choose_on_grid(self, job: _Candidate, arrival: int, sizes: dict, by_value: bool):
-        """`_choose` with `FreeGrid.earliest` written out, on the grid's `sizes` (arrival
-        before the horizon): (score, start, size, end, the aligned blocks free from then on
-        the grid's bits), or None."""
-        T, discount, geometry = self.steps, self.discount, self.grid.geometry
-        shifts, starts, gpus = geometry.shifts, geometry.starts, geometry.gpus
-        priority, best = job.priority, None
+    def _resume(self, order, base: tuple | None):
+        """Where `_pack_grid` starts: (the first job to place, the state before it (free
+        sizes, placements, reward, GPU-steps), the trace so far, also `self.trace`); from the
+        base's trace after the jobs `order` shares with it at the front, if any (the free
+        blocks made of that state's larger sizes are kept too), else from the grid's free
+        state before any job (its larger sizes made here serve every packing's first job: a
+        placement makes a new dict)."""
+        first = 0 if base is None else self._shared_front(order, base)
+        if not first:
+            self.trace = []
+            return 0, (self.grid.sizes, [], 0.0, 0.0), self.trace
+        sizes, placed, reward, cells = base[2][first - 1]
+        self.trace = base[2][:first]
+        return first, (sizes, base[1][0][:placed], reward, cells), self.trace
+
+    @staticmethod
+    def _earliest_on_grid(job: _Candidate, arrival: int, sizes: dict, grid: tuple):
+        """`_choose` by the earliest-start rules with `FreeGrid.earliest` written out, on the
+        grid's `sizes` (arrival before the horizon; `grid` is `_pack_grid`'s steps and
+        geometry): (start, size, end, the aligned blocks free from then on the grid's bits),
+        blocks 0 where no size fits. The earliest start wins, ties to the wider."""
+        T, shifts, starts, gpus, aligned = grid
+        best = (T, 0, T, 0)
         for g, d in job.shapes or zip(job.sizes, job.durations, strict=True):
-            if best is not None:  # no start beats its arrival: skip sizes that cannot win
-                if by_value:
-                    e = arrival + d if arrival + d < T else T
-                    bound = (priority * g * (discount[e] - discount[arrival]), -e, -g)
-                else:
-                    bound = (-arrival, g)
-                if bound <= best[0]:
-                    continue
+            # no start beats its arrival: skip sizes that cannot win
+            if arrival > best[0] or (arrival == best[0] and g <= best[1]):
+                continue
             x = sizes.get(g)
-            if x is None:
-                x = grid_blocks(sizes, geometry.aligned, g)
-                if x is None:  # no aligned block of g on this cluster
-                    continue
-            if not x & starts[arrival]:  # no block of g free at any step from the arrival on
+            if x is None:  # (None again: no aligned block of g on this cluster)
+                x = grid_blocks(sizes, aligned, g) or 0
+            if not x & starts[arrival]:  # no block of g free at any step from then on
                 continue
             for shift in shifts[d if d < T else T]:
                 x &= x >> shift
@@ -3494,13 +3532,8 @@ class _Packer:
             if not x:
                 continue
             start = ((x & -x).bit_length() - 1) // gpus
-            end = start + d if start + d < T else T
-            if by_value:
-                score = (priority * g * (discount[end] - discount[start]), -end, -g)
-            else:
-                score = (-start, g)
-            if best is None or score > best[0]:
-                best = (score, start, g, end, x)
+            if start < best[0] or (start == best[0] and g > best[1]):
+                best = (start, g, start + d if start + d < T else T, x)
         return best
 
     @staticmethod
