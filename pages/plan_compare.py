@@ -158,6 +158,10 @@ with st.container(border=True):
                 "where any plan can (FIFO and backfill only report whether they do). Empty: "
                 "no target, the penalty alone decides.",
             )
+            if target is not None:  # above what any number of GPUs serves: say so, and why
+                above = ceiling(s).misses(target, None).get("coverage")
+                if above:
+                    st.caption(f":orange[{above[0].upper()}{above[1:]}.]")
     with c3:
         st.number_input(
             "Search time limit (s)",
@@ -343,14 +347,14 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         )
         if m["slo_met"] is not None:
             target = s.policy.rt_coverage_target
-            above = ceiling(s).misses(target, None).get("coverage")
+            most = ceiling(s).coverage
             st.caption(
                 f"Coverage target {target:.1%}: "
                 + (
                     "met"
                     if m["slo_met"]
-                    else f"**missed**: {above}"
-                    if above  # no plan on any cluster reaches it
+                    else f"**missed** (no plan on any cluster serves over {most:.2%})"
+                    if most < target - 1e-12
                     else "**missed** (no plan of this planner reaches it)"
                 )
             )
