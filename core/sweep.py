@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .model import MAX_CELLS, MAX_GPUS, BatchJob, RealtimeJob, Scenario, ScenarioError
+from .views import plural
 
 PARAMETER_COLUMNS = ("gpus", "demand_scale", "work_scale", "penalty_weight", "decay", "planner")
 ERROR_COLUMN = "error"
@@ -641,42 +642,35 @@ def ceiling(scenario: Scenario) -> Ceiling:
                 ramp.append(t)
         if above_max:
             coverage_limits.append(
-                f"{job.id}: demand above gpus_max {job.gpus_max} at {_count(above_max, 'step')} "
+                f"{job.id}: demand above gpus_max {job.gpus_max} at {plural(above_max, 'step')} "
                 f"of {T} (peak {peak:.4g})"
             )
         if ramp:
+            when = f"step {ramp[0]}"
+            if len(ramp) > 1:
+                when = f"{plural(len(ramp), 'step')} (steps {ramp[0]}-{ramp[-1]})"
             coverage_limits.append(
-                f"{job.id}: from its {_count(start, 'GPU')} at the start, swap_cap "
-                f"{job.swap_cap} trails its demand at {_count(len(ramp), 'step')} "
-                f"(steps {ramp[0]}-{ramp[-1]})"
-                if len(ramp) > 1
-                else f"{job.id}: from its {_count(start, 'GPU')} at the start, swap_cap "
-                f"{job.swap_cap} trails its demand at step {ramp[0]}"
+                f"{job.id}: from its {plural(start, 'GPU')} at the start, swap_cap "
+                f"{job.swap_cap} trails its demand at {when}"
             )
     completed_limits = []
     batch = scenario.batch_jobs
     for job in batch:
         g = job.sizes()[-1]
-        begin = 0 if job.running is not None else job.arrival_step
-        end = begin + scenario.duration(job, g)
-        if end > T:
-            how = (
-                f"runs {scenario.duration(job, g)} more steps"
-                if job.running is not None
-                else f"arrives at step {begin} and needs {scenario.duration(job, g)} steps on "
-                f"{_count(g, 'GPU')}"
+        steps = scenario.duration(job, g)
+        if job.running is not None and steps > T:
+            completed_limits.append(f"{job.id} runs {steps} more steps, past the {T}-step horizon")
+        elif job.running is None and job.arrival_step + steps > T:
+            completed_limits.append(
+                f"{job.id} arrives at step {job.arrival_step} and needs {steps} steps on "
+                f"{plural(g, 'GPU')}, past the {T}-step horizon"
             )
-            completed_limits.append(f"{job.id} {how}, past the {T}-step horizon")
     return Ceiling(
         served / demanded if demanded > 0 else 1.0,
         (len(batch) - len(completed_limits)) / len(batch) if batch else 1.0,
         tuple(coverage_limits),
         tuple(completed_limits),
     )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'s' * (n != 1)}"
 
 
 def size(

@@ -230,6 +230,11 @@ def plural(count: float, word: str) -> str:
     return f"{count:,g} {word}{'' if count == 1 else 's'}"
 
 
+def sentence(text: str) -> str:
+    """A clause as a sentence of its own: capitalised, with a full stop."""
+    return f"{text[:1].upper()}{text[1:]}."
+
+
 def traffic_unit(name: str | None) -> str:
     """The unit of a history column as a label: its own name, never an assumed '... per hour'."""
     text = str(name or "").strip()

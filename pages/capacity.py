@@ -253,7 +253,7 @@ for (demand_scale, work_scale), misses in unreachable.items():
     if misses:
         st.warning(
             f"**Demand x{demand_scale:g}, work x{work_scale:g}:** "
-            + " ".join(f"{reason[0].upper()}{reason[1:]}." for reason in misses.values())
+            + " ".join(views.sentence(reason) for reason in misses.values())
             + f" More GPUs do not help: {' and '.join(HINTS[name] for name in misses)} in the "
             "Workload editor, or lower the target."
         )

@@ -445,4 +445,4 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
         if lines:
             st.markdown("Over what really ran:\n" + "\n".join(lines))
         note = as_run["note"]
-        st.caption(f"{note[:1].upper()}{note[1:]}.")
+        st.caption(views.sentence(note))

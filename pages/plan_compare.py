@@ -161,7 +161,7 @@ with st.container(border=True):
             if target is not None:  # above what any number of GPUs serves: say so, and why
                 above = ceiling(s).misses(target, None).get("coverage")
                 if above:
-                    st.caption(f":orange[{above[0].upper()}{above[1:]}.]")
+                    st.caption(f":orange[{views.sentence(above)}]")
     with c3:
         st.number_input(
             "Search time limit (s)",
@@ -290,6 +290,7 @@ if as_run is not None:
     with cards[shown_cards - 1]:
         history_import.as_run_card(as_run, values)
 cards = cards[: len(values)]
+most = ceiling(s).coverage  # the most real-time coverage on any cluster
 
 
 for col, (name, m) in zip(cards, values.items(), strict=True):
@@ -347,7 +348,6 @@ for col, (name, m) in zip(cards, values.items(), strict=True):
         )
         if m["slo_met"] is not None:
             target = s.policy.rt_coverage_target
-            most = ceiling(s).coverage
             st.caption(
                 f"Coverage target {target:.1%}: "
                 + (

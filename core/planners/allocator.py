@@ -2495,7 +2495,7 @@ class _BlockCosts:
         """`step_cost` at every step, written out (the window ranking's hot loop)."""
         cum, broken, blocked = [0.0], [0], [0]
         paid = {}  # step: its cost, where positive
-        c = n_broken = n_blocked = 0
+        c, n_broken, n_blocked = 0.0, 0, 0
         serving, running, idle, outside = self.serving, self.running, self.idle, ~block
         for t in range(self.T):
             on = serving[t] & block
@@ -2503,9 +2503,8 @@ class _BlockCosts:
                 n_blocked += 1
             elif on:
                 k = on.bit_count() - (idle[t] & outside).bit_count()
-                if k <= 0:
+                if k <= 0:  # idle GPUs beside it take the serving: clearing it costs nothing
                     n_broken += 1
-                    c += 0.0
                 else:
                     cost = _displaced(self._prefix(t), self.batch[t], block, k, self.room[t])
                     if cost == math.inf:
