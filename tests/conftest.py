@@ -11,11 +11,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from core.model import Scenario
 from core.plan import Plan
 from core.planners import PLANNER_NAMES, planner_spec, solve
+from tests.budget import FULL, examples
 from tests.paths import DATA_DIR, SCENARIOS_DIR, TRACES_DIR
+
+# Hypothesis profiles (pytest --hypothesis-profile=NAME; tests/budget.py scales each budget):
+# `ci`, the default, runs every property at the budget it states; `dev`, the fast loop's, a tenth.
+settings.register_profile("ci", max_examples=FULL)
+settings.register_profile("dev", max_examples=FULL // 10)
+settings.load_profile("ci")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -66,7 +74,7 @@ def plan_with() -> Callable[..., Plan]:
 @pytest.fixture
 def max_examples(planner: str) -> int:
     """Hypothesis examples for a property of `planner`: few for the time-limited ones."""
-    return TIME_LIMITED_EXAMPLES if takes_time_limit(planner) else EXAMPLES
+    return examples(TIME_LIMITED_EXAMPLES if takes_time_limit(planner) else EXAMPLES)
 
 
 @pytest.fixture(scope="session")

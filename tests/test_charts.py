@@ -16,6 +16,7 @@ from core.formats import load_scenario
 from core.model import BatchJob, Cluster, RealtimeJob, Scenario
 from core.plan import IDLE, holdings, metrics
 from core.planners import solve
+from tests.budget import examples
 from tests.strategies import scenarios
 
 
@@ -46,7 +47,7 @@ def test_a_64_by_48_grid_is_one_heatmap_not_one_trace_per_cell(scenarios_dir):
     assert all(t.x == (None,) for t in fig.data if isinstance(t, go.Scatter))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(scenarios(max_gpus=16, max_steps=8, max_jobs=5))
 def test_every_cell_has_its_job_colour_and_hover(s):
     plan = solve(s, "fifo")
@@ -71,7 +72,7 @@ def test_every_cell_has_its_job_colour_and_hover(s):
             assert f"GPU {g} · step {t}" in text[g, t]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(scenarios(max_gpus=16, max_steps=8, max_jobs=5))
 def test_reserved_above_demand_counts_the_gpus_held_beyond_ceil_demand(s):
     plan = solve(s, "fifo")

@@ -20,10 +20,13 @@ from core.formats import grid_to_csv, plan_from_grid_csv
 from core.model import BatchJob, RealtimeJob, Scenario
 from core.plan import IDLE, Plan, check
 from core.planners import solve
+from tests.budget import examples
 from tests.strategies import scenarios
 
 FAST_PLANNERS = ("fifo", "backfill", "allocator")
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite

@@ -12,6 +12,7 @@ from core.formats import load_scenario
 from core.model import BatchJob, Cluster, Scenario
 from core.plan import IDLE, Plan, check, job_outcomes, metrics
 from core.planners import solve
+from tests.budget import examples
 
 from .strategies import scenarios
 
@@ -126,7 +127,7 @@ def test_long_lists_name_the_first_jobs_and_count_the_rest():
     assert f"j{MAX_NAMED} " not in text
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=12, max_steps=8, max_jobs=5))
 def test_statuses_agree_with_metrics_and_comparison_is_symmetric(scenario):
     fifo, allocator = solve(scenario, "fifo"), solve(scenario, "allocator")

@@ -31,6 +31,7 @@ from core.formats import (
 from core.model import MAX_DEMAND, MAX_NUMBER, Scenario, ScenarioError
 from core.plan import check, metrics
 from core.planners import PLANNER_NAMES, solve
+from tests.budget import examples
 from tests.strategies import scenarios
 
 BASE = {
@@ -319,7 +320,7 @@ def test_json_round_trip_is_exact():
     assert scenario_to_dict(again) == scenario_to_dict(scenario)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(scenarios())
 def test_json_to_csv_pair_to_json_is_exact(scenario):
     jobs_csv, demand_csv = scenario_to_tables(scenario)

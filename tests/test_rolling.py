@@ -20,6 +20,7 @@ from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario, Scenar
 from core.plan import IDLE, Plan, batch_placements, check, holdings
 from core.planners.fifo import peak_reservation
 from core.rolling import ReplanView, extend_demand, realised_scenario, simulate, write_simulation
+from tests.budget import examples
 from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
@@ -80,7 +81,7 @@ def _with_actual_work(scenario: Scenario, factors: list[float]) -> Scenario:
     return scenario.replace(jobs=tuple(jobs))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     scenario=scenarios(max_gpus=12, max_steps=14, max_jobs=5),
     factors=st.lists(st.sampled_from([0.3, 0.7, 1.0, 1.4, 2.5]), min_size=1, max_size=5),
@@ -507,7 +508,7 @@ def test_idle_windows_on_a_hand_made_plan():
     assert [tuple(r) for r in later[["start_step", "end_step"]].to_numpy()] == [(3, 4)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(1, 12),
     st.integers(1, 10),
@@ -571,7 +572,7 @@ def test_coverage_risk_on_a_hand_made_plan():
         coverage_risk_table(scenario, plan, {"chat": forecast}, capacity=0)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(mean=st.floats(0, 10), std=st.floats(0, 3), planned=st.integers(0, 3))
 def test_coverage_risk_falls_as_gpus_are_added(mean, std, planned):
     rt = RealtimeJob("s", 1, 0, 4, 4, demand=(0.0,))

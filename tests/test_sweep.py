@@ -43,6 +43,7 @@ from core.sweep import (
     with_gpus,
     with_policy,
 )
+from tests.budget import examples
 from tests.strategies import scenarios
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +77,7 @@ def without_timing(text: str) -> list[dict[str, str]]:
 # Transforms: properties
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.integers(1, 40))
 def test_with_gpus_keeps_every_job_in_range_or_names_the_point_invalid(scenario, gpus):
     try:
@@ -117,7 +118,7 @@ def test_with_gpus_keeps_every_job_in_range_or_names_the_point_invalid(scenario,
     assert check(moved, plan) == []
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(scenarios(), st.integers(0, 16))
 def test_a_larger_cluster_changes_nothing_but_its_size(scenario, extra):
     moved = with_gpus(scenario, scenario.cluster.gpus + extra)
@@ -125,7 +126,7 @@ def test_a_larger_cluster_changes_nothing_but_its_size(scenario, extra):
     assert moved.cluster == replace(scenario.cluster, gpus=scenario.cluster.gpus + extra)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(scenarios(), st.sampled_from([0.0, 0.5, 1.0, 1.3, 2.0]), st.sampled_from([0.25, 1, 1.5]))
 def test_scales_multiply_demand_and_work_and_nothing_else(scenario, demand_factor, work_factor):
     moved = scale_work(scale_demand(scenario, demand_factor), work_factor)
@@ -547,7 +548,7 @@ def test_ceiling_by_hand():
     assert ceiling_at(s, work_scale=0.5).completed == pytest.approx(2 / 3)  # late: 2 steps
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=8), st.sampled_from([1, 4]))
 def test_no_plan_on_any_cluster_passes_the_ceiling(scenario, times):
     bound = ceiling(scenario)
@@ -581,7 +582,7 @@ def test_size_cli_prints_the_size_and_every_size_tried():
     assert json.loads(quiet.stdout)["gpus"] == 24
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(scenarios(max_gpus=8), st.sampled_from([1, 2, 4]), st.sampled_from([0.5, 0.9, 1.0]))
 def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
     result = size(scenario, coverage=target, completed=target / 2, step=step, max_gpus=32)

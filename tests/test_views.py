@@ -16,6 +16,7 @@ from core.analysis import idle_windows
 from core.formats import load_scenario
 from core.model import Cluster, ScenarioError
 from core.plan import Plan
+from tests.budget import examples
 from tests.paths import SCENARIOS_DIR
 
 
@@ -330,7 +331,7 @@ def test_the_union_of_overlapping_windows_counts_each_gpu_hour_once():
     assert not views.windows_overlap(windows.iloc[:1])
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(st.sets(st.tuples(st.integers(0, 7), st.integers(0, 5)), max_size=48))
 def test_the_union_of_1x1_windows_is_exactly_the_idle_cells(idle):
     plan = _plan_with_idle(sorted(idle))

@@ -13,11 +13,12 @@ from hypothesis import given, settings
 from core import views, workload
 from core.formats import load_scenario, scenario_from_tables, scenario_to_json, scenario_to_tables
 from core.model import Cluster, Scenario, ScenarioError
+from tests.budget import examples
 from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(scenarios(max_gpus=16, max_steps=8, max_jobs=6))
 def test_editor_tables_round_trip_to_the_same_scenario(s):
     jobs, demand = workload.editor_tables(s)

@@ -27,6 +27,7 @@ from core.forecast.demand import (
     load_history,
 )
 from core.model import ScenarioError
+from tests.budget import examples
 from tests.paths import DATA_DIR, ROOT, TRACES_DIR
 
 SAMPLE = DATA_DIR / "histories" / "chat_requests_hourly.csv"
@@ -365,7 +366,7 @@ def test_coverage_risk_matches_the_interval(day_forecast):
     assert np.allclose(risk, 0.05, atol=1e-6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.floats(0, 40, allow_nan=False), min_size=1, max_size=48),
     st.integers(0, 6),
@@ -428,7 +429,7 @@ STAMPS = st.one_of(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.tuples(STAMPS, CELLS), min_size=0, max_size=60), st.booleans())
 def test_any_history_file_loads_or_gives_a_scenario_error(rows, hourly):
     """Never a crash: random files either load into an hourly float series or are refused."""

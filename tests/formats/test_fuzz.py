@@ -24,13 +24,14 @@ from core import formats, workload
 from core.forecast.demand import load_history
 from core.model import ScenarioError
 from core.planners import solve
+from tests.budget import examples
 from tests.test_io import BASE
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
 HEADROOM = 300 * 2**20  # bytes a child may allocate beyond what the interpreter already has
 FUZZ = settings(
-    max_examples=80,
+    max_examples=examples(80),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

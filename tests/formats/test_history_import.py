@@ -30,6 +30,7 @@ from core.formats.history import (
 from core.model import BatchJob, RealtimeJob, ScenarioError
 from core.plan import check, metrics
 from core.planners import solve
+from tests.budget import examples
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -368,7 +369,7 @@ intervals = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(intervals)
 def test_binned_occupancy_is_the_sum_of_overlaps(items):
     starts = np.array([s for s, _, _ in items])
@@ -385,7 +386,7 @@ def test_binned_occupancy_is_the_sum_of_overlaps(items):
         assert got[k] == pytest.approx(want, abs=1e-6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(intervals)
 def test_peak_in_use_is_the_most_held_at_any_instant(items):
     starts = np.array([s for s, _, _ in items])
@@ -661,7 +662,7 @@ job_rows = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(job_rows, st.sampled_from([None, 4, 16]))
 def test_any_history_imports_and_plans_legally(rows, gpus):
     from core.formats.history import TraceInfo, empty_table, import_table

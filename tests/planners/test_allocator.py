@@ -14,6 +14,7 @@ from core.model import BatchJob, Cluster, Policy, RealtimeJob, Running, Scenario
 from core.plan import batch_placements, check, holdings, metrics
 from core.planners import solve
 from core.planners.allocator import AllocatorParams, plan_allocator, realtime_targets
+from tests.budget import examples
 from tests.strategies import scenarios
 
 # The allocator's phases 1-6 without the restarts on tighter problems that follow them on small
@@ -38,20 +39,20 @@ def _at_proved_optimum(scenario, plan, objective):
     assert metrics(scenario, full)["objective"] == pytest.approx(objective, abs=1e-5)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_allocator_plan_is_legal(scenario):
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=70, max_steps=30, max_jobs=12, max_realtime=3))
 def test_larger_random_scenarios_are_legal(scenario):
     assert check(scenario, plan_allocator(scenario)) == []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=0))
 def test_without_serving_it_delivers_at_least_what_backfill_does(scenario):
     # The local search includes the arrival-order packing, so on batch work alone the allocator
@@ -180,7 +181,7 @@ def test_large_cluster_plan_is_legal_busy_and_worth_more_than_backfill():
     assert m["value"] > metrics(scenario, solve(scenario, "backfill"))["value"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_gpus=70))
 def test_the_free_grid_gives_the_same_plan_as_computed_blocks(scenario):
     # The packer's two searches (`FreeGrid` up to `grid_gpus`, `FreeBlocks` beyond) agree.
@@ -232,7 +233,7 @@ def _with_target(scenario, target):
     )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3), st.sampled_from([None, 0.9, 0.99]))
 def test_real_time_moves_never_lower_the_objective_nor_coverage_below_the_target(scenario, target):
     from core.planners.allocator import AllocatorParams
@@ -1041,7 +1042,7 @@ def test_a_losing_window_pair_is_followed_by_a_window_of_the_job_it_pushed_out()
     assert metrics(scenario, plan)["objective"] == pytest.approx(168.0, abs=1e-6)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(st.data())
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
     # `_within_swap_cap` on random sets: where it says yes, every step keeps the cap, the
@@ -1104,7 +1105,7 @@ def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
     assert metrics(scenario, plan)["objective"] == pytest.approx(82.167, abs=1e-3)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6), st.sampled_from(["small", "wide", "day"]), st.booleans())
 def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, give_up):
     # The contended cases of scripts/allocator_gap.py: there windows are tried and cleared
@@ -1233,7 +1234,7 @@ def _earliest_brute(blocks, g, d, arrival, steps):
     return None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.integers(1, 4).flatmap(
         lambda log_g: st.tuples(
@@ -1277,7 +1278,7 @@ def _free_grids(query, most: int):
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     _free_grids(
         st.tuples(st.integers(0, 3), st.integers(0, 9), st.integers(1, 60), st.integers(0, 50)), 6
@@ -1315,7 +1316,7 @@ def test_the_free_grid_answers_as_the_definition_through_placements(case):
             free[t] &= ~(((1 << g) - 1) << b)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_free_grids(st.tuples(st.integers(0, 3), st.integers(1, 60), st.integers(0, 50)), 8))
 def test_the_grid_packer_places_as_the_definition(case):
     # The grid packer writes `FreeGrid`'s searches out in its loop: under the queue rule
@@ -1352,7 +1353,7 @@ def test_the_grid_packer_places_as_the_definition(case):
     assert [(last >> (t * gpus)) & ((1 << gpus) - 1) for t in range(steps)] == free
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(1, 70).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, 2**n - 1))))
 def test_gaining_many_gpus_at_once_is_gaining_them_one_by_one(case):
     # The batched gain (one call per chunk of a step, the hot path of 65,536-GPU clusters) is
@@ -1405,7 +1406,7 @@ def test_the_fluid_bound_of_a_hand_computed_case():
     assert bound.reward([0b00, 0b00, 0b00]) == 0.0
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3))
 def test_no_packing_earns_more_than_the_fluid_bound(scenario):
     # The bound the real-time moves use to pass over a trial without packing it: on the GPUs
@@ -1447,7 +1448,7 @@ def _cells(placements):
     }
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     scenarios(max_gpus=16), st.randoms(use_true_random=False), st.sampled_from(["value", "early"])
 )
@@ -1490,7 +1491,7 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
         assert packer.work <= len(order)  # the jobs it placed, not the ones from the base
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 9), st.data())
 def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n, data):
     from core.planners import allocator

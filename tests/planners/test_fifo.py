@@ -10,6 +10,7 @@ from core.formats import grid_to_csv, plan_from_grid_csv
 from core.model import BatchJob, Cluster, RealtimeJob, Running, Scenario
 from core.plan import batch_placements, check, holdings
 from core.planners import solve
+from tests.budget import examples
 from tests.strategies import scenarios
 
 
@@ -121,7 +122,7 @@ def test_peak_reservation_is_clipped_and_walks_from_previous_gpus():
     assert list(holdings(s, plan)[0]) == [3, 4, 4, 4]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(scenarios())
 def test_baselines_are_legal_and_their_grids_round_trip(scenario):
     for planner in ("fifo", "backfill"):
@@ -133,7 +134,7 @@ def test_baselines_are_legal_and_their_grids_round_trip(scenario):
         assert np.array_equal(holdings(scenario, again), holdings(scenario, plan))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(scenarios(max_gpus=12, max_realtime=0, allow_running=False))
 def test_the_head_of_the_queue_goes_to_the_same_place_in_both(scenario):
     """The rules differ only for later jobs: the first queued job sees the same empty grid."""
@@ -155,7 +156,7 @@ def _earliest_by_definition(free: np.ndarray, g: int, d: int, arrival: int):
     return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.integers(1, 40).flatmap(
         lambda gpus: st.tuples(

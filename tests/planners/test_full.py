@@ -18,6 +18,7 @@ from core.planners import full as full_module
 from core.planners import solve
 from core.planners.fifo import plan_backfill
 from core.planners.full import FullParams, plan_full
+from tests.budget import examples
 from tests.strategies import scenarios, tiny_scenarios
 
 STATS_KEYS = (
@@ -248,7 +249,7 @@ def test_full_finds_the_brute_force_optimum(seed):
 
 
 @settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -261,7 +262,7 @@ def test_full_finds_the_brute_force_optimum_on_edge_cases(scenario):
 
 
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -16,6 +16,7 @@ from core.plan import check, metrics, objective
 from core.planners import full as full_module
 from core.planners import solve
 from core.planners.full import plan_full
+from tests.budget import examples
 from tests.planners.test_full import brute_force_optimum, tiny_contended
 from tests.strategies import scenarios
 
@@ -64,7 +65,7 @@ def _violations(lp, x, tol=1e-6):
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -291,7 +292,7 @@ def test_when_the_shape_model_uses_up_the_time_the_warm_start_comes_back_with_it
 
 
 @settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -10,6 +10,7 @@ from core.bench import small_case
 from core.model import RealtimeJob
 from core.plan import check, metrics, plan_rank, ranks_above
 from core.planners.allocator import AllocatorParams, _kicked, plan_allocator
+from tests.budget import examples
 from tests.strategies import scenarios
 
 _NO_KICKS = AllocatorParams(kicks=0)
@@ -41,7 +42,7 @@ def test_kicks_keep_the_serving_and_the_running_jobs_where_they_are():
             assert np.array_equal(plan.grid == i, without.grid == i), job.id
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_kicks_return_a_legal_plan_that_ranks_no_lower(scenario):
     start = plan_allocator(scenario, AllocatorParams(kicks=0, restarts=0))

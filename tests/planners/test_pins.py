@@ -13,6 +13,7 @@ from core.model import Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, check, metrics, plan_rank, ranks_above
 from core.planners.allocator import AllocatorParams, _allocate, plan_allocator
 from core.planners.restarts import _pin_moves, pin, pin_room, restart
+from tests.budget import examples
 from tests.strategies import scenarios
 
 _ONCE = AllocatorParams(restarts=0)
@@ -50,7 +51,7 @@ def test_a_pin_moves_serving_off_the_block_the_batch_work_needs():
     assert (plan.grid[gpu] == b3).any()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.integers(1, 4))
 def test_pins_return_a_legal_plan_that_ranks_no_lower(scenario, count):
     start = plan_allocator(scenario, AllocatorParams(restarts=0, kicks=0, pins=0))
@@ -62,7 +63,7 @@ def test_pins_return_a_legal_plan_that_ranks_no_lower(scenario, count):
         assert check(scenario, type(plan)(grid)) == []
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.data())
 def test_blocked_gpus_are_left_to_the_pinned_job(scenario, data):
     # Any block of GPUs over any steps that no inherited job holds and that leaves room for
@@ -135,7 +136,7 @@ def test_pins_improve_the_draws_they_were_measured_on(seed, slo):
     assert ranks_above(plan_rank(scenario, plan), plan_rank(scenario, without))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.integers(1, 8))
 def test_the_first_pins_are_the_first_of_all_the_pins_in_order(scenario, count):
     # `_pin_moves` keeps only each job's `count` best blocks before it sorts (16,384 GPUs have

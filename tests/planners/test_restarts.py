@@ -24,6 +24,7 @@ from core.planners.restarts import (
     _tighter,
     swap_in,
 )
+from tests.budget import examples
 
 # the restarts alone: the pins and kicks that follow them are tested in test_pins.py and
 # test_kicks.py
@@ -144,7 +145,7 @@ def test_a_tighter_scenario_maps_back_to_the_original_job_numbers():
     assert _tighter(alone, (_Tightening("out", "a"),))[0] is None
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 10**6),
     st.sampled_from(["small", "wide", "day"]),

@@ -17,6 +17,7 @@ from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
 from core.plan import check, metrics
 from core.planners import PLANNER_NAMES, solve
 from core.planners.allocator import AllocatorParams, plan_allocator
+from tests.budget import examples
 from tests.strategies import scenarios
 
 
@@ -110,7 +111,7 @@ def test_a_target_forbids_the_shortfall_the_penalty_alone_would_accept():
         assert m["rt_coverage"] == 1.0 and m["slo_met"] is True, name
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3), st.sampled_from([0.5, 0.9, 0.99, 1.0]))
 def test_the_allocator_meets_every_target_a_baseline_plan_shows_feasible(scenario, share):
     assume(any(sum(j.demand) > 0 for j in scenario.realtime_jobs))
@@ -130,7 +131,7 @@ def test_the_allocator_meets_every_target_a_baseline_plan_shows_feasible(scenari
 
 
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -169,7 +170,7 @@ def test_a_whole_unit_of_one_service_wins_over_a_fraction_of_another():
     assert held == {"big": 2, "small": 1}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         scenarios(max_realtime=3),
@@ -185,7 +186,7 @@ def test_the_allocator_never_scores_below_fifo_or_backfill_without_its_guard(sce
         assert _beats(value, metrics(scenario, solve(scenario, name))["objective"]), name
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         scenarios(max_realtime=3),

@@ -23,6 +23,7 @@ from core.planners.allocator import (
 )
 from core.planners.full import plan_full
 from core.planners.restarts import search_words
+from tests.budget import examples
 from tests.paths import SCENARIOS_DIR as SCENARIOS
 from tests.strategies import scenarios
 
@@ -69,7 +70,7 @@ def test_it_never_ranks_below_the_fast_allocator_on_its_fast_path(shape):
         assert not ranks_above(plan_rank(scenario, fast), plan_rank(scenario, plan))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_it_never_ranks_below_the_fast_allocator_on_random_scenarios(scenario):
     fast, plan = plan_allocator(scenario), plan_thorough(scenario, ThoroughParams(time_limit=2))
