@@ -157,6 +157,7 @@ def test_plan_prints_a_table_with_the_gain_over_fifo(example):
     assert not result.stdout.lstrip().startswith("{")  # JSON only when asked (the default)
 
 
+@pytest.mark.slow
 def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
     result = gpuplan("plan", example, "--planner", "full", "--time-limit", "2")
     assert result.returncode == 0, result.stderr
@@ -167,6 +168,7 @@ def test_the_mip_reports_its_progress_on_stderr_and_json_stays_clean(example):
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+@pytest.mark.slow
 def test_the_thorough_search_says_how_it_ended_and_what_won(scenarios_dir):
     peak = scenarios_dir / "realtime-peak.json"
     result = gpuplan("plan", peak, "--planner", "allocator,thorough", "--time-limit", "30")
@@ -184,6 +186,7 @@ def test_the_thorough_search_says_how_it_ended_and_what_won(scenarios_dir):
     assert cut.stderr.strip().splitlines()[-1].startswith("thorough: time limit reached · ")
 
 
+@pytest.mark.slow
 def test_bench_runs_a_search_once_and_leaves_it_out_of_a_generated_shape(tmp_path):
     result = gpuplan(
         "bench", "--planners", "allocator", "thorough", "--scenarios", str(ROOT / "data"
@@ -280,6 +283,7 @@ def test_out_in_a_folder_without_permission_is_one_line(example, tmp_path):
     assert result.stderr.count("\n") == 1 and "no permission" in result.stderr
 
 
+@pytest.mark.slow
 def test_plan_check_and_simulate_read_the_csv_pair_and_a_history(tmp_path, scenarios_dir):
     from core.formats import scenario_to_tables
 
@@ -312,6 +316,7 @@ def test_plan_check_and_simulate_read_the_csv_pair_and_a_history(tmp_path, scena
     assert simulated.returncode == 0, simulated.stderr
 
 
+@pytest.mark.slow
 def test_simulate_takes_the_demand_quantile_and_writes_risk_and_idle_windows(tmp_path, example):
     out = tmp_path / "sim"
     result = gpuplan("simulate", example, "--days", "1", "--demand-quantile", "0.95", "--out", out)
@@ -331,6 +336,7 @@ def test_simulate_takes_the_demand_quantile_and_writes_risk_and_idle_windows(tmp
     assert bad.returncode == 2 and "--demand-quantile" in bad.stderr
 
 
+@pytest.mark.slow
 def test_simulate_reports_its_re_plans_on_stderr_and_keeps_stdout_the_metrics(example):
     result = gpuplan(
         "simulate", example, "--days", "1", "--planner", "thorough", "--time-limit", "0.2"
@@ -368,6 +374,7 @@ def test_a_sweep_refuses_more_local_workers_than_four_per_core():
         local_cluster(max_local_workers() + 1)  # refused before a process starts
 
 
+@pytest.mark.slow
 def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
     result = gpuplan(
         "bench", "--planners", "fifo", "allocator", "--scenarios", str(ROOT / "data" / "scenarios"
@@ -390,6 +397,7 @@ def test_two_scenario_files_are_not_taken_for_a_csv_pair(scenarios_dir):
     )  # not "the CSV pair carries no cluster: give --gpus"
 
 
+@pytest.mark.slow
 def test_simulate_replans_hourly_in_whole_steps_unless_told_otherwise(tmp_path, scenarios_dir):
     from core.formats import scenario_to_json
     from core.model import Cluster
@@ -416,6 +424,7 @@ def test_window_options_on_a_scenario_are_refused_not_dropped(scenarios_dir):
     assert gpuplan("plan", example).returncode == 0  # without them, as before
 
 
+@pytest.mark.slow
 def test_inputs_read_once_are_read_like_files(example, tmp_path):
     """Standard input ("-") and a process substitution: the format is detected from the head and
     the input read whole, though such an input can be read only once."""
@@ -450,6 +459,7 @@ def test_inputs_read_once_are_read_like_files(example, tmp_path):
     assert (empty.returncode, empty.stderr) == (2, "error: stdin: file is empty\n")
 
 
+@pytest.mark.slow
 def test_output_files_in_a_missing_folder_are_written_there(tmp_path, scenarios_dir):
     history = ROOT / "data" / "histories" / "chat_requests_hourly.csv"
     out = tmp_path / "reports" / "week" / "forecast.csv"
@@ -459,6 +469,7 @@ def test_output_files_in_a_missing_folder_are_written_there(tmp_path, scenarios_
     assert len(rows) == 24 and run.stdout == ""
 
 
+@pytest.mark.slow
 def test_plan_reads_a_history_past_the_upload_limit_as_import_does(tmp_path):
     """A history as INPUT is read from its path up to the import's limit, not the 20 MB of an
     upload; reading one that large says so on stderr (a small one's errors stay one line)."""
@@ -492,6 +503,7 @@ def test_plan_reads_a_history_past_the_upload_limit_as_import_does(tmp_path):
     assert [j.id for j in kept.jobs] == [j.id for j in window.jobs]
 
 
+@pytest.mark.slow
 def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):
     """`size` takes INPUT like plan: "how many GPUs do we need" straight from sacct."""
     sacct = ROOT / "tests" / "formats" / "fixtures" / "sacct_quirks.txt"

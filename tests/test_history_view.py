@@ -128,6 +128,7 @@ def test_uploads_above_the_app_limit_are_refused_with_file_and_limit(monkeypatch
     assert "gpuplan import" in str(e.value)
 
 
+@pytest.mark.slow
 def test_a_history_past_the_20_mb_of_a_scenario_upload_is_read_in_the_app(tmp_path):
     """A month of sacct is tens of MB: the app reads a history up to 200 MB, not the 20 MB it
     takes for a scenario or the CSV pair."""

@@ -288,6 +288,7 @@ def test_write_simulation_and_cli(tmp_path, example_runs, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_cli_simulate_writes_exports(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(
@@ -600,6 +601,7 @@ def test_running_block_from_the_input_is_kept():
     assert batch_placements(result.scenario, result.plan)["queued"].start_step == 3
 
 
+@pytest.mark.slow
 def test_a_real_trace_scenario_replays_legally_and_the_allocator_earns_more():
     """rolling-philly: serving demand is Philly's real active-node trace (with its outage in the
     history); scripts/make_trace_scenario.py writes it."""

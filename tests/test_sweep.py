@@ -278,6 +278,7 @@ def one_worker_csv(tmp_path_factory) -> str:
     return (out / "sweep.csv").read_text()
 
 
+@pytest.mark.slow
 def test_the_sweep_csv_has_the_columns_and_the_rows_a_planner_would_compute(one_worker_csv):
     rows = list(csv.DictReader(io.StringIO(one_worker_csv)))
     header = one_worker_csv.splitlines()[0].split(",")
@@ -300,6 +301,7 @@ def test_the_sweep_csv_has_the_columns_and_the_rows_a_planner_would_compute(one_
             assert float(row[key]) == pytest.approx(expected[key], rel=1e-12), key
 
 
+@pytest.mark.slow
 def test_a_sweep_takes_a_history_window_and_the_csv_pair_as_plan_does(tmp_path):
     """INPUT as `plan` reads it: a sacct window sweeps as its imported scenario does, and the CSV
     pair (no cluster of its own) is read on the largest size and planned on each."""
@@ -337,6 +339,7 @@ def test_a_sweep_takes_a_history_window_and_the_csv_pair_as_plan_does(tmp_path):
             assert float(row[key]) == pytest.approx(expected[key], rel=1e-12), key
 
 
+@pytest.mark.slow
 def test_two_local_workers_give_the_same_sweep_csv_as_one(one_worker_csv, tmp_path):
     result = gpuplan("sweep", MIXED, *SWEEP_ARGS, "--workers", "2", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
@@ -350,6 +353,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_an_external_scheduler_and_worker_give_the_same_sweep_csv(one_worker_csv, tmp_path):
     dask = Path(sys.executable).parent / "dask"
     port = _free_port()
@@ -697,6 +701,7 @@ print(threads() - before)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     (os.cpu_count() or 1) < 2 or not Path("/proc/self/status").exists(),
     reason="needs Linux and 2+ cores (HiGHS sizes its default scheduler by the core count)",
@@ -719,6 +724,7 @@ def test_pinned_highs_runs_the_full_planner_on_one_os_thread():
     assert threads("default") > 0  # without the pin HiGHS adds threads for the cores
 
 
+@pytest.mark.slow
 def test_a_full_sweep_task_pins_highs_in_its_worker(mixed):
     def pinned() -> list[bool]:
         import core.sweep
@@ -751,6 +757,7 @@ print(rows[0]["error"] == "")
 """
 
 
+@pytest.mark.slow
 def test_workers_never_rerun_the_script_that_started_them(tmp_path):
     # Under Streamlit the parent's __main__ is the app script; a spawned worker must not run it.
     script, marker = tmp_path / "script.py", tmp_path / "marker.txt"

@@ -192,6 +192,7 @@ def test_another_workload_drops_the_as_run():
     )  # the planners only
 
 
+@pytest.mark.slow
 def test_fifo_the_allocator_and_full_plan_the_imported_window_beside_the_as_run(expected):
     at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
     at.button(key="hi_load").click().run()

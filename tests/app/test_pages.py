@@ -56,6 +56,7 @@ def metric_values(at: AppTest) -> list[tuple[str, str]]:
     return [(m.label, m.value) for m in at.metric]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_opens_without_exception(page):
     at = open_page(page, timeout=120)
@@ -359,6 +360,7 @@ def test_exports_offer_the_four_files_for_any_computed_plan():
 # --- Demand forecast ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_forecast_into_the_scenario_demand():
     from core.forecast.demand import demand_quantile, forecast_series, load_history
 
@@ -491,6 +493,7 @@ def test_quantization_estimate_adds_a_job():
 # --- Horizon & risk ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     from core.plan import check
 
@@ -515,6 +518,7 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
     assert len(at.get("plotly_chart")) >= 4  # value chart, risk strip, stability, grid
 
 
+@pytest.mark.slow
 def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
     from core import views
     from core.analysis import idle_windows
@@ -535,6 +539,7 @@ def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
         assert "counts each idle GPU-hour once" in caption
 
 
+@pytest.mark.slow
 def test_horizon_says_why_a_workload_without_history_replays_flat():
     from core.views import jobs_without_history
 
@@ -547,6 +552,7 @@ def test_horizon_says_why_a_workload_without_history_replays_flat():
     assert any("flat forecast" in w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_horizon_never_shows_another_workloads_replay():
     at = open_page("pages/horizon_risk.py", timeout=180)
     assert at.session_state["hz_results"]["params"][0].name == "rolling-surge"
@@ -570,6 +576,7 @@ def test_horizon_never_shows_another_workloads_replay():
     assert at.session_state["hz_results"]["params"][3] == ("fifo", "allocator")  # not run
 
 
+@pytest.mark.slow
 def test_horizon_waits_for_its_button_on_a_long_replay(monkeypatch):
     """A replay estimated to take long (`views.replay_estimate_s`; here past a threshold lowered
     to 0.5 s, which a 4,096-GPU day passes) runs only when asked; its info says why and how long,
@@ -790,6 +797,7 @@ def test_a_pair_that_does_not_fit_the_horizon_says_how_to_fix_it():
     assert active(at) == before
 
 
+@pytest.mark.slow
 def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
     import streamlit as st
 
@@ -834,6 +842,7 @@ def test_capacity_page_runs_a_small_sweep_on_dask_and_marks_the_smallest_size():
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
 
+@pytest.mark.slow
 def test_capacity_says_when_no_cluster_size_meets_a_target():
     """At 1.5x demand chat-api wants 6.375 GPUs at its peak but may hold 5 (gpus_max): coverage
     stops at 91.44% on any cluster, so the sizes table says 'none at any size' and a warning
@@ -859,6 +868,7 @@ def test_capacity_says_when_no_cluster_size_meets_a_target():
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
 
+@pytest.mark.slow
 def test_capacity_passes_its_search_limit_to_the_planners_that_take_one(monkeypatch):
     """The limit is the page's, not a fixed 5 s: it reaches thorough and full (and only they
     take it), is greyed out while no chosen planner searches, and a changed limit marks the

@@ -97,6 +97,7 @@ def test_real_trace_beats_seasonal_naive_with_a_calibrated_interval():
     assert 0.85 <= result["coverage"] <= 0.95, result
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not (TRACES / "openb_pod_list_default.csv").exists(),
     reason=f"real traces not found in {TRACES} (the shared folder is absent)",
@@ -293,6 +294,7 @@ def test_forecast_series_rejects_bad_arguments(sample):
 # The command line (SPEC section 4)
 
 
+@pytest.mark.slow
 def test_cli_forecast_writes_the_table(tmp_path):
     out = tmp_path / "forecast.csv"
     result = subprocess.run(

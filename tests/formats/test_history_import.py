@@ -600,6 +600,7 @@ def gpuplan(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_import_then_plan(tmp_path):
     out = tmp_path / "w" / "scenario.json"
     run = gpuplan("import", SACCT, "--start", "2026-08-17T00:00:00", "--out", out)

@@ -305,6 +305,7 @@ def _fraction_for_priority_case():
     return _scenario(8, 8, jobs, penalty_weight=8, decay=0.9)
 
 
+@pytest.mark.slow
 def test_a_low_priority_fraction_makes_way_for_a_high_priority_job():
     from core.planners.allocator import AllocatorParams
 
@@ -399,6 +400,7 @@ def _serving_moves_for_good_case():
     return _scenario(8, 8, jobs, penalty_weight=5, decay=0.97)
 
 
+@pytest.mark.slow
 def test_serving_that_cannot_return_after_a_window_is_placed_again_from_where_it_stands():
     scenario = _serving_moves_for_good_case()
     plan = plan_allocator(scenario)
@@ -636,6 +638,7 @@ def test_a_window_a_swap_cap_holds_is_tried_with_the_gpu_gained_a_step_late(monk
     assert metrics(scenario, plan)["objective"] == pytest.approx(320.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(monkeypatch):
     # small-21 again: b6 takes GPUs 0-3 at steps 18-23 and rt1 (priority 8, swap cap 1) sits on
     # GPU 2 at its peak, so it went a GPU short at step 18 (320.0 with the top-up alone).
@@ -665,6 +668,7 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     assert metrics(scenario, plan)["objective"] == pytest.approx(338.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_serving_placed_again_around_the_batch_work_also_holds_its_peaks(monkeypatch):
     # small-21 once more: on the final batch work, rt1 (priority 8) and rt0 (priority 2), both
     # with a swap cap of 1, contend for GPUs 2-7. Following the demand curves, rt1 steps aside
@@ -803,6 +807,7 @@ def test_a_window_pair_also_tries_a_job_on_another_block_at_its_own_start():
     _at_proved_optimum(scenario, plan_allocator(scenario), 144.0)
 
 
+@pytest.mark.slow
 def test_a_window_re_packs_the_job_an_earlier_window_pinned():
     # Wide-shape small-47 (8 GPUs, 8 steps, two services): b3 is pinned on GPUs 4-5, then b5
     # on GPUs 4-7 from step 2, then b3 and b6 again elsewhere; each new window re-packs the
@@ -824,6 +829,7 @@ def test_a_window_pair_prices_the_batch_work_on_its_block_at_the_delay():
     _placed_at_the_optimum(8, "b3", (0, 8, 10), 227.0, day=True)
 
 
+@pytest.mark.slow
 def test_a_window_pair_tries_a_job_placed_narrow_wider_at_a_later_start():
     # Wide small-1068 (decay 0.97): b4 (priority 8, 2 GPU-hours, 4-8 GPUs) ran 4 GPUs wide at
     # its arrival, step 6, where running work holds GPUs 0-1 until step 9. A job earns its
@@ -936,6 +942,7 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
         assert (before ^ after).bit_count() <= job.swap_cap
 
 
+@pytest.mark.slow
 def test_the_final_polish_moves_a_job_cut_short_and_the_job_that_took_its_room_as_a_pair():
     # Wide-shape small-28 (4 GPUs, 12 steps): b3 (priority 5, arrives at step 5) goes first
     # and takes GPUs 0-1 at steps 5-10, so b6 (priority 4, two steps) is cut short at step

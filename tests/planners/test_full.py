@@ -396,6 +396,7 @@ def test_solver_failure_returns_the_warm_start(monkeypatch):
     assert plan.same_grid(warm)
 
 
+@pytest.mark.slow
 def test_an_illegal_mip_grid_is_rejected_by_check(monkeypatch):
     scenario = _contended()
     warm = plan_backfill(scenario)
@@ -573,6 +574,7 @@ def test_full_with_a_coverage_target_matches_the_brute_force(seed, target):
     assert plan.stats["bound"] >= optimum - 1e-6 * max(1.0, abs(optimum))
 
 
+@pytest.mark.slow
 def test_bench_shows_bound_gap_and_time_to_proof_for_the_planner_that_reports_them():
     from core.bench import SCENARIO_DIR, format_table, run_bench
 

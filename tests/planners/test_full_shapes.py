@@ -234,6 +234,7 @@ def test_uniform_priority_with_the_allocators_plan_as_the_start_is_proved_at_the
     assert math.isclose(shaped["bound"], 375.291369, abs_tol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_shape_solution_scored_other_than_reported_is_solved_again_without_the_start(
     monkeypatch,
 ):

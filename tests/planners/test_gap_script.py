@@ -43,6 +43,7 @@ def test_gap_statistics_count_what_issue_13_asks_about():
     assert stats["mean_gap"] == pytest.approx(0.281 / 5)
 
 
+@pytest.mark.slow
 def test_a_path_draws_until_it_has_count_of_its_own():
     # day-shape seeds 20000-20013: 20000, 20010 and 20013 are of the benchmarks' size (fast
     # path), the ten between them smaller

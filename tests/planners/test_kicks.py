@@ -29,6 +29,7 @@ def test_kicks_reach_the_proved_optimum_the_descent_stops_short_of():
     assert metrics(scenario, plan)["objective"] == pytest.approx(496.0)
 
 
+@pytest.mark.slow
 def test_kicks_keep_the_serving_and_the_running_jobs_where_they_are():
     # wide small-2042 (8 GPUs x 12 steps, one service), with three pins (six reach the optimum
     # before the kicks): 276 -> 280 by the batch work alone
@@ -61,6 +62,7 @@ def test_kicks_must_be_a_non_negative_integer():
         AllocatorParams(kicks=-1)
 
 
+@pytest.mark.slow
 def test_a_restart_plan_that_serves_otherwise_wins_once_kicked(monkeypatch):
     # Wide-shape small-7214 (8 GPUs x 16 steps, one service), without pins (six reach the
     # optimum before the kicks): kicked around the final plan's serving, the plan reaches

@@ -28,6 +28,7 @@ def _restarted(scenario, blocked):  # a few restarts around the pin, as `deep`
     return restart(scenario, start, lambda tighter: _allocate_once(tighter, blocked), 4)[0]
 
 
+@pytest.mark.slow
 def test_a_pin_moves_serving_off_the_block_the_batch_work_needs():
     # Wide-shape small-42018 (12 GPUs x 8 steps, one service): serving sits on GPUs 9-11, in
     # the aligned pair a 2-GPU, priority-3 job needs; restarts and kicks end at 163.31. Pinning
@@ -109,6 +110,7 @@ def test_a_pin_whose_serving_moves_off_in_time_is_legal():
     assert check(scenario, plan_allocator(scenario)) == []
 
 
+@pytest.mark.slow
 def test_no_pins_without_serving_or_when_turned_off():
     no_serving = small_case(2453, wide=True)  # batch work only
     assert "pins" not in plan_allocator(no_serving).stats
@@ -127,6 +129,7 @@ def test_pins_must_be_a_non_negative_integer():
 _PINS_WON = [(2013, None), (2042, None), (2051, None), (2259, None), (2351, None), (4017, 0.95)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "slo"), _PINS_WON)
 def test_pins_improve_the_draws_they_were_measured_on(seed, slo):
     scenario = small_case(seed, wide=True, slo=slo)

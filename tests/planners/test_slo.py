@@ -85,6 +85,7 @@ def test_the_allocator_reaches_the_most_coverage_full_proves_on_wide_draws(seed,
     assert m["slo_met"] is False and m["rt_coverage"] == pytest.approx(most, abs=5e-5)
 
 
+@pytest.mark.slow
 def test_among_plans_of_the_most_coverage_the_lower_priority_goes_short():
     # wide small-31074, 95% target out of reach: 84.79% is the most coverage there is (full,
     # proved), and the best plan with it (J 74.198) leaves the priority-2 service short where

@@ -39,6 +39,7 @@ def _fast_path_draws(count: int, seed: int, **shape) -> list:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "seed, kept",
     [
@@ -62,6 +63,7 @@ def test_the_fast_path_s_tails_come_within_3_percent_of_the_proved_optimum(seed,
     assert plan.stats["time_limit_reached"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [{"day": True}, {"wide": True}, {"wide": True, "slo": 0.95}])
 def test_it_never_ranks_below_the_fast_allocator_on_its_fast_path(shape):
     for scenario in _fast_path_draws(4, 70_000, **shape):
