@@ -172,6 +172,30 @@ def simulate(
     times more at every re-plan, and kicks pack its batch work hundreds of times more, for a
     plan the next re-plan revises); `thorough` keeps them, within its time limit per re-plan.
     """
+    options = _window_options(planner, planner_options)
+    run = _set_up(
+        scenario,
+        days,
+        planner,
+        options,
+        replan_minutes,
+        window_hours,
+        demand_quantile,
+        refit_hours,
+        forecaster,
+        realtime_on_idle,
+    )
+    while run.t0 < run.period:
+        _replan(run, on_replan)
+        if progress is not None:
+            progress(
+                run.t0 / run.period, f"step {run.t0} of {run.period} ({len(run.rows)} re-plans)"
+            )
+    return _result(run, replan_minutes)
+
+
+def _window_options(planner: str, planner_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The planner's options for every window (see `simulate`)."""
     options = dict(planner_options or {})
     if planner_spec(planner).accepts("give_up_serving"):
         # demand here is a forecast: serving the allocator gave up against it for batch work
@@ -180,6 +204,53 @@ def simulate(
     if planner_spec(planner).accepts("restarts") and not planner_spec(planner).searches:
         options.setdefault("restarts", 0)
         options.setdefault("kicks", 0)
+    return options
+
+
+@dataclass
+class _Run:
+    """One `simulate` run: what it was given, worked out once, and the state each re-plan
+    carries to the next (the realised grid, the started jobs, the rows and windows so far)."""
+
+    planner: str
+    options: dict[str, Any]
+    source: Scenario  # the scenario with its demand extended to the period
+    actual: Scenario
+    notes: list[str]
+    source_steps: int
+    period: int
+    commit_steps: int
+    window_steps: int
+    target: float | None
+    realtime_on_idle: bool
+    grid: np.ndarray
+    started: dict[int, _Started]
+    held_before: dict[int, tuple[int, ...] | None]
+    is_batch: np.ndarray
+    demand_model: DemandModel
+    committed_forecasts: dict[str, list[pd.DataFrame]]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    windows: list[HorizonWindow] = field(default_factory=list)
+    previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None = None
+    trigger: str = "scheduled"
+    t0: int = 0
+    next_scheduled: int = 0
+
+
+def _set_up(
+    scenario: Scenario,
+    days: float,
+    planner: str,
+    options: dict[str, Any],
+    replan_minutes: int,
+    window_hours: float,
+    demand_quantile: float | None,
+    refit_hours: float,
+    forecaster: Forecaster | None,
+    realtime_on_idle: bool,
+) -> _Run:
+    """The run before its first re-plan: the period, the realised scenario, an idle grid, the
+    running batch jobs started and the demand model (see `simulate` for the arguments)."""
     source_steps = scenario.cluster.horizon_steps
     period, commit_steps, window_steps = _steps(scenario, days, replan_minutes, window_hours)
     scenario, notes = extend_demand(scenario, period)
@@ -206,105 +277,124 @@ def simulate(
     is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
     demand_model = DemandModel(actual, forecaster, demand_quantile, refit_hours)
     committed_forecasts: dict[str, list[pd.DataFrame]] = {j.id: [] for j in actual.realtime_jobs}
+    return _Run(
+        planner=planner,
+        options=options,
+        source=scenario,
+        actual=actual,
+        notes=notes,
+        source_steps=source_steps,
+        period=period,
+        commit_steps=commit_steps,
+        window_steps=window_steps,
+        target=target,
+        realtime_on_idle=realtime_on_idle,
+        grid=grid,
+        started=started,
+        held_before=held_before,
+        is_batch=is_batch,
+        demand_model=demand_model,
+        committed_forecasts=committed_forecasts,
+    )
 
-    rows: list[dict[str, Any]] = []
-    windows: list[HorizonWindow] = []
-    previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None = None
-    trigger = "scheduled"
-    t0 = 0
-    next_scheduled = 0
-    while t0 < period:
-        steps = min(window_steps, period - t0)
-        clock = time.perf_counter()
-        window_forecasts = demand_model.forecasts(t0, steps)
-        forecast_ms = (time.perf_counter() - clock) * 1000.0
-        window, mapping = _window_scenario(
-            actual, scenario, t0, steps, started, held_before, window_forecasts, demand_model
-        )
-        window_plan = solve(window, planner, **options)
-        lookup = np.append(mapping, IDLE).astype(np.int32)  # window IDLE (-1) stays IDLE
-        planned = lookup[window_plan.grid]
-        placements = {
-            actual.job_index(p.job_id): (p.gpu_start, p.gpus, p.start_step + t0)
-            for p in batch_placements(window, window_plan).values()
-            if actual.job_index(p.job_id) not in started
+
+def _replan(run: _Run, on_replan: Callable[[ReplanView], None] | None) -> None:
+    """One re-plan at `run.t0`: plan the window, execute its steps up to the next re-plan (or
+    the event that stops them), record the row and window, and move `run.t0` on."""
+    actual, demand_model, t0 = run.actual, run.demand_model, run.t0
+    steps = min(run.window_steps, run.period - t0)
+    clock = time.perf_counter()
+    window_forecasts = demand_model.forecasts(t0, steps)
+    forecast_ms = (time.perf_counter() - clock) * 1000.0
+    window, mapping = _window_scenario(
+        actual, run.source, t0, steps, run.started, run.held_before, window_forecasts, demand_model
+    )
+    window_plan = solve(window, run.planner, **run.options)
+    lookup = np.append(mapping, IDLE).astype(np.int32)  # window IDLE (-1) stays IDLE
+    planned = lookup[window_plan.grid]
+    placements = {
+        actual.job_index(p.job_id): (p.gpu_start, p.gpus, p.start_step + t0)
+        for p in batch_placements(window, window_plan).values()
+        if actual.job_index(p.job_id) not in run.started
+    }
+    stability = _stability(run.previous, t0, planned, placements, run.is_batch)
+    if t0 >= run.next_scheduled:
+        run.next_scheduled = t0 + run.commit_steps
+    end = min(run.next_scheduled, run.period)
+    executed, stop, lent = _execute(
+        actual,
+        run.source,
+        run.grid,
+        t0,
+        end,
+        planned,
+        placements,
+        run.started,
+        run.held_before,
+        run.realtime_on_idle,
+    )
+    _adapt(demand_model, actual, run.grid, t0, t0 + executed, run.target)
+    for job in actual.realtime_jobs:
+        frame = window_forecasts[job.id].iloc[:executed]
+        run.committed_forecasts[job.id].append(frame.set_axis(range(t0, t0 + executed)))
+    run.rows.append(
+        {
+            "step": t0,
+            "trigger": run.trigger,
+            "window_steps": steps,
+            "committed_steps": executed,
+            "rt_idle_cells": lent,
+            **stability,
+            "changed_fraction": stability["changed_cells"] / stability["future_cells"]
+            if stability["future_cells"]
+            else 0.0,
+            "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
+            "forecast_ms": forecast_ms,
+            "refit": demand_model.refitted,
+            "quantile_max": max(
+                (demand_model.quantile_of(j.id) or 0.0 for j in actual.realtime_jobs),
+                default=0.0,
+            ),
         }
-        stability = _stability(previous, t0, planned, placements, is_batch)
-        if t0 >= next_scheduled:
-            next_scheduled = t0 + commit_steps
-        end = min(next_scheduled, period)
-        executed, stop, lent = _execute(
-            actual,
-            scenario,
-            grid,
-            t0,
-            end,
-            planned,
-            placements,
-            started,
-            held_before,
-            realtime_on_idle,
-        )
-        _adapt(demand_model, actual, grid, t0, t0 + executed, target)
-        for job in actual.realtime_jobs:
-            frame = window_forecasts[job.id].iloc[:executed]
-            committed_forecasts[job.id].append(frame.set_axis(range(t0, t0 + executed)))
-        rows.append(
-            {
-                "step": t0,
-                "trigger": trigger,
-                "window_steps": steps,
-                "committed_steps": executed,
-                "rt_idle_cells": lent,
-                **stability,
-                "changed_fraction": stability["changed_cells"] / stability["future_cells"]
-                if stability["future_cells"]
-                else 0.0,
-                "planner_ms": float(window_plan.stats.get("runtime_ms", 0.0)),
-                "forecast_ms": forecast_ms,
-                "refit": demand_model.refitted,
-                "quantile_max": max(
-                    (demand_model.quantile_of(j.id) or 0.0 for j in actual.realtime_jobs),
-                    default=0.0,
-                ),
-            }
-        )
-        previous = (t0, planned, placements)
-        windows.append(HorizonWindow(t0, window, window_plan, window_forecasts))
-        if on_replan is not None:
-            on_replan(
-                ReplanView(
-                    t0, executed, trigger, window, window_plan, grid[:, : t0 + executed].copy()
-                )
+    )
+    run.previous = (t0, planned, placements)
+    run.windows.append(HorizonWindow(t0, window, window_plan, window_forecasts))
+    if on_replan is not None:
+        on_replan(
+            ReplanView(
+                t0, executed, run.trigger, window, window_plan, run.grid[:, : t0 + executed].copy()
             )
-        trigger = "scheduled" if t0 + executed >= next_scheduled else stop
-        t0 += executed
-        if progress is not None:
-            progress(t0 / period, f"step {t0} of {period} ({len(rows)} re-plans)")
+        )
+    run.trigger = "scheduled" if t0 + executed >= run.next_scheduled else stop
+    run.t0 = t0 + executed
 
-    replans = pd.DataFrame(rows)
+
+def _result(run: _Run, replan_minutes: int) -> SimulationResult:
+    """The realised plan, its metrics and the run's re-plans, forecasts and windows."""
+    actual, grid, period = run.actual, run.grid, run.period
+    replans = pd.DataFrame(run.rows)
     stats = {"runtime_ms": float(replans["planner_ms"].sum())}
-    plan = Plan(grid, planner, stats)
+    plan = Plan(grid, run.planner, stats)
     result_metrics = metrics(actual, plan)
     result_metrics["violations"] = len(check(actual, plan))  # 0 unless a planner has a bug
     result_metrics.update(_stability_metrics(replans, actual, period, replan_minutes))
-    result_metrics.update(_shortfall_metrics(actual, grid, target))
+    result_metrics.update(_shortfall_metrics(actual, grid, run.target))
     step_hours = actual.cluster.step_minutes / 60.0
     result_metrics["rt_idle_served_gpu_hours"] = float(replans["rt_idle_cells"].sum()) * step_hours
-    result_metrics["demand_extended_steps"] = max(0, period - source_steps)
-    result_metrics["notes"] = list(notes)
+    result_metrics["demand_extended_steps"] = max(0, period - run.source_steps)
+    result_metrics["notes"] = list(run.notes)
     forecasts = {
-        job_id: pd.concat(frames) for job_id, frames in committed_forecasts.items() if frames
+        job_id: pd.concat(frames) for job_id, frames in run.committed_forecasts.items() if frames
     }
     return SimulationResult(
         scenario=actual,
-        source=scenario,
+        source=run.source,
         plan=plan,
         metrics=result_metrics,
         replans=replans,
         forecasts=forecasts,
-        windows=windows,
-        notes=notes,
+        windows=run.windows,
+        notes=run.notes,
     )
 
 
