@@ -758,7 +758,7 @@ class _ProgressLine(_StderrLine):
 
     def finish(self, stats: dict) -> None:
         from .planners import SolveStatus
-        from .planners.restarts import search_words
+        from .planners.allocator import search_words
 
         status = stats.get("status")
         runtime = float(stats.get("runtime_ms", 0.0)) / 1000

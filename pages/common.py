@@ -21,7 +21,7 @@ from core import views
 from core.formats import load_scenario
 from core.model import JOB_TYPES, Scenario, ScenarioError
 from core.planners import PLANNER_LABELS, SolveStatus
-from core.planners.restarts import search_words
+from core.planners.allocator import search_words
 from core.workload import (  # noqa: F401  (re-exported for the pages)
     JOB_TABLE_COLUMNS,
     KEEP,

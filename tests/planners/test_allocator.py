@@ -344,7 +344,7 @@ def test_a_fraction_of_low_priority_demand_hands_its_gpu_to_a_whole_unit_of_high
 
 
 def test_a_gpu_counts_the_demand_it_covers_later_where_a_swap_cap_could_not_regain_it():
-    from core.planners.allocator import _ramp_covers
+    from core.planners.allocator.serving import _ramp_covers
 
     ramp = RealtimeJob("ramp", 4, 0, 4, 1, (1.1, 1.9, 2.7, 3.0, 2.6))
     targets = (2, 2, 3, 3, 3)
@@ -606,7 +606,7 @@ def test_a_window_that_loses_alone_is_tried_for_the_cells_it_gives_up():
 
 
 def test_the_cells_a_window_gives_up_are_its_placement_less_what_it_keeps():
-    from core.planners.allocator import _given_up
+    from core.planners.allocator.windows import _given_up
 
     linear = [float(t) for t in range(9)]  # no decay: a step is worth 1
     # on GPUs 0-1 at steps 2-5; the window holds GPUs 1-2 at steps 1-4: GPU 1 at 2-4 is kept
@@ -628,10 +628,9 @@ def test_a_window_a_swap_cap_holds_is_tried_with_the_gpu_gained_a_step_late(monk
     # the final batch work is switched off here: it takes the plan further (the next test).
     from core.bench import small_case
     from core.planners import allocator
+    from core.planners.allocator import topup
 
-    monkeypatch.setattr(
-        allocator, "_serve_around", lambda s, r, rt, *_: allocator._top_up(s, r, *rt)
-    )
+    monkeypatch.setattr(allocator, "_serve_around", lambda s, r, rt, *_: topup._top_up(s, r, *rt))
     scenario = small_case(21, day=True)
     plan = plan_allocator(scenario, _PHASES)
     assert check(scenario, plan) == []
@@ -651,6 +650,7 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     # 340.0.
     from core.bench import small_case
     from core.planners import allocator
+    from core.planners.allocator import layouts
 
     # (Without the peaks held all horizon, which reach the optimum: see the next test.)
     scenario = small_case(21, day=True)
@@ -659,7 +659,7 @@ def test_serving_placed_again_around_the_final_batch_work_leaves_its_gpus_early(
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert metrics(scenario, plan)["objective"] == pytest.approx(350.0, abs=1e-6)
-    buddy = (allocator._Buddy(scenario.cluster.gpus),)
+    buddy = (layouts.FillBrokenBlocks(scenario.cluster.gpus),)
     monkeypatch.setattr(
         allocator, "_serve_around", lambda *args: original(*args[:5], buddy, peak=False)
     )
@@ -861,6 +861,7 @@ def test_window_pairs_take_a_second_round_from_the_incumbent_the_first_moved():
 
 def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     from core.planners import allocator
+    from core.planners.allocator import layouts, serving, topup
 
     # One service, swap cap 1, demand 2 from step 3; b holds GPUs 0-1 at steps 5-7. The
     # incumbent served on GPU 0 from step 0, so at step 5 it could only give GPU 0 up (one
@@ -870,9 +871,9 @@ def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     scenario = _scenario(4, 8, jobs, penalty_weight=5)
     placements = [(1, 0, 2, 5, 8)]
     incumbent = {0: [0b0001] * 3 + [0b0101] * 2 + [0b0100] + [0b1100] * 2}
-    pricings = [allocator._Targets("priced", tuple(allocator.batch_worth(scenario)))]
+    pricings = [serving._Targets("priced", tuple(allocator.batch_worth(scenario)))]
     params = allocator.AllocatorParams()
-    layouts = (allocator._Buddy(4),)
+    layouts = (layouts.FillBrokenBlocks(4),)
     out = allocator._serve_around(
         scenario, [0] * 8, (incumbent, placements), pricings, params, layouts
     )
@@ -890,11 +891,11 @@ def test_a_service_steps_aside_from_a_gpu_batch_work_takes_later():
     alone = allocator._serve_around(
         scenario, [0] * 8, (incumbent, placements), pricings, params, ()
     )
-    assert alone == allocator._top_up(scenario, [0] * 8, incumbent, placements)
+    assert alone == topup._top_up(scenario, [0] * 8, incumbent, placements)
 
 
 def test_a_swap_cap_is_kept_by_gaining_a_gpu_a_step_late():
-    from core.planners.allocator import _within_swap_cap
+    from core.planners.allocator.clearing import _within_swap_cap
 
     job = RealtimeJob("chat", 8, 0, 2, swap_cap=1, demand=(2.0, 2.0, 2.0))
     # GPU 0 for GPU 2 at step 1: two swaps; GPU 2 is held at step 0 (no early gain) and GPU 0
@@ -910,7 +911,7 @@ def test_a_swap_cap_is_kept_by_gaining_a_gpu_a_step_late():
 
 
 def test_a_swap_cap_is_kept_by_gaining_a_gpu_more_than_a_step_early():
-    from core.planners.allocator import _within_swap_cap
+    from core.planners.allocator.clearing import _within_swap_cap
 
     # GPU 1 for GPU 2 at step 2 is two swaps for a cap of 1; step 1 already used its swap
     # (GPU 0 given up) and GPU 1 is held at step 2 (no late release): GPU 2 is gained at step
@@ -929,7 +930,7 @@ def test_a_gpu_gained_early_is_not_also_given_up_a_step_late():
     # is four swaps for a cap of 2. GPU 4 is gained a step early (step 1 then holds 3, the
     # most); the late gain must then drop GPU 5, not GPU 4, which step 1 already holds:
     # dropping GPU 4 made steps 1-2 go from GPUs 2-4 to GPU 5 alone, four swaps again.
-    from core.planners.allocator import _within_swap_cap
+    from core.planners.allocator.clearing import _within_swap_cap
 
     job = RealtimeJob("rt0", 8, 1, 3, swap_cap=2, demand=(3.0, 2.0, 2.0))
     block = 0b1111  # GPUs 0-3, held by a window from step 2
@@ -970,7 +971,7 @@ def test_the_final_polish_also_keeps_the_jobs_pinned_on_windows_in_place():
 
 
 def test_another_service_hands_its_gpu_over_a_step_early():
-    from core.planners.allocator import _within_swap_cap
+    from core.planners.allocator.clearing import _within_swap_cap
 
     # rt1 (cap 2) goes from GPUs 1-3 to GPU 5 at step 1 (four swaps) for a window on GPUs 0-3;
     # GPU 5 is rt0's at step 0 (its previous GPUs 4-5), so it cannot be gained early alone
@@ -1004,7 +1005,7 @@ def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
     # holds GPU 2 and gains GPU 1 at step 3. W's window is GPU 2 from step 2: rt moves onto
     # B's GPU 0 at step 2 (B re-packs) and keeps GPUs 0-1 at step 3, a release and a gain at
     # step 2. Gaining GPU 0 a step early takes another of B's cells, which re-packs anyway.
-    from core.planners import allocator
+    from core.planners.allocator import clearing, packing
 
     rt = RealtimeJob("rt", 4, 1, 2, swap_cap=1, demand=(1.0, 1.0, 1.0, 2.0), previous_gpus=(2,))
     jobs = [
@@ -1014,22 +1015,22 @@ def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
         rt,
     ]
     scenario = _scenario(3, 4, jobs)
-    running = allocator._running_masks(scenario, 4)
+    running = packing._running_masks(scenario, 4)
     realtime = {3: [0b100, 0b100, 0b100, 0b110]}
-    result = ([(1, 0, 2, 1, 3)], 4.0, 4, [], "value")
+    result = packing._Packed([(1, 0, 2, 1, 3)], 4.0, 4, [], "value")
     discount = [0.0, 1.0, 2.0, 3.0, 4.0]
     window = ((2, 1, 2, 4), 2, True)
-    sets = allocator._clear_window(
+    sets = clearing._clear_window(
         scenario, [(3, rt)], running, (realtime, result, discount), window, True
     )
-    assert sets is not allocator._STUCK
+    assert sets is not clearing._STUCK
     assert sets == {3: [0b100, 0b101, 0b001, 0b011]}
     # off batch work (the third item False), B's cells stay where they are: the cap holds
     window = ((2, 1, 2, 4), 2, False)
     incumbent = (realtime, result, discount)
-    assert allocator._clear_window(scenario, [(3, rt)], running, incumbent, window, True) in (
+    assert clearing._clear_window(scenario, [(3, rt)], running, incumbent, window, True) in (
         None,
-        allocator._STUCK,
+        clearing._STUCK,
     )
 
 
@@ -1054,7 +1055,7 @@ def test_a_losing_window_pair_is_followed_by_a_window_of_the_job_it_pushed_out()
 def test_a_swap_cap_repair_keeps_the_cap_and_takes_no_gpu_another_holds(data):
     # `_within_swap_cap` on random sets: where it says yes, every step keeps the cap, the
     # range and gpus_min, and a GPU it adds at a step is one nobody held there.
-    from core.planners.allocator import _within_swap_cap
+    from core.planners.allocator.clearing import _within_swap_cap
 
     gpus, steps = 6, 6
     low = data.draw(st.integers(0, 2))
@@ -1093,11 +1094,12 @@ def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
     # before; the jobs earlier windows pinned now re-pack and it needs no second trial.)
     from core.bench import small_case
     from core.planners import allocator
+    from core.planners.allocator import moves
 
     scenario = small_case(107, wide=True)
     assert allocator.search_effort(scenario)[1] is False
     tried = []
-    original = allocator._RealtimeSearch._try
+    original = moves._RealtimeSearch._try
 
     def spy(search, job, sets, avoid, pin):
         kept = original(search, job, sets, avoid, pin)
@@ -1105,7 +1107,7 @@ def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
             tried.append((scenario.jobs[job.index].id, kept))
         return kept
 
-    monkeypatch.setattr(allocator._RealtimeSearch, "_try", spy)
+    monkeypatch.setattr(moves._RealtimeSearch, "_try", spy)
     plan = plan_allocator(scenario)
     assert check(scenario, plan) == []
     assert tried[:2] == [("b8", False), ("b3", True)]
@@ -1118,33 +1120,34 @@ def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, giv
     # The contended cases of scripts/allocator_gap.py: there windows are tried and cleared
     # (tests/strategies.py's scenarios rarely need one), also with a GPU gained a step late.
     from core.bench import small_case
-    from core.planners import allocator
+    from core.planners import allocator, blocks
+    from core.planners.allocator import clearing, packing
 
     scenario = small_case(seed, wide=shape == "wide", day=shape == "day")
 
     seen = []
-    original = allocator._clear_window
+    original = clearing._clear_window
 
     def clear(scenario_, jobs, running, incumbent, window, give_up_, *rest):
         sets = original(scenario_, jobs, running, incumbent, window, give_up_, *rest)
-        if sets is not None and sets is not allocator._STUCK:
+        if sets is not None and sets is not clearing._STUCK:
             seen.append((incumbent[0], sets, window, give_up_))
         return sets
 
     # the phases alone: a restart plans a tighter scenario, whose job numbers differ
     params = allocator.AllocatorParams(give_up_serving=give_up, restarts=0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allocator, "_clear_window", clear)
+        patch.setattr(clearing, "_clear_window", clear)
         plan = plan_allocator(scenario, params)
     assert check(scenario, plan) == []
-    running = allocator._running_masks(scenario, scenario.cluster.horizon_steps)
+    running = packing._running_masks(scenario, scenario.cluster.horizon_steps)
     for before, sets, ((b, g, start, end), _, _), give_up_ in seen:
         block = ((1 << g) - 1) << b
         assert give_up_ == give_up
         taken = list(running)
         for i, masks in sets.items():
             job = scenario.jobs[i]
-            previous = allocator.mask_of(job.previous_gpus or ())
+            previous = blocks.mask_of(job.previous_gpus or ())
             for t, mask in enumerate(masks):
                 assert not mask & taken[t]  # no GPU twice
                 taken[t] |= mask
@@ -1162,14 +1165,14 @@ def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, giv
 def _packed_alone(scenario):
     """Each job's placement when the batch work is packed alone, by value (index, b, g, start,
     end)."""
-    from core.planners import allocator
+    from core.planners.allocator import packing
 
     T = scenario.cluster.horizon_steps
     discount = np.concatenate(([0.0], np.cumsum(scenario.policy.decay ** np.arange(T)))).tolist()
-    running = allocator._running_masks(scenario, T)
-    free = allocator._free_masks(scenario.cluster.gpus, running, {})
-    packer = allocator._Packer(scenario.cluster.gpus, T, discount, free, True)
-    return packer.pack(allocator._candidates(scenario), "value")[0]
+    running = packing._running_masks(scenario, T)
+    free = packing._free_masks(scenario.cluster.gpus, running, {})
+    packer = packing._Packer(scenario.cluster.gpus, T, discount, free, True)
+    return packer.pack(packing._candidates(scenario), "value")[0]
 
 
 def test_without_decay_a_job_takes_the_size_that_ends_first():
@@ -1192,7 +1195,7 @@ def test_a_block_that_no_larger_block_contains_goes_first():
 
 
 def test_top_up_gains_no_gpu_it_could_not_release_within_a_swap_cap_of_zero():
-    from core.planners import allocator
+    from core.planners.allocator import topup
 
     # rt0 holds GPU 0 from step 0 (free) and may never swap after it; GPU 1 is idle at step 0
     # only (batch work from step 1): gaining it would need a release at step 1.
@@ -1202,15 +1205,15 @@ def test_top_up_gains_no_gpu_it_could_not_release_within_a_swap_cap_of_zero():
     ]
     scenario = _scenario(2, 3, jobs, penalty_weight=5)
     realtime = {0: [0b01, 0b01, 0b01]}
-    out = allocator._top_up(scenario, [0, 0, 0], realtime, [(1, 1, 1, 1, 3)])
+    out = topup._top_up(scenario, [0, 0, 0], realtime, [(1, 1, 1, 1, 3)])
     assert out[0] == [0b01, 0b01, 0b01]
     # with the batch work gone the GPU stays idle to the horizon: held from step 0, no release
-    out = allocator._top_up(scenario, [0, 0, 0], realtime, [])
+    out = topup._top_up(scenario, [0, 0, 0], realtime, [])
     assert out[0] == [0b11, 0b11, 0b11]
 
 
 def test_top_up_gains_an_idle_gpu_a_step_early_where_a_release_used_the_swap_cap():
-    from core.planners import allocator
+    from core.planners.allocator import topup
 
     # rt0 (cap 1) gives GPU 0 up to batch work at step 1, short a unit there; GPU 2 stays idle,
     # but a gain at step 1 would be a second swap: it is gained at step 0 instead (free there)
@@ -1222,11 +1225,11 @@ def test_top_up_gains_an_idle_gpu_a_step_early_where_a_release_used_the_swap_cap
     scenario = _scenario(4, 3, jobs, penalty_weight=5)
     realtime = {0: [0b0011, 0b0010, 0b0010]}
     placements = [(1, 0, 1, 1, 3), (2, 3, 1, 0, 3)]
-    out = allocator._top_up(scenario, [0, 0, 0], realtime, placements)
+    out = topup._top_up(scenario, [0, 0, 0], realtime, placements)
     assert out[0] == [0b0111, 0b0110, 0b0110]
     # at gpus_max at step 0 it cannot hold GPU 2 there: GPU 2 comes at step 2
     capped = _scenario(4, 3, [dataclasses.replace(jobs[0], gpus_max=2), *jobs[1:]])
-    out = allocator._top_up(capped, [0, 0, 0], realtime, placements)
+    out = topup._top_up(capped, [0, 0, 0], realtime, placements)
     assert out[0] == [0b0011, 0b0010, 0b0110]
 
 
@@ -1329,7 +1332,7 @@ def test_the_grid_packer_places_as_the_definition(case):
     # The grid packer writes `FreeGrid`'s searches out in its loop: under the queue rule
     # ("backfill": earliest start, lowest-indexed block) each job lands where the definition
     # puts it on what the jobs before it left free, and its trace holds those free GPUs.
-    from core.planners.allocator import _Candidate, _Packer
+    from core.planners.allocator.packing import _Candidate, _Packer
 
     gpus, free, queries = case
     steps = len(free)
@@ -1365,10 +1368,10 @@ def test_the_grid_packer_places_as_the_definition(case):
 def test_gaining_many_gpus_at_once_is_gaining_them_one_by_one(case):
     # The batched gain (one call per chunk of a step, the hot path of 65,536-GPU clusters) is
     # the single-GPU choice repeated, on every layout.
-    from core.planners.allocator import _Buddy, _Low, _Top
+    from core.planners.allocator.layouts import FillBrokenBlocks, KeepHighGpusFree, KeepLowGpusFree
 
     gpus, free = case
-    for layout in (_Buddy(gpus), _Top(gpus), _Low(gpus)):
+    for layout in (FillBrokenBlocks(gpus), KeepLowGpusFree(gpus), KeepHighGpusFree(gpus)):
         for count in (0, 1, 2, 3, gpus // 2, gpus):
             pool, one_by_one = free, 0
             for _ in range(count):
@@ -1403,7 +1406,8 @@ def test_the_fluid_bound_of_a_hand_computed_case():
     # at step 1, none at step 2. H (priority 4, from step 1) holds at most 1 x min(5, 2) = 2
     # cells and gets the one at step 1 (4 x 0.5); L (priority 1, from step 0) at most
     # max(1 x 3, 2 x 2) = 4 cells and gets both at step 0 (1 x 2): 4.0 in all.
-    from core.planners.allocator import _Candidate, _FluidBound
+    from core.planners.allocator.bound import _FluidBound
+    from core.planners.allocator.packing import _Candidate
 
     discount = [0.0, 1.0, 1.5, 1.75]
     high = _Candidate(0, 4.0, 1, (1,), (5,), 5.0, 0.0)
@@ -1418,7 +1422,8 @@ def test_the_fluid_bound_of_a_hand_computed_case():
 def test_no_packing_earns_more_than_the_fluid_bound(scenario):
     # The bound the real-time moves use to pass over a trial without packing it: on the GPUs
     # a plan's serving and running work leave free, no planner's batch work earns more.
-    from core.planners.allocator import _candidates, _FluidBound
+    from core.planners.allocator.bound import _FluidBound
+    from core.planners.allocator.packing import _candidates
 
     T = scenario.cluster.horizon_steps
     decay = scenario.policy.decay
@@ -1464,18 +1469,18 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
     # from its trace, and where both orders rejoin its state the rest is the incumbent's.
     # Either way the reward, the GPU-steps and the cells held are the ones the whole order
     # gives on its own (jobs may sit on each other's blocks: a move that rejoins is no better).
-    from core.planners import allocator as a
+    from core.planners.allocator import packing
 
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
-    candidates = a._candidates(scenario)
+    candidates = packing._candidates(scenario)
     if not candidates:
         return
-    running = a._running_masks(scenario, T)
-    free = a._free_masks(G, running, {})
+    running = packing._running_masks(scenario, T)
+    free = packing._free_masks(G, running, {})
     discount = [0.0]
     for t in range(T):
         discount.append(discount[-1] + scenario.policy.decay**t)
-    packer = a._Packer(G, T, discount, free, True)
+    packer = packing._Packer(G, T, discount, free, True)
     base_order = list(candidates)
     rng.shuffle(base_order)
     base = packer.pack(base_order, rule)
@@ -1501,17 +1506,17 @@ def test_a_packing_from_a_base_is_the_packing_of_the_whole_order(scenario, rng, 
 @settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 9), st.data())
 def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n, data):
-    from core.planners import allocator
+    from core.planners.allocator import packing, search
 
-    jobs = [allocator._Candidate(k, 1.0, 0, (1, 2, 4), (4, 2, 1), 4.0, 1.0) for k in range(n)]
+    jobs = [packing._Candidate(k, 1.0, 0, (1, 2, 4), (4, 2, 1), 4.0, 1.0) for k in range(n)]
     sizes = data.draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n))
     placements = [(k, 0, g, 0, 1) for k, g in enumerate(sizes)]
     tried: set = set()
     moves = []  # every move of both neighbourhoods, as the descent meets them
-    while (move := allocator._next_move(placements, jobs, tried)) is not None:
+    while (move := search._next_move(placements, jobs, tried)) is not None:
         tried.add(move)
         moves.append(move)
-    while (move := allocator._wide_move(jobs, tried, placements)) is not None:
+    while (move := search._wide_move(jobs, tried, placements)) is not None:
         tried.add(move)
         moves.append(move)
     kinds = {m[0] for m in moves}
@@ -1522,7 +1527,7 @@ def test_every_order_move_keeps_the_jobs_and_puts_the_moved_one_where_it_says(n,
     for kind, position, to in moves:
         if kind == "rule":
             continue
-        order = allocator._moved(jobs, (kind, position, to), placements)
+        order = search._moved(jobs, (kind, position, to), placements)
         job = jobs[position]
         if kind == "shrink":
             assert [c.index for c in order] == list(range(n))

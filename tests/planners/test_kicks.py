@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from core.bench import small_case
 from core.model import RealtimeJob
 from core.plan import check, metrics, plan_rank, ranks_above
-from core.planners.allocator import AllocatorParams, _kicked, plan_allocator
+from core.planners.allocator import AllocatorParams, plan_allocator
+from core.planners.allocator.kicks import _kicked
 from tests.budget import examples
 from tests.strategies import scenarios
 

@@ -12,7 +12,8 @@ from core.bench import small_case
 from core.model import Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, check, metrics, plan_rank, ranks_above
 from core.planners.allocator import AllocatorParams, _allocate, plan_allocator
-from core.planners.restarts import _pin_moves, pin, pin_room, restart
+from core.planners.allocator.pins import _pin_moves, pin, pin_room
+from core.planners.allocator.restarts import restart
 from tests.budget import examples
 from tests.strategies import scenarios
 

@@ -12,18 +12,9 @@ from hypothesis import strategies as st
 from core.bench import small_case
 from core.model import BatchJob, Cluster, Policy, RealtimeJob, Scenario
 from core.plan import IDLE, Plan, batch_placements, check, metrics
-from core.planners.allocator import (
-    AllocatorParams,
-    _restarts_here,
-    plan_allocator,
-)
-from core.planners.restarts import (
-    Watch,
-    _in_original,
-    _Tightening,
-    _tighter,
-    swap_in,
-)
+from core.planners.allocator import AllocatorParams, _restarts_here, plan_allocator
+from core.planners.allocator.restarts import _in_original, _Tightening, _tighter, swap_in
+from core.planners.allocator.watch import Watch
 from tests.budget import examples
 
 # the restarts alone: the pins and kicks that follow them are tested in test_pins.py and

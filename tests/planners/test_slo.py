@@ -201,19 +201,20 @@ def test_the_allocator_packs_fifo_and_backfill_exactly_as_they_plan(scenario):
     import numpy as np
 
     from core.plan import Plan, pin_running
-    from core.planners import allocator as a
+    from core.planners import blocks, fifo
+    from core.planners.allocator import packing
 
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
-    serving = a.reserved_sets(scenario)
-    free = a._free_masks(G, a._running_masks(scenario, T), serving)
+    serving = fifo.reserved_sets(scenario)
+    free = packing._free_masks(G, packing._running_masks(scenario, T), serving)
     discount = list(range(T + 1))  # any: the queue rules never look at value
-    packer = a._Packer(G, T, discount, free, a._use_grid(AllocatorParams(), G, T))
-    order = sorted(a._candidates(scenario), key=a._VARIANTS[-1][0])
+    packer = packing._Packer(G, T, discount, free, packing._use_grid(AllocatorParams(), G, T))
+    order = sorted(packing._candidates(scenario), key=packing._VARIANTS[-1][0])
     for rule in ("fifo", "backfill"):
         grid = Plan.empty(scenario, rule).grid
         pin_running(scenario, grid)
         for index, sets in serving.items():
-            grid[a.bitsets_to_bool(sets, G).T] = index
+            grid[blocks.bitsets_to_bool(sets, G).T] = index
         for index, b, g, start, end in packer.pack(order, rule)[0]:
             grid[b : b + g, start:end] = index
         assert np.array_equal(grid, solve(scenario, rule).grid), rule

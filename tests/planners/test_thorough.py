@@ -20,9 +20,9 @@ from core.planners.allocator import (
     plan_allocator,
     plan_thorough,
     search_effort,
+    search_words,
 )
 from core.planners.full import plan_full
-from core.planners.restarts import search_words
 from tests.budget import examples
 from tests.paths import SCENARIOS_DIR as SCENARIOS
 from tests.strategies import scenarios

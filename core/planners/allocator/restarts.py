@@ -16,46 +16,28 @@ for), so each is scored on the original objective and the best is kept. The sear
 descent: each round tries every tightening on the best plan's problem and the one that wins most
 becomes the base the next round's are added to, within a budget of restarts that a winning round
 stretches by `_FOLLOW` for the next (delays come last in the list, every job's shortest first, so a
-long list spends the budget on the likelier ones). (Adopting the first that wins, as this search
-once did, settles on whichever comes first in the list: on one wide draw the shortfall priced twice
-over, then a service's floor raised, 4.9% below the optimum, where holding one batch job to one GPU
-reaches 1.5%.) Each plan, the first included, is scored after `swap_in`: a job a plan leaves out
-takes the place of a placed one that earns less there (a tightening that left a job out cannot
-bring it back where another one then took its room).
-
-A pin (`pin`, after the restarts) is a tightening no scenario can state: one batch job held to
-another aligned block at the steps the best plan runs it, planned before serving is laid out.
+long list spends the budget on the likelier ones). Each plan, the first included, is scored
+after `swap_in`: a job a plan leaves out takes the place of a placed one that earns less there
+(a tightening that left a job out cannot bring it back where another one then took its room).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..model import (
-    MAX_NUMBER,
-    BatchJob,
-    RealtimeJob,
-    Scenario,
-    ScenarioError,
-    duration_steps,
-)
-from ..plan import (
+from ...model import MAX_NUMBER, BatchJob, RealtimeJob, Scenario, ScenarioError, duration_steps
+from ...plan import (
     IDLE,
-    Placement,
     Plan,
     batch_placements,
-    check,
     discounts,
-    holdings,
     plan_rank,
-    plan_value,
     ranks_above,
 )
+from .watch import Watch
 
 # penalty factors tried first: cheap (one restart each) and the most often useful
 _PRICES = (0.5, 1.5, 0.75, 2.0)
@@ -63,93 +45,6 @@ _PRICES = (0.5, 1.5, 0.75, 2.0)
 # the first round spends the budget, a tightening that wins only on top of its winner is
 # still tried (wide small-31010, SLO 0.95: b4 held to 4 GPUs, then b1 too, 3.2% -> the optimum)
 _FOLLOW = 16
-
-
-class Watch:
-    """A search's clock: `over()` says whether the time limit is reached (None: never) and
-    reports progress on the way: {"elapsed_s", "incumbent"} to `progress` at most every
-    `every_s` seconds, where `incumbent` is the best objective `best` heard of. The restarts,
-    pins and kicks ask it before each plan they make."""
-
-    def __init__(
-        self,
-        time_limit: float | None = None,
-        progress: Callable[[dict[str, float]], None] | None = None,
-        every_s: float = 0.25,
-    ) -> None:
-        self.started = time.perf_counter()
-        self.deadline = None if time_limit is None else self.started + time_limit
-        self.progress, self.every_s = progress, every_s
-        self.reported = -every_s  # seconds in, at the last report
-        self.incumbent: float | None = None
-        self.reached = False  # the time limit stopped a search
-        self.loud = True  # False while the plans are of another problem (`muted`)
-
-    def over(self) -> bool:
-        now = time.perf_counter()
-        elapsed = now - self.started
-        if self.progress is not None and elapsed - self.reported >= self.every_s:
-            self.reported = elapsed
-            info = {"elapsed_s": elapsed}
-            if self.incumbent is not None:
-                info["incumbent"] = self.incumbent
-            self.progress(info)
-        if self.deadline is not None and now >= self.deadline:
-            self.reached = True
-        return self.reached
-
-    @property
-    def listening(self) -> bool:
-        """Whether an objective told to `best` now reaches anyone (worth computing for it)."""
-        return self.loud and self.progress is not None
-
-    def best(self, objective: float) -> None:
-        """A plan of the call's own problem with this objective is the best so far."""
-        if self.loud:
-            self.incumbent = objective
-
-    @contextlib.contextmanager
-    def muted(self) -> Iterator[None]:
-        """Meanwhile the searches plan another problem (a smaller one around a pin, one with
-        another coverage target): the same clock, but their objectives are not reported."""
-        loud, self.loud = self.loud, False
-        try:
-            yield
-        finally:
-            self.loud = loud
-
-
-def search_words(stats: dict) -> str:
-    """How a search of the allocator's ended and what won, in words, from a plan's stats
-    ("search finished · 64 restarts · won by: training-1 starting at step 18 or later")."""
-    restarts, pins, kicks = stats.get("restarts"), stats.get("pins"), stats.get("kicks")
-    parts = ["time limit reached" if stats.get("time_limit_reached") else "search finished"]
-    won = []
-    if isinstance(restarts, dict):
-        parts.append(f"{restarts['spent']} restarts")
-        won += [_words(*kept) for kept in restarts.get("kept", ())]
-    if isinstance(pins, dict):
-        parts.append(f"{pins['spent']} pins")
-        if pins.get("kept"):
-            job, gpu = pins["kept"]
-            won.append(f"{job} pinned to GPU {gpu} and up")
-    if isinstance(kicks, dict) and kicks.get("improved"):
-        won.append("the batch work packed again")
-    parts.append(f"won by: {'; '.join(won)}" if won else "nothing beat the first plan")
-    return " · ".join(parts)
-
-
-def _words(kind: str, job: str | None, value: float = 0.0) -> str:
-    """One tightening for people."""
-    if kind == "price":
-        return f"shortfall priced x{value:g} while planning"
-    if kind == "out":
-        return f"planned without {job}"
-    if kind == "size":
-        return f"{job} held to {int(value)} GPUs"
-    if kind == "after":
-        return f"{job} starting at step {int(value)} or later"
-    return f"{job} held to at {'least' if kind == 'floor' else 'most'} {int(value)} GPUs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,151 +117,6 @@ def restart(
         "kept": [dataclasses.astuple(t) for t in applied],
     }
     return result, _other_serving(scenario, best_grid, planned, others)
-
-
-def pin(
-    scenario: Scenario,
-    plan: Plan,
-    allocate: Callable[[Scenario, list[int]], Plan],
-    count: int,
-    give_up_serving: bool = True,
-    deep: Callable[[Scenario, list[int]], Plan] | None = None,
-    watch: Watch | None = None,
-) -> tuple[Plan, list[np.ndarray]]:
-    """The best of `plan` and up to `count` plans that each pin one of its batch jobs to another
-    aligned block at the same steps, ranked as `restart` ranks them; also the grids of those
-    that lost and serve otherwise than the best (for the allocator's kicks).
-
-    Serving is laid out before the batch work, so where it sits decides which aligned blocks
-    are left, and no move after that takes a block from serving whole. A pin places one job
-    first and lays out serving and the rest of the batch work anew around it
-    (`allocate(scenario without the job, its GPUs per step)`; serving leaves those GPUs ahead
-    of the job's start while its swap cap lets it; a plan where it could not, or where a
-    service then holds less than its `gpus_min`, is dropped: `core.plan.check`, 0.2 ms here).
-    Pins are tried in order of the serving cells they displace, the most first, then the
-    shortest job: a pin that wins puts a job where serving was, so that serving moves to the
-    room the job left, which the other batch work could not use whole (wide small-42018: b3
-    moved to GPU 10 takes serving off the aligned pair a 2-GPU job needs, 163.3 -> 167.8). On
-    the 31 wide draws of the benchmarks' size where some pin improves the plan, the first
-    three in this order reach two thirds of what the best pin of all gains. A block holding
-    a GPU a service held before the horizon, or inherited running work, is not tried. Without
-    `give_up_serving`, a plan that serves less demand than `plan` does not count (a pin may
-    leave serving short where it moves). The pin that wins is planned once more with `deep`
-    (the allocator's restarts around it), kept where that ranks higher: the restarts' choices
-    around the old serving need not hold around the new one (small-42018: 167.8 -> 172.4, the
-    optimum; on the wide sets this costs nothing in the median or the 90th percentile, since
-    a pin wins on few draws).
-    `plan.stats["pins"]` says how many ran and which won (job, first GPU). No pin starts once
-    `watch` is over its time limit, and the winner is not planned again then."""
-    watch = watch or Watch()
-    best, best_key = plan, plan_rank(scenario, plan)
-    shortfall = plan_value(scenario, holdings(scenario, plan)).shortfall
-    lost: list[tuple[tuple, np.ndarray]] = []
-    moves = _pin_moves(scenario, plan, count) if count > 0 and not watch.over() else []
-    won = None
-
-    def counts(grid: np.ndarray | None) -> bool:  # legal, and serving not given up if it may not
-        if grid is None or give_up_serving:
-            return grid is not None
-        return plan_value(scenario, holdings(scenario, Plan(grid))).shortfall <= shortfall + 1e-9
-
-    spent = 0
-    for index, b, p in moves:
-        if watch.over():
-            break
-        spent += 1
-        grid = _pinned(scenario, allocate, index, b, p, watch)
-        if not counts(grid):
-            continue
-        key = plan_rank(scenario, Plan(grid))
-        if ranks_above(key, best_key):
-            if best is not plan:
-                lost.append((best_key, best.grid))
-            best, best_key, won = Plan(grid, plan.planner), key, (index, b, p)
-            watch.best(key[2])
-        else:
-            lost.append((key, grid))
-    if won is not None and deep is not None and not watch.over():  # the winner, more effort
-        with watch.muted():  # (`deep` plans the problem without the pinned job)
-            grid = _pinned(scenario, deep, *won, watch)
-        if counts(grid) and ranks_above(key := plan_rank(scenario, Plan(grid)), best_key):
-            lost.append((best_key, best.grid))
-            best = Plan(grid, plan.planner)
-            watch.best(key[2])
-    result = Plan(best.grid, plan.planner, dict(plan.stats))
-    kept = None if won is None else (scenario.jobs[won[0]].id, won[1])
-    result.stats["pins"] = {"spent": spent, "kept": kept}
-    return result, _other_serving(scenario, best.grid, lost, count)
-
-
-def _pin_moves(scenario: Scenario, plan: Plan, count: int) -> list[tuple[int, int, Placement]]:
-    """(job index, first GPU, its placement in `plan`) of the first `count` pins in the order
-    `pin` tries them: each placed queued job on each other aligned block at its steps that
-    holds no inherited running work and no GPU a service held before the horizon, and leaves
-    room for every service's `gpus_min`."""
-    G = scenario.cluster.gpus
-    serving = np.array([isinstance(job, RealtimeJob) for job in scenario.jobs] + [False])
-    served = serving[plan.grid]
-    held, spare = pin_room(scenario)
-    moves = []
-    for job_id, p in batch_placements(scenario, plan).items():
-        index = scenario.job_index(job_id)
-        steps = slice(p.start_step, p.end_step)
-        if scenario.jobs[index].running is not None or (spare[steps] < p.gpus).any():
-            continue
-        # per aligned block of its size (all at once: 16,384 GPUs have 16,384 blocks of one),
-        # the serving cells it would displace and whether any of its cells is held; of those
-        # free, only the job's `count` first can be among the `count` first of all
-        g, blocks = p.gpus, G // p.gpus
-        displaced = served[: blocks * g, steps].reshape(blocks, -1).sum(axis=1)
-        taken = held[: blocks * g, steps].reshape(blocks, -1).any(axis=1)
-        free = np.flatnonzero(~taken)
-        free = free[free * g != p.gpu_start]
-        if count < free.size:
-            first = np.argpartition(-displaced[free] * (blocks + 1) + free, count)[:count]
-            free = free[first]
-        for k in free.tolist():
-            moves.append((-int(displaced[k]), p.end_step - p.start_step, index, k * g, p))
-    moves.sort(key=lambda move: move[:4])
-    return [move[2:] for move in moves[:count]]
-
-
-def pin_room(scenario: Scenario) -> tuple[np.ndarray, np.ndarray]:
-    """Where a pin may go: the cells (GPUs x steps) held by inherited running work or by a GPU
-    a service held before the horizon, none of which a pin takes; and per step, how many GPUs
-    a pinned block may take while every service keeps its `gpus_min`."""
-    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
-    held = np.zeros((G, T), dtype=bool)
-    for job in scenario.jobs:
-        if isinstance(job, BatchJob) and job.running is not None:
-            r = job.running
-            held[r.gpu_start : r.gpu_start + r.gpus, : r.remaining_steps] = True
-        elif isinstance(job, RealtimeJob) and job.previous_gpus:
-            held[list(job.previous_gpus)] = True
-    spare = G - held.sum(axis=0) - sum(job.gpus_min for job in scenario.realtime_jobs)
-    return held, spare
-
-
-def _pinned(
-    scenario, allocate, index: int, b: int, p: Placement, watch: Watch | None = None
-) -> np.ndarray | None:
-    """The plan of job `index` pinned on GPUs b.. at `p`'s steps, the rest planned by
-    `allocate` around it (then `swap_in`), or None where it is not a legal plan."""
-    tighter, kept = _tighter(scenario, (_Tightening("out", scenario.jobs[index].id),))
-    if tighter is None:
-        return None
-    block = ((1 << p.gpus) - 1) << b
-    T = scenario.cluster.horizon_steps
-    blocked = [block if p.start_step <= t < p.end_step else 0 for t in range(T)]
-    grid = _in_original(allocate(tighter, blocked).grid, kept)
-    room = grid[b : b + p.gpus, p.start_step : p.end_step]
-    if (room != IDLE).any():
-        return None  # serving held a GPU there from the step before and did not move off
-    room[:] = index
-    if check(scenario, Plan(grid)):
-        return None  # a swap cap kept a service from its gpus_min around the block
-    swap_in(scenario, grid, watch)
-    return grid
 
 
 def _other_serving(scenario, best: np.ndarray, planned: list, count: int) -> list[np.ndarray]:
