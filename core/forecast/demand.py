@@ -25,13 +25,10 @@ What was done is returned as a `ForecastReport` (`forecast_series(..., report=Tr
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import math
-import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,15 +40,39 @@ from statsmodels.tsa.forecasting.theta import ThetaModel
 from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 from statsmodels.tsa.seasonal import MSTL, STL
 
-from ..formats import decode_upload, read_text
-from ..model import MAX_DEMAND, ScenarioError, clipped
+from ..model import ScenarioError
 
-DAY = 24
-WEEK = 168
-MIN_HISTORY_HOURS = 24  # fewer hourly values than this cannot be forecast at all
-WEEKLY_MODEL_HOURS = 2 * WEEK  # below two weeks only daily-period models are tried
+# Reading a history (loading.py) and from demand to GPUs (gpus.py) live beside this module;
+# their names stay importable from here (see __all__ at the end).
+from .gpus import (
+    _normal_tail,
+    coverage_risk,
+    demand_quantile,
+    expected_shortfall,
+    gpu_path,
+    gpu_path_from_forecast,
+    gpus_needed,
+)
+from .loading import (
+    _OFFSET,
+    DAY,
+    MAX_HISTORY_HOURS,
+    MIN_HISTORY_HOURS,
+    WEEK,
+    WEEKLY_MODEL_HOURS,
+    _history_from_table,
+    _longest_run,
+    _no_short_rows,
+    _parse_timestamps,
+    _pick_column,
+    _regularise,
+    _row,
+    _rows_text,
+    common_utc_offset,
+    load_history,
+)
+
 MAX_FIT_HOURS = 6 * WEEK  # older history is ignored: the recent weeks say more
-MAX_HISTORY_HOURS = 200_000  # about 23 years of hours: a longer span is a typo, not a history
 MAX_HORIZON_HOURS = 10_080  # the longest horizon a scenario may have (SPEC section 3)
 CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for the interval
 # Lead-time ranges (hours, inclusive) the interval is calibrated on, one quantile each
@@ -66,253 +87,6 @@ LOG_FLOOR = 0.05  # ... judged only where the series stays above this share of i
 MIN_SHAPE_CORRELATION = 0.8  # ... and a factor shift if its size follows the pattern this closely
 MIN_SHAPE = 0.1  # ... over a day whose hours vary at least this much (std over mean)
 LOG_OFFSET = 0.01  # the log is taken of the series plus this share of its median
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a history
-
-
-def load_history(
-    source: str | Path | bytes, column: str | None = None, name: str = "history.csv"
-) -> tuple[pd.Series, list[str]]:
-    """An hourly float series (DatetimeIndex, gaps kept as NaN) and warnings about what was fixed.
-
-    `source` is a path (a `Path`, or a non-blank `str` without a line break), the file's
-    bytes, or its text. The first column holds timestamps; the value column is `column`, or by
-    default the first column whose cells are all numbers. Sub-hourly rows are averaged into
-    hours, unsorted rows sorted, duplicated timestamps keep their last value; each fix is
-    reported. Anything that cannot be repaired raises a `ScenarioError` naming the file, row
-    and column.
-    """
-    if isinstance(source, bytes):
-        text = decode_upload(source, name)
-    elif isinstance(source, Path) or (
-        isinstance(source, str) and source.strip() and "\n" not in source and "\r" not in source
-    ):
-        path = Path(source)
-        name = path.name
-        text = read_text(path)
-    else:
-        text = str(source)
-        if not text.strip():
-            raise ScenarioError(f"{name}: file is empty")
-    try:
-        table = pd.read_csv(
-            io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else "unreadable"
-        raise ScenarioError(f"{name}: cannot be read as CSV ({first_line})") from None
-    _no_short_rows(text, name)
-    return _history_from_table(table, column, name)
-
-
-def _no_short_rows(text: str, name: str) -> None:
-    """A row of one cell under a header of more is a file cut short (or a line broken in two),
-    not an hour without a value: "2020" alone would read as 2020-01-01. (Rows short of an
-    optional trailing column, as some tools write them, stay readable.)"""
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
-    try:
-        width = len(next(reader, []))
-        short = next((row for row in reader if len(row) == 1 and row[0].strip()), None)
-    except csv.Error:  # (what pandas read, the csv module may not: pandas' reading stands)
-        return
-    if short is not None and width > 1:
-        raise ScenarioError(
-            f"{name}: row {reader.line_num} has 1 of the header's {width} columns "
-            f"({short[0][:60]!r}): a file cut short, or a line broken in two?"
-        )
-
-
-def _row(i: int) -> int:
-    """The file's line number of data row i (the header is line 1)."""
-    return i + 2
-
-
-def _rows_text(rows: Sequence[int]) -> str:
-    shown = ", ".join(str(_row(i)) for i in rows[:5])
-    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-    return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
-
-
-def _history_from_table(
-    table: pd.DataFrame, column: str | None, name: str
-) -> tuple[pd.Series, list[str]]:
-    columns = [str(c).strip() for c in table.columns]
-    table.columns = columns
-    if len(columns) < 2:
-        found = f"one column, '{clipped(columns[0])}'" if columns else "no columns"
-        raise ScenarioError(
-            f"{name}: needs a timestamp column and at least one numeric column; "
-            f"its header has {found} (a CSV with a header like 'timestamp,requests')"
-        )
-    if len(table) == 0:
-        raise ScenarioError(f"{name}: has a header but no data rows")
-    if len(table) == 1:
-        raise ScenarioError(
-            f"{name}: has only one data row; an hourly history needs at least "
-            f"{MIN_HISTORY_HOURS} hours"
-        )
-    time_column = columns[0]
-    stamps = _parse_timestamps(table[time_column], time_column, name)
-    value_column = _pick_column(table, columns[1:], column, name)
-    raw = table[value_column].str.strip()
-    values = pd.to_numeric(raw, errors="coerce")
-    bad = np.flatnonzero(
-        values.isna().to_numpy()
-        & (raw != "").to_numpy()
-        & ~raw.str.lower().isin(["nan", "na", "null", "none"]).to_numpy()
-    )
-    if len(bad):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(bad))}: "
-            f"{raw.iloc[bad[0]]!r} is not a number"
-        )
-    values = values.astype(float).to_numpy()
-    infinite = np.flatnonzero(np.isinf(values))
-    if len(infinite):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(infinite))}: value is not finite"
-        )
-    huge = np.flatnonzero(values > MAX_DEMAND)
-    if len(huge):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(huge))}: "
-            f"{values[huge[0]]:g} is more than {MAX_DEMAND:g}"
-        )
-    negative = np.flatnonzero(values < 0)
-    if len(negative):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(negative))}: "
-            f"demand cannot be negative ({values[negative[0]]:g})"
-        )
-    series, fixes = _regularise(
-        pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column), name
-    )
-    offset = common_utc_offset(table[time_column])
-    if offset is not None:
-        series.attrs["utc_offset"] = offset  # the hours are UTC; forecast_file writes them back
-    return series, fixes
-
-
-_OFFSET = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
-
-
-def common_utc_offset(cells: pd.Series) -> str | None:
-    """The one UTC offset every timestamp carries ('+02:00'), or None (none, or mixed)."""
-    found = cells.astype(str).str.strip().str.extract(_OFFSET, expand=False)
-    if found.isna().any():
-        return None
-    offsets = set(found.str.replace(":", "", regex=False))
-    if len(offsets) != 1:
-        return None
-    (offset,) = offsets
-    return "+00:00" if offset == "Z" else f"{offset[:3]}:{offset[3:]}"
-
-
-def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIndex:
-    text = cells.str.strip()
-    try:  # offsets are converted to UTC; stamps without one are read as UTC already
-        stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
-    except (ValueError, TypeError, OverflowError) as e:
-        raise ScenarioError(
-            f"{name}: column '{column}' cannot be read as timestamps ({str(e).splitlines()[0]})"
-        ) from None
-    missing = np.flatnonzero(stamps.isna().to_numpy())
-    if len(missing) == len(text):
-        raise ScenarioError(
-            f"{name}: the first column '{column}' holds no timestamps (e.g. "
-            f"{text.iloc[0]!r} in row {_row(0)}); put the hour of each row first, "
-            "like 2026-08-17 13:00"
-        )
-    if len(missing):
-        raise ScenarioError(
-            f"{name}: column '{column}', {_rows_text(list(missing))}: "
-            f"{text.iloc[missing[0]]!r} is not a timestamp"
-        )
-    return pd.DatetimeIndex(stamps).tz_localize(None)
-
-
-def _pick_column(table: pd.DataFrame, candidates: list[str], column: str | None, name: str) -> str:
-    if column is not None:
-        if column not in candidates:
-            raise ScenarioError(
-                f"{name}: no column '{column}'; the value columns are {', '.join(candidates)}"
-            )
-        return column
-    for candidate in candidates:
-        raw = table[candidate].str.strip()
-        filled = raw[(raw != "") & ~raw.str.lower().isin(["nan", "na", "null", "none"])]
-        if len(filled) and pd.to_numeric(filled, errors="coerce").notna().all():
-            return candidate
-    return candidates[0]  # reported cell by cell by the caller
-
-
-def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
-    """Sort, drop duplicated stamps, resample to whole hours; report what changed."""
-    warnings: list[str] = []
-    if not series.index.is_monotonic_increasing:
-        warnings.append(f"{name}: rows were not in time order; sorted")
-        series = series.sort_index(kind="stable")
-    duplicated = series.index.duplicated(keep="last")
-    if duplicated.any():
-        warnings.append(
-            f"{name}: {int(duplicated.sum())} duplicated timestamps; kept the last value of each"
-        )
-        series = series[~duplicated]
-    if len(series) < 2:
-        raise ScenarioError(
-            f"{name}: has only one distinct timestamp; an hourly history needs "
-            f"at least {MIN_HISTORY_HOURS} hours"
-        )
-    spacing = series.index.to_series().diff().dropna().median()
-    if spacing > pd.Timedelta(hours=1):
-        raise ScenarioError(
-            f"{name}: rows are {spacing} apart; an hourly (or finer) history is needed"
-        )
-    span = (series.index[-1] - series.index[0]) / pd.Timedelta(hours=1)
-    if span > MAX_HISTORY_HOURS:  # checked before resampling allocates one row per hour
-        raise ScenarioError(
-            f"{name}: timestamps span {span:,.0f} hours ({series.index[0]} to "
-            f"{series.index[-1]}); at most {MAX_HISTORY_HOURS:,} hours of history can be "
-            "read (a mistyped year?)"
-        )
-    on_the_hour = (series.index == series.index.floor("h")).all()
-    hourly = series.resample("h").mean()
-    if spacing < pd.Timedelta(hours=1):
-        warnings.append(f"{name}: rows are {spacing} apart; averaged into hours")
-    elif not on_the_hour:
-        warnings.append(f"{name}: timestamps were not on the hour; grouped into whole hours")
-    hourly = hourly.astype(float)
-    observed = int(hourly.notna().sum())
-    if observed < MIN_HISTORY_HOURS:
-        raise ScenarioError(
-            f"{name}: only {observed} hours have a value; at least "
-            f"{MIN_HISTORY_HOURS} are needed to forecast"
-        )
-    gaps = int(hourly.isna().sum())
-    if gaps:
-        warnings.append(
-            f"{name}: {gaps:,} of {len(hourly):,} hours have no value (largest gap "
-            f"{_longest_run(hourly.isna().to_numpy())} hours); they are "
-            "interpolated for fitting and ignored when scoring"
-        )
-    if len(hourly) < WEEKLY_MODEL_HOURS:
-        warnings.append(
-            f"{name}: only {len(hourly) / 24:.1f} days of history, less than two "
-            "weeks: the weekly profile cannot be checked, so a daily-only model "
-            "is used"
-        )
-    hourly.index.name = "timestamp"
-    return hourly, warnings
-
-
-def _longest_run(mask: np.ndarray) -> int:
-    best = run = 0
-    for flag in mask:
-        run = run + 1 if flag else 0
-        best = max(best, run)
-    return best
 
 
 # ---------------------------------------------------------------------------------------------
@@ -929,120 +703,69 @@ def forecast_file(
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
-# ---------------------------------------------------------------------------------------------
-# From demand to GPUs
-
-
-def demand_quantile(forecast: pd.DataFrame, quantile: float) -> np.ndarray:
-    """Demand at `quantile` of each step's predictive distribution (normal, mean and std)."""
-    if not 0 < quantile < 1:
-        raise ScenarioError(f"quantile must be between 0 and 1, got {quantile}")
-    mean = forecast["mean"].to_numpy(dtype=float)
-    std = forecast["std"].to_numpy(dtype=float)
-    return np.maximum(mean + float(norm.ppf(quantile)) * std, 0.0)
-
-
-def coverage_risk(
-    forecast: pd.DataFrame,
-    allocated_gpus: Sequence[float] | np.ndarray | float,
-    capacity_per_gpu: float,
-) -> np.ndarray:
-    """Probability, per step, that demand exceeds what the allocated GPUs can serve.
-
-    Demand at a step is normal with the forecast's `mean` and `std`; `capacity_per_gpu` is in
-    the history's units (e.g. requests per hour one GPU serves). Non-increasing in the allocation.
-    """
-    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[0]
-
-
-def expected_shortfall(
-    forecast: pd.DataFrame,
-    allocated_gpus: Sequence[float] | np.ndarray | float,
-    capacity_per_gpu: float,
-) -> np.ndarray:
-    """E[max(0, demand - served)] per step, in the history's units, under the same normal model."""
-    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[1]
-
-
-def _normal_tail(forecast: pd.DataFrame, allocated_gpus, capacity_per_gpu: float):
-    """(P(demand > capacity), E[max(0, demand - capacity)]); a tiny std is a point mass."""
-    if not capacity_per_gpu > 0:
-        raise ScenarioError(f"capacity_per_gpu must be > 0, got {capacity_per_gpu}")
-    mean = forecast["mean"].to_numpy(dtype=float)
-    std = forecast["std"].to_numpy(dtype=float)
-    capacity = np.broadcast_to(np.asarray(allocated_gpus, dtype=float), mean.shape)
-    capacity = capacity * capacity_per_gpu
-    point = ~(std > 1e-9 * np.maximum(1.0, np.abs(mean)))
-    scale = np.where(point, 1.0, std)
-    z = np.clip((capacity - mean) / scale, -40.0, 40.0)  # beyond that it is 0 or 1 anyway
-    risk = np.where(point, (mean > capacity).astype(float), norm.sf(z))
-    excess = np.where(point, mean - capacity, scale * norm.pdf(z) + (mean - capacity) * risk)
-    return risk, np.maximum(excess, 0.0)
-
-
-def gpus_needed(demand: Sequence[float] | np.ndarray, capacity_per_gpu: float) -> np.ndarray:
-    """Whole GPUs that serve `demand` (same units as the capacity), per step."""
-    if not capacity_per_gpu > 0:
-        raise ScenarioError(f"capacity_per_gpu must be > 0, got {capacity_per_gpu}")
-    ratio = np.asarray(demand, dtype=float) / capacity_per_gpu
-    return np.ceil(np.round(ratio, 9)).astype(int)
-
-
-def gpu_path(
-    target_gpus: Sequence[float] | np.ndarray,
-    gpus_min: int,
-    gpus_max: int,
-    swap_cap: int,
-    previous: int | None = None,
-    *,
-    capacity_per_gpu: float | None = None,
-) -> np.ndarray:
-    """A GPU count per step within [gpus_min, gpus_max] whose changes stay within `swap_cap`.
-
-    `target_gpus` is the GPUs wanted per step (fractions round up), e.g. `gpus_needed` of a
-    `demand_quantile`; with `capacity_per_gpu` it is demand in the capacity's units instead.
-    The path covers the target wherever the cap allows it at all: it ramps up early enough to
-    meet each peak and comes down as fast as the cap allows afterwards, so shortfall is minimal
-    first and surplus second. `previous` is the count held before step 0
-    (None: step 0 is free). A `previous` outside the range is walked towards it at the cap.
-    """
-    for label, value in (("gpus_min", gpus_min), ("gpus_max", gpus_max), ("swap_cap", swap_cap)):
-        if int(value) != value or value < 0:
-            raise ScenarioError(f"{label} must be a whole number >= 0, got {value!r}")
-    if gpus_min > gpus_max:
-        raise ScenarioError(f"gpus_min {gpus_min} is larger than gpus_max {gpus_max}")
-    if capacity_per_gpu is not None:
-        target_gpus = gpus_needed(target_gpus, capacity_per_gpu)
-    target = np.ceil(np.round(np.asarray(target_gpus, dtype=float), 9))
-    if np.isnan(target).any():
-        raise ScenarioError("target_gpus has missing values")
-    need = np.clip(target, gpus_min, gpus_max).astype(int)
-    steps = len(need)
-    envelope = need.copy()  # the least each step may hold so every later peak is still reachable
-    for t in range(steps - 2, -1, -1):
-        envelope[t] = max(envelope[t], envelope[t + 1] - swap_cap)
-    path = np.empty(steps, dtype=int)
-    held = previous
-    for t in range(steps):
-        if held is None:
-            count = envelope[t]
-        else:
-            count = max(envelope[t], held - swap_cap)
-            count = min(count, held + swap_cap)
-        path[t] = count
-        held = count
-    return path
-
-
-def gpu_path_from_forecast(
-    forecast: pd.DataFrame,
-    capacity_per_gpu: float,
-    quantile: float,
-    gpus_min: int,
-    gpus_max: int,
-    swap_cap: int,
-    previous: int | None = None,
-) -> np.ndarray:
-    """`gpu_path` of the GPUs needed to serve the forecast's `quantile` of demand."""
-    target = gpus_needed(demand_quantile(forecast, quantile), capacity_per_gpu)
-    return gpu_path(target, gpus_min, gpus_max, swap_cap, previous)
+# Every name the module had before loading.py and gpus.py were split off (issue 50), in its
+# order then: importable from here as before.
+__all__ = [
+    "DAY",
+    "WEEK",
+    "MIN_HISTORY_HOURS",
+    "WEEKLY_MODEL_HOURS",
+    "MAX_FIT_HOURS",
+    "MAX_HISTORY_HOURS",
+    "MAX_HORIZON_HOURS",
+    "CALIBRATION_ORIGINS",
+    "LEAD_RANGES",
+    "MIN_RANGE_ERRORS",
+    "NAIVE_FLOOR",
+    "SPIKE_SCALES",
+    "SPIKE_HOURS",
+    "SEASONAL_NAIVE",
+    "MIN_LOG_SHIFT",
+    "LOG_FLOOR",
+    "MIN_SHAPE_CORRELATION",
+    "MIN_SHAPE",
+    "LOG_OFFSET",
+    "load_history",
+    "_no_short_rows",
+    "_row",
+    "_rows_text",
+    "_history_from_table",
+    "_OFFSET",
+    "common_utc_offset",
+    "_parse_timestamps",
+    "_pick_column",
+    "_regularise",
+    "_longest_run",
+    "Anomaly",
+    "_same_hour_others",
+    "_same_hour_reference",
+    "_flag_runs",
+    "detect_anomalies",
+    "_shift_start",
+    "_spikes",
+    "_repair",
+    "_seasonal_naive",
+    "_mstl_ses",
+    "_theta",
+    "MEMBERS",
+    "_member_name",
+    "_trend",
+    "_multiplicative_shift",
+    "_combine",
+    "ForecastReport",
+    "_calibration_origins",
+    "_conformal_scale",
+    "_naive_floor",
+    "forecast_series",
+    "_level_forecast",
+    "_fill",
+    "_forecast_frame",
+    "forecast_file",
+    "demand_quantile",
+    "coverage_risk",
+    "expected_shortfall",
+    "_normal_tail",
+    "gpus_needed",
+    "gpu_path",
+    "gpu_path_from_forecast",
+]
