@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,8 +42,20 @@ from statsmodels.tsa.seasonal import MSTL, STL
 
 from ..model import ScenarioError
 
-# Reading a history (loading.py) and from demand to GPUs (gpus.py) live beside this module;
-# their names stay importable from here (see __all__ at the end).
+# Reading a history (loading.py), its outages and anomalies (anomalies.py) and from demand to
+# GPUs (gpus.py) live beside this module; their names stay importable from here (__all__).
+from .anomalies import (
+    SPIKE_HOURS,
+    SPIKE_SCALES,
+    Anomaly,
+    _flag_runs,
+    _repair,
+    _same_hour_others,
+    _same_hour_reference,
+    _shift_start,
+    _spikes,
+    detect_anomalies,
+)
 from .gpus import (
     _normal_tail,
     coverage_risk,
@@ -79,180 +91,12 @@ CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for th
 LEAD_RANGES = ((1, 6), (7, 24), (25, 72), (73, 168), (169, 10**9))
 MIN_RANGE_ERRORS = 12  # fewer errors than this in a range: the range before it is used
 NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's own error quantile
-SPIKE_SCALES = 8.0  # a spike is this many robust scales off its neighbourhood and pattern
-SPIKE_HOURS = 12  # longest run that can be a spike (longer: a real change of regime)
 SEASONAL_NAIVE = "seasonal_naive_week"
 MIN_LOG_SHIFT = 0.2  # a last day this far (in logs) off the earlier periods may be a factor shift
 LOG_FLOOR = 0.05  # ... judged only where the series stays above this share of its median
 MIN_SHAPE_CORRELATION = 0.8  # ... and a factor shift if its size follows the pattern this closely
 MIN_SHAPE = 0.1  # ... over a day whose hours vary at least this much (std over mean)
 LOG_OFFSET = 0.01  # the log is taken of the series plus this share of its median
-
-
-# ---------------------------------------------------------------------------------------------
-# Outages and anomalies
-
-
-@dataclass(frozen=True)
-class Anomaly:
-    """A run of history hours that is not demand: an outage (a drop to about zero) or a spike."""
-
-    start: pd.Timestamp
-    end: pd.Timestamp  # last hour of the run, inclusive
-    hours: int
-    kind: str  # "outage" or "spike"
-
-    def describe(self) -> str:
-        what = "dropped to about zero" if self.kind == "outage" else "jumped far off its pattern"
-        return (
-            f"{self.hours} hour{'s' if self.hours != 1 else ''} from {self.start:%Y-%m-%d %H:%M} "
-            f"to {self.end:%Y-%m-%d %H:%M} {what} ({self.kind}); replaced by the seasonal value "
-            "before fitting and left out of the interval's calibration"
-        )
-
-
-def _same_hour_others(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
-    """The same hour 1..`reach` periods earlier and later, one row each (NaN where outside)."""
-    n = len(values)
-    shifted = np.full((2 * reach, n), np.nan)
-    for k in range(1, reach + 1):
-        lag = k * period
-        if lag < n:
-            shifted[2 * k - 2, lag:] = values[:-lag]
-            shifted[2 * k - 1, :-lag] = values[lag:]
-    return shifted
-
-
-def _same_hour_reference(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
-    """Median of the same hour 1, 2 and 3 periods earlier and later (NaN if none)."""
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(_same_hour_others(values, period, reach), axis=0)
-
-
-def _flag_runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    padded = np.concatenate([[False], flags, [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    return [(int(edges[k]), int(edges[k + 1])) for k in range(0, len(edges), 2)]
-
-
-def detect_anomalies(
-    values: np.ndarray, period: int
-) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
-    """Hours that are not demand, as a mask and as runs (start, end exclusive, kind).
-
-    An **outage** is a run (up to a week) where the series falls below a tenth of the same hour in
-    the other weeks (or days) while every one of those is clearly busy (a quarter of the typical
-    level or more): a cluster that is down, a broken exporter. A series that is idle at that hour
-    in another week too has quiet hours as a habit, and they are kept. A **spike** is a run of
-    at most SPIKE_HOURS far off both its own neighbourhood and the same hours elsewhere (more
-    than SPIKE_SCALES robust scales), that ends before the history does. A run still going at
-    the end that is not an outage is a level shift and is kept: it is what the forecast must
-    follow.
-    """
-    n = len(values)
-    reference = _same_hour_reference(values, period)
-    typical = float(np.nanmedian(values)) if n else 0.0
-    mask = np.zeros(n, dtype=bool)
-    runs: list[tuple[int, int, str]] = []
-    if n < 2 * period or not typical > 0:
-        return mask, runs
-    known = np.isfinite(reference)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        quietest = np.nanmin(_same_hour_others(values, period), axis=0)
-    # busy at this hour in every other week: a drop to zero here is not a weekly habit
-    busy = known & (quietest >= 0.25 * typical)
-    low = busy & (values <= 0.1 * np.where(known, reference, 0.0))
-    for s, e in _flag_runs(low):
-        if e - s <= WEEK:
-            mask[s:e] = True
-            runs.append((s, e, "outage"))
-    # Spikes are judged against the pattern without the outages, from the same hour and its two
-    # neighbours in the other periods: with few weeks a spike pulls the median of the same hour
-    # alone in the other weeks, and its copies there must not be flagged in its place.
-    candidates, deviation, scale = _spikes(values, mask, period, typical)
-    shift = _shift_start(candidates, deviation, scale)
-    if shift < n:  # judge the rest without the shifted hours, whose copies are not spikes either
-        shifted = np.arange(n) >= shift
-        candidates = _spikes(values, mask | shifted, period, typical)[0] & ~shifted
-    for s, e in _flag_runs(candidates):
-        if e - s <= SPIKE_HOURS and e < shift:  # a run into the shift is its start
-            mask[s:e] = True
-            runs.append((s, e, "spike"))
-    runs.sort()
-    return mask, runs
-
-
-def _shift_start(candidates: np.ndarray, deviation: np.ndarray, scale: float) -> int:
-    """Where a level shift still going at the end of the history starts (len: none).
-
-    A factor shift moves the busy hours most, so its busiest hours stand out as a spike-like run
-    that may end before the history does. A run is part of a shift when every hour from it to
-    the end is at least half the spike threshold off the pattern, on the same side; the shift
-    starts at the first such hour before it.
-    """
-    n = len(deviation)
-    off = 0.5 * SPIKE_SCALES * scale
-    for s, _ in _flag_runs(candidates):
-        side = math.copysign(1.0, float(deviation[s]))
-        if np.all(side * deviation[s:] >= off):
-            while s > 0 and side * deviation[s - 1] >= off:
-                s -= 1
-            return s
-    return n
-
-
-def _spikes(
-    values: np.ndarray, outages: np.ndarray, period: int, typical: float
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Hours far (SPIKE_SCALES robust scales) off both their neighbourhood and the same hours of
-    the other periods; with each hour's difference from that pattern and the robust scale."""
-    clean = np.where(outages, np.nan, values)
-    others = _same_hour_others(clean, period)
-    around = [others]
-    for step in (-1, 1):
-        neighbour = np.full_like(others, np.nan)
-        if step < 0:
-            neighbour[:, 1:] = others[:, :-1]
-        else:
-            neighbour[:, :-1] = others[:, 1:]
-        around.append(neighbour)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        reference = np.nanmedian(np.vstack(around), axis=0)
-    known = np.isfinite(reference) & ~outages
-    deviation = np.where(known, values - np.where(known, reference, 0.0), 0.0)
-    local = pd.Series(deviation).rolling(2 * DAY + 1, center=True, min_periods=1).median()
-    off = deviation - local.to_numpy()
-    scale = 1.4826 * float(np.median(np.abs(off[known]))) if known.any() else 0.0
-    scale = max(scale, 0.01 * typical)
-    flagged = (
-        known & (np.abs(off) > SPIKE_SCALES * scale) & (np.abs(deviation) > SPIKE_SCALES * scale)
-    )
-    return flagged, deviation, scale
-
-
-def _repair(values: np.ndarray, mask: np.ndarray, period: int) -> np.ndarray:
-    """Anomalous hours replaced by the same hour elsewhere plus the local level around the run."""
-    if not mask.any():
-        return values
-    clean = np.where(mask, np.nan, values)
-    reference = _same_hour_reference(clean, period)
-    repaired = values.copy()
-    for s, e in _flag_runs(mask):
-        lo, hi = max(0, s - 2 * DAY), min(len(values), e + 2 * DAY)
-        around = np.r_[lo:s, e:hi]
-        offsets = clean[around] - reference[around]
-        offsets = offsets[np.isfinite(offsets)]
-        offset = float(np.median(offsets)) if len(offsets) else 0.0
-        fill = reference[s:e] + offset
-        if not np.isfinite(fill).all():
-            level = clean[around][np.isfinite(clean[around])]
-            fallback = float(np.median(level)) if len(level) else float(np.nanmedian(clean))
-            fill = np.where(np.isfinite(fill), fill, fallback)
-        repaired[s:e] = np.maximum(fill, 0.0)
-    return repaired
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,15 +367,7 @@ def forecast_series(
     `model`, `members`, `backtest_mae` per member, `warnings` and `report` (a `ForecastReport`);
     with `report=True` the report is also returned: `(frame, report)`.
     """
-    if not (isinstance(horizon, int | np.integer) and 1 <= horizon <= MAX_HORIZON_HOURS):
-        raise ScenarioError(
-            f"horizon must be a whole number of hours from 1 to {MAX_HORIZON_HOURS}, got {horizon}"
-        )
-    if not (isinstance(level, int | float) and math.isfinite(level) and 0 < level < 1):
-        raise ScenarioError(f"level must be between 0 and 1, got {level}")
-    z = float(norm.ppf(0.5 + level / 2))
-    if not z > 1e-6:
-        raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
+    z = _checked_z(horizon, level)
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
     if horizon < DAY:
@@ -541,21 +377,10 @@ def forecast_series(
         short = frame.iloc[:horizon].copy()
         short.attrs = dict(frame.attrs)
         return (short, rep) if report else short
-    series = history.astype(float)
-    if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
-        series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
-    values = series.to_numpy()[-MAX_FIT_HOURS:]
-    if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
-        raise ScenarioError(
-            f"history has {int(np.isfinite(values).sum())} hourly values; at "
-            f"least {MIN_HISTORY_HOURS} are needed to forecast"
-        )
-    values = np.where(np.isfinite(values), values, np.nan)
-    start = int(np.flatnonzero(np.isfinite(values))[0])
-    values = values[start:]  # leading gaps say nothing
-    stamps = series.index[-len(values) :]
-    end = series.index[-1]
-    index = pd.date_range(end + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp")
+    values, stamps = _fit_values(history)
+    index = pd.date_range(
+        stamps[-1] + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp"
+    )
     n = len(values)
     if n < 2 * DAY:
         frame, rep = _level_forecast(index, values, level, z)
@@ -568,6 +393,76 @@ def forecast_series(
     mean, members, slope, in_logs = _combine(repaired, horizon, period)
     scored = np.where(mask | ~np.isfinite(values), np.nan, values)
     origins = _calibration_origins(n, period)
+    errors, scores = _backtest(repaired, scored, origins, members, horizon)
+    half_width, interval = _half_width(errors, origins, scored, repaired, period, horizon, level, z)
+    floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
+    std = np.maximum(half_width / z, floor)
+    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
+    rep = ForecastReport(
+        model=model,
+        members=tuple(members),
+        period=period,
+        anomalies=anomalies,
+        trend_per_week=slope * WEEK,
+        log_scale=in_logs,
+        calibration_origins=len(origins),
+        interval=interval,
+        backtest_mae=scores,
+        warnings=tuple(a.describe() for a in anomalies),
+    )
+    attrs = {
+        "model": model,
+        "members": list(members),
+        "backtest_mae": scores,
+        "warnings": list(rep.warnings),
+        "report": rep,
+    }
+    frame = _forecast_frame(index, mean, std, level, attrs)
+    return (frame, rep) if report else frame
+
+
+def _checked_z(horizon: int, level: float) -> float:
+    """The normal z of a central `level` interval, once `horizon` and `level` are checked."""
+    if not (isinstance(horizon, int | np.integer) and 1 <= horizon <= MAX_HORIZON_HOURS):
+        raise ScenarioError(
+            f"horizon must be a whole number of hours from 1 to {MAX_HORIZON_HOURS}, got {horizon}"
+        )
+    if not (isinstance(level, int | float) and math.isfinite(level) and 0 < level < 1):
+        raise ScenarioError(f"level must be between 0 and 1, got {level}")
+    z = float(norm.ppf(0.5 + level / 2))
+    if not z > 1e-6:
+        raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
+    return z
+
+
+def _fit_values(history: pd.Series) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """(values, their hours): the history hourly and on the hour (gaps NaN), its last
+    MAX_FIT_HOURS hours from the first one with a value; too few values raise."""
+    series = history.astype(float)
+    if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
+        series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
+    values = series.to_numpy()[-MAX_FIT_HOURS:]
+    if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
+        raise ScenarioError(
+            f"history has {int(np.isfinite(values).sum())} hourly values; at "
+            f"least {MIN_HISTORY_HOURS} are needed to forecast"
+        )
+    values = np.where(np.isfinite(values), values, np.nan)
+    start = int(np.flatnonzero(np.isfinite(values))[0])
+    values = values[start:]  # leading gaps say nothing
+    return values, series.index[-len(values) :]
+
+
+def _backtest(
+    repaired: np.ndarray,
+    scored: np.ndarray,
+    origins: np.ndarray,
+    members: Sequence[str],
+    horizon: int,
+) -> tuple[np.ndarray, dict[str, float]]:
+    """The combination refitted at each earlier origin: its errors per origin and lead (up to a
+    week; NaN where `scored` is), and the mean absolute error of each member and the median."""
+    n = len(scored)
     lead_cap = min(horizon, WEEK)
     errors = np.full((len(origins), lead_cap), np.nan)
     member_errors = {name: np.full((len(origins), lead_cap), np.nan) for name in members}
@@ -587,50 +482,36 @@ def forecast_series(
     }
     if np.isfinite(errors).any():
         scores["median"] = float(np.nanmean(np.abs(errors)))
+    return errors, scores
+
+
+def _half_width(
+    errors: np.ndarray,
+    origins: np.ndarray,
+    scored: np.ndarray,
+    repaired: np.ndarray,
+    period: int,
+    horizon: int,
+    level: float,
+    z: float,
+) -> tuple[np.ndarray, str]:
+    """(the interval's half-width per lead, how it was found): split-conformal from the refits,
+    floored by seasonal naive's own moves; twice the history's spread without refits."""
     calibrated = _conformal_scale(errors, horizon, level) if len(origins) >= 2 else None
     if calibrated is not None:
         floor = _naive_floor(scored, repaired, period, horizon, level)
         calibrated = (np.maximum(calibrated[0], floor), calibrated[1])
     if calibrated is None:
         spread = max(float(np.std(repaired)), 1e-9) * 2.0
-        half_width = np.full(horizon, z * spread)
-        interval = "too little history for calibration refits: twice the history's spread"
-    else:
-        half_width, ranges = calibrated
-        interval = (
-            f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
-            f"{ranges} lead ranges, outage hours left out"
+        return (
+            np.full(horizon, z * spread),
+            "too little history for calibration refits: twice the history's spread",
         )
-    floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
-    std = np.maximum(half_width / z, floor)
-    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
-    notes = tuple(a.describe() for a in anomalies)
-    rep = ForecastReport(
-        model=model,
-        members=tuple(members),
-        period=period,
-        anomalies=anomalies,
-        trend_per_week=slope * WEEK,
-        log_scale=in_logs,
-        calibration_origins=len(origins),
-        interval=interval,
-        backtest_mae=scores,
-        warnings=notes,
+    half_width, ranges = calibrated
+    return half_width, (
+        f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
+        f"{ranges} lead ranges, outage hours left out"
     )
-    frame = _forecast_frame(
-        index,
-        mean,
-        std,
-        level,
-        {
-            "model": model,
-            "members": list(members),
-            "backtest_mae": scores,
-            "warnings": list(notes),
-            "report": rep,
-        },
-    )
-    return (frame, rep) if report else frame
 
 
 def _level_forecast(
@@ -703,8 +584,8 @@ def forecast_file(
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
-# Every name the module had before loading.py and gpus.py were split off (issue 50), in its
-# order then: importable from here as before.
+# Every name the module had before loading.py, anomalies.py and gpus.py were split off
+# (issue 50), in its order then: importable from here as before.
 __all__ = [
     "DAY",
     "WEEK",
