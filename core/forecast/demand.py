@@ -25,11 +25,8 @@ What was done is returned as a `ForecastReport` (`forecast_series(..., report=Tr
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import math
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,442 +40,63 @@ from statsmodels.tsa.forecasting.theta import ThetaModel
 from statsmodels.tsa.holtwinters import SimpleExpSmoothing
 from statsmodels.tsa.seasonal import MSTL, STL
 
-from ..formats import decode_upload, read_text
-from ..model import MAX_DEMAND, ScenarioError, clipped
+from ..model import ScenarioError
 
-DAY = 24
-WEEK = 168
-MIN_HISTORY_HOURS = 24  # fewer hourly values than this cannot be forecast at all
-WEEKLY_MODEL_HOURS = 2 * WEEK  # below two weeks only daily-period models are tried
+# Reading a history (loading.py), its outages and anomalies (anomalies.py) and from demand to
+# GPUs (gpus.py) live beside this module; their names stay importable from here (__all__).
+from .anomalies import (
+    SPIKE_HOURS,
+    SPIKE_SCALES,
+    Anomaly,
+    _flag_runs,
+    _repair,
+    _same_hour_others,
+    _same_hour_reference,
+    _shift_start,
+    _spikes,
+    detect_anomalies,
+)
+from .gpus import (
+    _normal_tail,
+    coverage_risk,
+    demand_quantile,
+    expected_shortfall,
+    gpu_path,
+    gpu_path_from_forecast,
+    gpus_needed,
+)
+from .loading import (
+    _OFFSET,
+    DAY,
+    MAX_HISTORY_HOURS,
+    MIN_HISTORY_HOURS,
+    WEEK,
+    WEEKLY_MODEL_HOURS,
+    _history_from_table,
+    _longest_run,
+    _no_short_rows,
+    _parse_timestamps,
+    _pick_column,
+    _regularise,
+    _row,
+    _rows_text,
+    common_utc_offset,
+    load_history,
+)
+
 MAX_FIT_HOURS = 6 * WEEK  # older history is ignored: the recent weeks say more
-MAX_HISTORY_HOURS = 200_000  # about 23 years of hours: a longer span is a typo, not a history
 MAX_HORIZON_HOURS = 10_080  # the longest horizon a scenario may have (SPEC section 3)
 CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for the interval
 # Lead-time ranges (hours, inclusive) the interval is calibrated on, one quantile each
 LEAD_RANGES = ((1, 6), (7, 24), (25, 72), (73, 168), (169, 10**9))
 MIN_RANGE_ERRORS = 12  # fewer errors than this in a range: the range before it is used
 NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's own error quantile
-SPIKE_SCALES = 8.0  # a spike is this many robust scales off its neighbourhood and pattern
-SPIKE_HOURS = 12  # longest run that can be a spike (longer: a real change of regime)
 SEASONAL_NAIVE = "seasonal_naive_week"
 MIN_LOG_SHIFT = 0.2  # a last day this far (in logs) off the earlier periods may be a factor shift
 LOG_FLOOR = 0.05  # ... judged only where the series stays above this share of its median
 MIN_SHAPE_CORRELATION = 0.8  # ... and a factor shift if its size follows the pattern this closely
 MIN_SHAPE = 0.1  # ... over a day whose hours vary at least this much (std over mean)
 LOG_OFFSET = 0.01  # the log is taken of the series plus this share of its median
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading a history
-
-
-def load_history(
-    source: str | Path | bytes, column: str | None = None, name: str = "history.csv"
-) -> tuple[pd.Series, list[str]]:
-    """An hourly float series (DatetimeIndex, gaps kept as NaN) and warnings about what was fixed.
-
-    `source` is a path (a `Path`, or a non-blank `str` without a line break), the file's
-    bytes, or its text. The first column holds timestamps; the value column is `column`, or by
-    default the first column whose cells are all numbers. Sub-hourly rows are averaged into
-    hours, unsorted rows sorted, duplicated timestamps keep their last value; each fix is
-    reported. Anything that cannot be repaired raises a `ScenarioError` naming the file, row
-    and column.
-    """
-    if isinstance(source, bytes):
-        text = decode_upload(source, name)
-    elif isinstance(source, Path) or (
-        isinstance(source, str) and source.strip() and "\n" not in source and "\r" not in source
-    ):
-        path = Path(source)
-        name = path.name
-        text = read_text(path)
-    else:
-        text = str(source)
-        if not text.strip():
-            raise ScenarioError(f"{name}: file is empty")
-    try:
-        table = pd.read_csv(
-            io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else "unreadable"
-        raise ScenarioError(f"{name}: cannot be read as CSV ({first_line})") from None
-    _no_short_rows(text, name)
-    return _history_from_table(table, column, name)
-
-
-def _no_short_rows(text: str, name: str) -> None:
-    """A row of one cell under a header of more is a file cut short (or a line broken in two),
-    not an hour without a value: "2020" alone would read as 2020-01-01. (Rows short of an
-    optional trailing column, as some tools write them, stay readable.)"""
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
-    try:
-        width = len(next(reader, []))
-        short = next((row for row in reader if len(row) == 1 and row[0].strip()), None)
-    except csv.Error:  # (what pandas read, the csv module may not: pandas' reading stands)
-        return
-    if short is not None and width > 1:
-        raise ScenarioError(
-            f"{name}: row {reader.line_num} has 1 of the header's {width} columns "
-            f"({short[0][:60]!r}): a file cut short, or a line broken in two?"
-        )
-
-
-def _row(i: int) -> int:
-    """The file's line number of data row i (the header is line 1)."""
-    return i + 2
-
-
-def _rows_text(rows: Sequence[int]) -> str:
-    shown = ", ".join(str(_row(i)) for i in rows[:5])
-    more = f" and {len(rows) - 5} more" if len(rows) > 5 else ""
-    return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
-
-
-def _history_from_table(
-    table: pd.DataFrame, column: str | None, name: str
-) -> tuple[pd.Series, list[str]]:
-    columns = [str(c).strip() for c in table.columns]
-    table.columns = columns
-    if len(columns) < 2:
-        found = f"one column, '{clipped(columns[0])}'" if columns else "no columns"
-        raise ScenarioError(
-            f"{name}: needs a timestamp column and at least one numeric column; "
-            f"its header has {found} (a CSV with a header like 'timestamp,requests')"
-        )
-    if len(table) == 0:
-        raise ScenarioError(f"{name}: has a header but no data rows")
-    if len(table) == 1:
-        raise ScenarioError(
-            f"{name}: has only one data row; an hourly history needs at least "
-            f"{MIN_HISTORY_HOURS} hours"
-        )
-    time_column = columns[0]
-    stamps = _parse_timestamps(table[time_column], time_column, name)
-    value_column = _pick_column(table, columns[1:], column, name)
-    raw = table[value_column].str.strip()
-    values = pd.to_numeric(raw, errors="coerce")
-    bad = np.flatnonzero(
-        values.isna().to_numpy()
-        & (raw != "").to_numpy()
-        & ~raw.str.lower().isin(["nan", "na", "null", "none"]).to_numpy()
-    )
-    if len(bad):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(bad))}: "
-            f"{raw.iloc[bad[0]]!r} is not a number"
-        )
-    values = values.astype(float).to_numpy()
-    infinite = np.flatnonzero(np.isinf(values))
-    if len(infinite):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(infinite))}: value is not finite"
-        )
-    huge = np.flatnonzero(values > MAX_DEMAND)
-    if len(huge):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(huge))}: "
-            f"{values[huge[0]]:g} is more than {MAX_DEMAND:g}"
-        )
-    negative = np.flatnonzero(values < 0)
-    if len(negative):
-        raise ScenarioError(
-            f"{name}: column '{value_column}', {_rows_text(list(negative))}: "
-            f"demand cannot be negative ({values[negative[0]]:g})"
-        )
-    series, fixes = _regularise(
-        pd.Series(values, index=pd.DatetimeIndex(stamps), name=value_column), name
-    )
-    offset = common_utc_offset(table[time_column])
-    if offset is not None:
-        series.attrs["utc_offset"] = offset  # the hours are UTC; forecast_file writes them back
-    return series, fixes
-
-
-_OFFSET = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
-
-
-def common_utc_offset(cells: pd.Series) -> str | None:
-    """The one UTC offset every timestamp carries ('+02:00'), or None (none, or mixed)."""
-    found = cells.astype(str).str.strip().str.extract(_OFFSET, expand=False)
-    if found.isna().any():
-        return None
-    offsets = set(found.str.replace(":", "", regex=False))
-    if len(offsets) != 1:
-        return None
-    (offset,) = offsets
-    return "+00:00" if offset == "Z" else f"{offset[:3]}:{offset[3:]}"
-
-
-def _parse_timestamps(cells: pd.Series, column: str, name: str) -> pd.DatetimeIndex:
-    text = cells.str.strip()
-    try:  # offsets are converted to UTC; stamps without one are read as UTC already
-        stamps = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
-    except (ValueError, TypeError, OverflowError) as e:
-        raise ScenarioError(
-            f"{name}: column '{column}' cannot be read as timestamps ({str(e).splitlines()[0]})"
-        ) from None
-    missing = np.flatnonzero(stamps.isna().to_numpy())
-    if len(missing) == len(text):
-        raise ScenarioError(
-            f"{name}: the first column '{column}' holds no timestamps (e.g. "
-            f"{text.iloc[0]!r} in row {_row(0)}); put the hour of each row first, "
-            "like 2026-08-17 13:00"
-        )
-    if len(missing):
-        raise ScenarioError(
-            f"{name}: column '{column}', {_rows_text(list(missing))}: "
-            f"{text.iloc[missing[0]]!r} is not a timestamp"
-        )
-    return pd.DatetimeIndex(stamps).tz_localize(None)
-
-
-def _pick_column(table: pd.DataFrame, candidates: list[str], column: str | None, name: str) -> str:
-    if column is not None:
-        if column not in candidates:
-            raise ScenarioError(
-                f"{name}: no column '{column}'; the value columns are {', '.join(candidates)}"
-            )
-        return column
-    for candidate in candidates:
-        raw = table[candidate].str.strip()
-        filled = raw[(raw != "") & ~raw.str.lower().isin(["nan", "na", "null", "none"])]
-        if len(filled) and pd.to_numeric(filled, errors="coerce").notna().all():
-            return candidate
-    return candidates[0]  # reported cell by cell by the caller
-
-
-def _regularise(series: pd.Series, name: str) -> tuple[pd.Series, list[str]]:
-    """Sort, drop duplicated stamps, resample to whole hours; report what changed."""
-    warnings: list[str] = []
-    if not series.index.is_monotonic_increasing:
-        warnings.append(f"{name}: rows were not in time order; sorted")
-        series = series.sort_index(kind="stable")
-    duplicated = series.index.duplicated(keep="last")
-    if duplicated.any():
-        warnings.append(
-            f"{name}: {int(duplicated.sum())} duplicated timestamps; kept the last value of each"
-        )
-        series = series[~duplicated]
-    if len(series) < 2:
-        raise ScenarioError(
-            f"{name}: has only one distinct timestamp; an hourly history needs "
-            f"at least {MIN_HISTORY_HOURS} hours"
-        )
-    spacing = series.index.to_series().diff().dropna().median()
-    if spacing > pd.Timedelta(hours=1):
-        raise ScenarioError(
-            f"{name}: rows are {spacing} apart; an hourly (or finer) history is needed"
-        )
-    span = (series.index[-1] - series.index[0]) / pd.Timedelta(hours=1)
-    if span > MAX_HISTORY_HOURS:  # checked before resampling allocates one row per hour
-        raise ScenarioError(
-            f"{name}: timestamps span {span:,.0f} hours ({series.index[0]} to "
-            f"{series.index[-1]}); at most {MAX_HISTORY_HOURS:,} hours of history can be "
-            "read (a mistyped year?)"
-        )
-    on_the_hour = (series.index == series.index.floor("h")).all()
-    hourly = series.resample("h").mean()
-    if spacing < pd.Timedelta(hours=1):
-        warnings.append(f"{name}: rows are {spacing} apart; averaged into hours")
-    elif not on_the_hour:
-        warnings.append(f"{name}: timestamps were not on the hour; grouped into whole hours")
-    hourly = hourly.astype(float)
-    observed = int(hourly.notna().sum())
-    if observed < MIN_HISTORY_HOURS:
-        raise ScenarioError(
-            f"{name}: only {observed} hours have a value; at least "
-            f"{MIN_HISTORY_HOURS} are needed to forecast"
-        )
-    gaps = int(hourly.isna().sum())
-    if gaps:
-        warnings.append(
-            f"{name}: {gaps:,} of {len(hourly):,} hours have no value (largest gap "
-            f"{_longest_run(hourly.isna().to_numpy())} hours); they are "
-            "interpolated for fitting and ignored when scoring"
-        )
-    if len(hourly) < WEEKLY_MODEL_HOURS:
-        warnings.append(
-            f"{name}: only {len(hourly) / 24:.1f} days of history, less than two "
-            "weeks: the weekly profile cannot be checked, so a daily-only model "
-            "is used"
-        )
-    hourly.index.name = "timestamp"
-    return hourly, warnings
-
-
-def _longest_run(mask: np.ndarray) -> int:
-    best = run = 0
-    for flag in mask:
-        run = run + 1 if flag else 0
-        best = max(best, run)
-    return best
-
-
-# ---------------------------------------------------------------------------------------------
-# Outages and anomalies
-
-
-@dataclass(frozen=True)
-class Anomaly:
-    """A run of history hours that is not demand: an outage (a drop to about zero) or a spike."""
-
-    start: pd.Timestamp
-    end: pd.Timestamp  # last hour of the run, inclusive
-    hours: int
-    kind: str  # "outage" or "spike"
-
-    def describe(self) -> str:
-        what = "dropped to about zero" if self.kind == "outage" else "jumped far off its pattern"
-        return (
-            f"{self.hours} hour{'s' if self.hours != 1 else ''} from {self.start:%Y-%m-%d %H:%M} "
-            f"to {self.end:%Y-%m-%d %H:%M} {what} ({self.kind}); replaced by the seasonal value "
-            "before fitting and left out of the interval's calibration"
-        )
-
-
-def _same_hour_others(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
-    """The same hour 1..`reach` periods earlier and later, one row each (NaN where outside)."""
-    n = len(values)
-    shifted = np.full((2 * reach, n), np.nan)
-    for k in range(1, reach + 1):
-        lag = k * period
-        if lag < n:
-            shifted[2 * k - 2, lag:] = values[:-lag]
-            shifted[2 * k - 1, :-lag] = values[lag:]
-    return shifted
-
-
-def _same_hour_reference(values: np.ndarray, period: int, reach: int = 3) -> np.ndarray:
-    """Median of the same hour 1, 2 and 3 periods earlier and later (NaN if none)."""
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(_same_hour_others(values, period, reach), axis=0)
-
-
-def _flag_runs(flags: np.ndarray) -> list[tuple[int, int]]:
-    padded = np.concatenate([[False], flags, [False]])
-    edges = np.flatnonzero(padded[1:] != padded[:-1])
-    return [(int(edges[k]), int(edges[k + 1])) for k in range(0, len(edges), 2)]
-
-
-def detect_anomalies(
-    values: np.ndarray, period: int
-) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
-    """Hours that are not demand, as a mask and as runs (start, end exclusive, kind).
-
-    An **outage** is a run (up to a week) where the series falls below a tenth of the same hour in
-    the other weeks (or days) while every one of those is clearly busy (a quarter of the typical
-    level or more): a cluster that is down, a broken exporter. A series that is idle at that hour
-    in another week too has quiet hours as a habit, and they are kept. A **spike** is a run of
-    at most SPIKE_HOURS far off both its own neighbourhood and the same hours elsewhere (more
-    than SPIKE_SCALES robust scales), that ends before the history does. A run still going at
-    the end that is not an outage is a level shift and is kept: it is what the forecast must
-    follow.
-    """
-    n = len(values)
-    reference = _same_hour_reference(values, period)
-    typical = float(np.nanmedian(values)) if n else 0.0
-    mask = np.zeros(n, dtype=bool)
-    runs: list[tuple[int, int, str]] = []
-    if n < 2 * period or not typical > 0:
-        return mask, runs
-    known = np.isfinite(reference)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        quietest = np.nanmin(_same_hour_others(values, period), axis=0)
-    # busy at this hour in every other week: a drop to zero here is not a weekly habit
-    busy = known & (quietest >= 0.25 * typical)
-    low = busy & (values <= 0.1 * np.where(known, reference, 0.0))
-    for s, e in _flag_runs(low):
-        if e - s <= WEEK:
-            mask[s:e] = True
-            runs.append((s, e, "outage"))
-    # Spikes are judged against the pattern without the outages, from the same hour and its two
-    # neighbours in the other periods: with few weeks a spike pulls the median of the same hour
-    # alone in the other weeks, and its copies there must not be flagged in its place.
-    candidates, deviation, scale = _spikes(values, mask, period, typical)
-    shift = _shift_start(candidates, deviation, scale)
-    if shift < n:  # judge the rest without the shifted hours, whose copies are not spikes either
-        shifted = np.arange(n) >= shift
-        candidates = _spikes(values, mask | shifted, period, typical)[0] & ~shifted
-    for s, e in _flag_runs(candidates):
-        if e - s <= SPIKE_HOURS and e < shift:  # a run into the shift is its start
-            mask[s:e] = True
-            runs.append((s, e, "spike"))
-    runs.sort()
-    return mask, runs
-
-
-def _shift_start(candidates: np.ndarray, deviation: np.ndarray, scale: float) -> int:
-    """Where a level shift still going at the end of the history starts (len: none).
-
-    A factor shift moves the busy hours most, so its busiest hours stand out as a spike-like run
-    that may end before the history does. A run is part of a shift when every hour from it to
-    the end is at least half the spike threshold off the pattern, on the same side; the shift
-    starts at the first such hour before it.
-    """
-    n = len(deviation)
-    off = 0.5 * SPIKE_SCALES * scale
-    for s, _ in _flag_runs(candidates):
-        side = math.copysign(1.0, float(deviation[s]))
-        if np.all(side * deviation[s:] >= off):
-            while s > 0 and side * deviation[s - 1] >= off:
-                s -= 1
-            return s
-    return n
-
-
-def _spikes(
-    values: np.ndarray, outages: np.ndarray, period: int, typical: float
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Hours far (SPIKE_SCALES robust scales) off both their neighbourhood and the same hours of
-    the other periods; with each hour's difference from that pattern and the robust scale."""
-    clean = np.where(outages, np.nan, values)
-    others = _same_hour_others(clean, period)
-    around = [others]
-    for step in (-1, 1):
-        neighbour = np.full_like(others, np.nan)
-        if step < 0:
-            neighbour[:, 1:] = others[:, :-1]
-        else:
-            neighbour[:, :-1] = others[:, 1:]
-        around.append(neighbour)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        reference = np.nanmedian(np.vstack(around), axis=0)
-    known = np.isfinite(reference) & ~outages
-    deviation = np.where(known, values - np.where(known, reference, 0.0), 0.0)
-    local = pd.Series(deviation).rolling(2 * DAY + 1, center=True, min_periods=1).median()
-    off = deviation - local.to_numpy()
-    scale = 1.4826 * float(np.median(np.abs(off[known]))) if known.any() else 0.0
-    scale = max(scale, 0.01 * typical)
-    flagged = (
-        known & (np.abs(off) > SPIKE_SCALES * scale) & (np.abs(deviation) > SPIKE_SCALES * scale)
-    )
-    return flagged, deviation, scale
-
-
-def _repair(values: np.ndarray, mask: np.ndarray, period: int) -> np.ndarray:
-    """Anomalous hours replaced by the same hour elsewhere plus the local level around the run."""
-    if not mask.any():
-        return values
-    clean = np.where(mask, np.nan, values)
-    reference = _same_hour_reference(clean, period)
-    repaired = values.copy()
-    for s, e in _flag_runs(mask):
-        lo, hi = max(0, s - 2 * DAY), min(len(values), e + 2 * DAY)
-        around = np.r_[lo:s, e:hi]
-        offsets = clean[around] - reference[around]
-        offsets = offsets[np.isfinite(offsets)]
-        offset = float(np.median(offsets)) if len(offsets) else 0.0
-        fill = reference[s:e] + offset
-        if not np.isfinite(fill).all():
-            level = clean[around][np.isfinite(clean[around])]
-            fallback = float(np.median(level)) if len(level) else float(np.nanmedian(clean))
-            fill = np.where(np.isfinite(fill), fill, fallback)
-        repaired[s:e] = np.maximum(fill, 0.0)
-    return repaired
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,15 +367,7 @@ def forecast_series(
     `model`, `members`, `backtest_mae` per member, `warnings` and `report` (a `ForecastReport`);
     with `report=True` the report is also returned: `(frame, report)`.
     """
-    if not (isinstance(horizon, int | np.integer) and 1 <= horizon <= MAX_HORIZON_HOURS):
-        raise ScenarioError(
-            f"horizon must be a whole number of hours from 1 to {MAX_HORIZON_HOURS}, got {horizon}"
-        )
-    if not (isinstance(level, int | float) and math.isfinite(level) and 0 < level < 1):
-        raise ScenarioError(f"level must be between 0 and 1, got {level}")
-    z = float(norm.ppf(0.5 + level / 2))
-    if not z > 1e-6:
-        raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
+    z = _checked_z(horizon, level)
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
     if horizon < DAY:
@@ -767,21 +377,10 @@ def forecast_series(
         short = frame.iloc[:horizon].copy()
         short.attrs = dict(frame.attrs)
         return (short, rep) if report else short
-    series = history.astype(float)
-    if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
-        series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
-    values = series.to_numpy()[-MAX_FIT_HOURS:]
-    if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
-        raise ScenarioError(
-            f"history has {int(np.isfinite(values).sum())} hourly values; at "
-            f"least {MIN_HISTORY_HOURS} are needed to forecast"
-        )
-    values = np.where(np.isfinite(values), values, np.nan)
-    start = int(np.flatnonzero(np.isfinite(values))[0])
-    values = values[start:]  # leading gaps say nothing
-    stamps = series.index[-len(values) :]
-    end = series.index[-1]
-    index = pd.date_range(end + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp")
+    values, stamps = _fit_values(history)
+    index = pd.date_range(
+        stamps[-1] + pd.Timedelta(hours=1), periods=horizon, freq="h", name="timestamp"
+    )
     n = len(values)
     if n < 2 * DAY:
         frame, rep = _level_forecast(index, values, level, z)
@@ -794,6 +393,76 @@ def forecast_series(
     mean, members, slope, in_logs = _combine(repaired, horizon, period)
     scored = np.where(mask | ~np.isfinite(values), np.nan, values)
     origins = _calibration_origins(n, period)
+    errors, scores = _backtest(repaired, scored, origins, members, horizon)
+    half_width, interval = _half_width(errors, origins, scored, repaired, period, horizon, level, z)
+    floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
+    std = np.maximum(half_width / z, floor)
+    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
+    rep = ForecastReport(
+        model=model,
+        members=tuple(members),
+        period=period,
+        anomalies=anomalies,
+        trend_per_week=slope * WEEK,
+        log_scale=in_logs,
+        calibration_origins=len(origins),
+        interval=interval,
+        backtest_mae=scores,
+        warnings=tuple(a.describe() for a in anomalies),
+    )
+    attrs = {
+        "model": model,
+        "members": list(members),
+        "backtest_mae": scores,
+        "warnings": list(rep.warnings),
+        "report": rep,
+    }
+    frame = _forecast_frame(index, mean, std, level, attrs)
+    return (frame, rep) if report else frame
+
+
+def _checked_z(horizon: int, level: float) -> float:
+    """The normal z of a central `level` interval, once `horizon` and `level` are checked."""
+    if not (isinstance(horizon, int | np.integer) and 1 <= horizon <= MAX_HORIZON_HOURS):
+        raise ScenarioError(
+            f"horizon must be a whole number of hours from 1 to {MAX_HORIZON_HOURS}, got {horizon}"
+        )
+    if not (isinstance(level, int | float) and math.isfinite(level) and 0 < level < 1):
+        raise ScenarioError(f"level must be between 0 and 1, got {level}")
+    z = float(norm.ppf(0.5 + level / 2))
+    if not z > 1e-6:
+        raise ScenarioError(f"level must be between 0 and 1, got {level} (too small to use)")
+    return z
+
+
+def _fit_values(history: pd.Series) -> tuple[np.ndarray, pd.DatetimeIndex]:
+    """(values, their hours): the history hourly and on the hour (gaps NaN), its last
+    MAX_FIT_HOURS hours from the first one with a value; too few values raise."""
+    series = history.astype(float)
+    if len(series) and series.index.freq != pd.tseries.frequencies.to_offset("h"):
+        series = series.sort_index().resample("h").mean()  # hourly, on the hour, gaps as NaN
+    values = series.to_numpy()[-MAX_FIT_HOURS:]
+    if np.isfinite(values).sum() < MIN_HISTORY_HOURS:
+        raise ScenarioError(
+            f"history has {int(np.isfinite(values).sum())} hourly values; at "
+            f"least {MIN_HISTORY_HOURS} are needed to forecast"
+        )
+    values = np.where(np.isfinite(values), values, np.nan)
+    start = int(np.flatnonzero(np.isfinite(values))[0])
+    values = values[start:]  # leading gaps say nothing
+    return values, series.index[-len(values) :]
+
+
+def _backtest(
+    repaired: np.ndarray,
+    scored: np.ndarray,
+    origins: np.ndarray,
+    members: Sequence[str],
+    horizon: int,
+) -> tuple[np.ndarray, dict[str, float]]:
+    """The combination refitted at each earlier origin: its errors per origin and lead (up to a
+    week; NaN where `scored` is), and the mean absolute error of each member and the median."""
+    n = len(scored)
     lead_cap = min(horizon, WEEK)
     errors = np.full((len(origins), lead_cap), np.nan)
     member_errors = {name: np.full((len(origins), lead_cap), np.nan) for name in members}
@@ -813,50 +482,36 @@ def forecast_series(
     }
     if np.isfinite(errors).any():
         scores["median"] = float(np.nanmean(np.abs(errors)))
+    return errors, scores
+
+
+def _half_width(
+    errors: np.ndarray,
+    origins: np.ndarray,
+    scored: np.ndarray,
+    repaired: np.ndarray,
+    period: int,
+    horizon: int,
+    level: float,
+    z: float,
+) -> tuple[np.ndarray, str]:
+    """(the interval's half-width per lead, how it was found): split-conformal from the refits,
+    floored by seasonal naive's own moves; twice the history's spread without refits."""
     calibrated = _conformal_scale(errors, horizon, level) if len(origins) >= 2 else None
     if calibrated is not None:
         floor = _naive_floor(scored, repaired, period, horizon, level)
         calibrated = (np.maximum(calibrated[0], floor), calibrated[1])
     if calibrated is None:
         spread = max(float(np.std(repaired)), 1e-9) * 2.0
-        half_width = np.full(horizon, z * spread)
-        interval = "too little history for calibration refits: twice the history's spread"
-    else:
-        half_width, ranges = calibrated
-        interval = (
-            f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
-            f"{ranges} lead ranges, outage hours left out"
+        return (
+            np.full(horizon, z * spread),
+            "too little history for calibration refits: twice the history's spread",
         )
-    floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
-    std = np.maximum(half_width / z, floor)
-    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
-    notes = tuple(a.describe() for a in anomalies)
-    rep = ForecastReport(
-        model=model,
-        members=tuple(members),
-        period=period,
-        anomalies=anomalies,
-        trend_per_week=slope * WEEK,
-        log_scale=in_logs,
-        calibration_origins=len(origins),
-        interval=interval,
-        backtest_mae=scores,
-        warnings=notes,
+    half_width, ranges = calibrated
+    return half_width, (
+        f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
+        f"{ranges} lead ranges, outage hours left out"
     )
-    frame = _forecast_frame(
-        index,
-        mean,
-        std,
-        level,
-        {
-            "model": model,
-            "members": list(members),
-            "backtest_mae": scores,
-            "warnings": list(notes),
-            "report": rep,
-        },
-    )
-    return (frame, rep) if report else frame
 
 
 def _level_forecast(
@@ -929,120 +584,69 @@ def forecast_file(
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
-# ---------------------------------------------------------------------------------------------
-# From demand to GPUs
-
-
-def demand_quantile(forecast: pd.DataFrame, quantile: float) -> np.ndarray:
-    """Demand at `quantile` of each step's predictive distribution (normal, mean and std)."""
-    if not 0 < quantile < 1:
-        raise ScenarioError(f"quantile must be between 0 and 1, got {quantile}")
-    mean = forecast["mean"].to_numpy(dtype=float)
-    std = forecast["std"].to_numpy(dtype=float)
-    return np.maximum(mean + float(norm.ppf(quantile)) * std, 0.0)
-
-
-def coverage_risk(
-    forecast: pd.DataFrame,
-    allocated_gpus: Sequence[float] | np.ndarray | float,
-    capacity_per_gpu: float,
-) -> np.ndarray:
-    """Probability, per step, that demand exceeds what the allocated GPUs can serve.
-
-    Demand at a step is normal with the forecast's `mean` and `std`; `capacity_per_gpu` is in
-    the history's units (e.g. requests per hour one GPU serves). Non-increasing in the allocation.
-    """
-    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[0]
-
-
-def expected_shortfall(
-    forecast: pd.DataFrame,
-    allocated_gpus: Sequence[float] | np.ndarray | float,
-    capacity_per_gpu: float,
-) -> np.ndarray:
-    """E[max(0, demand - served)] per step, in the history's units, under the same normal model."""
-    return _normal_tail(forecast, allocated_gpus, capacity_per_gpu)[1]
-
-
-def _normal_tail(forecast: pd.DataFrame, allocated_gpus, capacity_per_gpu: float):
-    """(P(demand > capacity), E[max(0, demand - capacity)]); a tiny std is a point mass."""
-    if not capacity_per_gpu > 0:
-        raise ScenarioError(f"capacity_per_gpu must be > 0, got {capacity_per_gpu}")
-    mean = forecast["mean"].to_numpy(dtype=float)
-    std = forecast["std"].to_numpy(dtype=float)
-    capacity = np.broadcast_to(np.asarray(allocated_gpus, dtype=float), mean.shape)
-    capacity = capacity * capacity_per_gpu
-    point = ~(std > 1e-9 * np.maximum(1.0, np.abs(mean)))
-    scale = np.where(point, 1.0, std)
-    z = np.clip((capacity - mean) / scale, -40.0, 40.0)  # beyond that it is 0 or 1 anyway
-    risk = np.where(point, (mean > capacity).astype(float), norm.sf(z))
-    excess = np.where(point, mean - capacity, scale * norm.pdf(z) + (mean - capacity) * risk)
-    return risk, np.maximum(excess, 0.0)
-
-
-def gpus_needed(demand: Sequence[float] | np.ndarray, capacity_per_gpu: float) -> np.ndarray:
-    """Whole GPUs that serve `demand` (same units as the capacity), per step."""
-    if not capacity_per_gpu > 0:
-        raise ScenarioError(f"capacity_per_gpu must be > 0, got {capacity_per_gpu}")
-    ratio = np.asarray(demand, dtype=float) / capacity_per_gpu
-    return np.ceil(np.round(ratio, 9)).astype(int)
-
-
-def gpu_path(
-    target_gpus: Sequence[float] | np.ndarray,
-    gpus_min: int,
-    gpus_max: int,
-    swap_cap: int,
-    previous: int | None = None,
-    *,
-    capacity_per_gpu: float | None = None,
-) -> np.ndarray:
-    """A GPU count per step within [gpus_min, gpus_max] whose changes stay within `swap_cap`.
-
-    `target_gpus` is the GPUs wanted per step (fractions round up), e.g. `gpus_needed` of a
-    `demand_quantile`; with `capacity_per_gpu` it is demand in the capacity's units instead.
-    The path covers the target wherever the cap allows it at all: it ramps up early enough to
-    meet each peak and comes down as fast as the cap allows afterwards, so shortfall is minimal
-    first and surplus second. `previous` is the count held before step 0
-    (None: step 0 is free). A `previous` outside the range is walked towards it at the cap.
-    """
-    for label, value in (("gpus_min", gpus_min), ("gpus_max", gpus_max), ("swap_cap", swap_cap)):
-        if int(value) != value or value < 0:
-            raise ScenarioError(f"{label} must be a whole number >= 0, got {value!r}")
-    if gpus_min > gpus_max:
-        raise ScenarioError(f"gpus_min {gpus_min} is larger than gpus_max {gpus_max}")
-    if capacity_per_gpu is not None:
-        target_gpus = gpus_needed(target_gpus, capacity_per_gpu)
-    target = np.ceil(np.round(np.asarray(target_gpus, dtype=float), 9))
-    if np.isnan(target).any():
-        raise ScenarioError("target_gpus has missing values")
-    need = np.clip(target, gpus_min, gpus_max).astype(int)
-    steps = len(need)
-    envelope = need.copy()  # the least each step may hold so every later peak is still reachable
-    for t in range(steps - 2, -1, -1):
-        envelope[t] = max(envelope[t], envelope[t + 1] - swap_cap)
-    path = np.empty(steps, dtype=int)
-    held = previous
-    for t in range(steps):
-        if held is None:
-            count = envelope[t]
-        else:
-            count = max(envelope[t], held - swap_cap)
-            count = min(count, held + swap_cap)
-        path[t] = count
-        held = count
-    return path
-
-
-def gpu_path_from_forecast(
-    forecast: pd.DataFrame,
-    capacity_per_gpu: float,
-    quantile: float,
-    gpus_min: int,
-    gpus_max: int,
-    swap_cap: int,
-    previous: int | None = None,
-) -> np.ndarray:
-    """`gpu_path` of the GPUs needed to serve the forecast's `quantile` of demand."""
-    target = gpus_needed(demand_quantile(forecast, quantile), capacity_per_gpu)
-    return gpu_path(target, gpus_min, gpus_max, swap_cap, previous)
+# Every name the module had before loading.py, anomalies.py and gpus.py were split off
+# (issue 50), in its order then: importable from here as before.
+__all__ = [
+    "DAY",
+    "WEEK",
+    "MIN_HISTORY_HOURS",
+    "WEEKLY_MODEL_HOURS",
+    "MAX_FIT_HOURS",
+    "MAX_HISTORY_HOURS",
+    "MAX_HORIZON_HOURS",
+    "CALIBRATION_ORIGINS",
+    "LEAD_RANGES",
+    "MIN_RANGE_ERRORS",
+    "NAIVE_FLOOR",
+    "SPIKE_SCALES",
+    "SPIKE_HOURS",
+    "SEASONAL_NAIVE",
+    "MIN_LOG_SHIFT",
+    "LOG_FLOOR",
+    "MIN_SHAPE_CORRELATION",
+    "MIN_SHAPE",
+    "LOG_OFFSET",
+    "load_history",
+    "_no_short_rows",
+    "_row",
+    "_rows_text",
+    "_history_from_table",
+    "_OFFSET",
+    "common_utc_offset",
+    "_parse_timestamps",
+    "_pick_column",
+    "_regularise",
+    "_longest_run",
+    "Anomaly",
+    "_same_hour_others",
+    "_same_hour_reference",
+    "_flag_runs",
+    "detect_anomalies",
+    "_shift_start",
+    "_spikes",
+    "_repair",
+    "_seasonal_naive",
+    "_mstl_ses",
+    "_theta",
+    "MEMBERS",
+    "_member_name",
+    "_trend",
+    "_multiplicative_shift",
+    "_combine",
+    "ForecastReport",
+    "_calibration_origins",
+    "_conformal_scale",
+    "_naive_floor",
+    "forecast_series",
+    "_level_forecast",
+    "_fill",
+    "_forecast_frame",
+    "forecast_file",
+    "demand_quantile",
+    "coverage_risk",
+    "expected_shortfall",
+    "_normal_tail",
+    "gpus_needed",
+    "gpu_path",
+    "gpu_path_from_forecast",
+]

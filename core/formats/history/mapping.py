@@ -1,0 +1,438 @@
+"""The mapping: a job table and a window -> the scenario, the as-run metrics and the summary.
+
+`import_table` runs its steps in order, each on whole arrays (one entry per GPU job):
+`_gpu_jobs` (the window's start, jobs without GPUs dropped), `_read_jobs` (times, types,
+priorities, run times, blocks), `_select_batch` (running, queued, arriving), `_realtime_demand`,
+`_cluster_size`, `_drop_too_big`, `_place_batch` (pins, arrivals, work), then the jobs, the
+scenario, the as-run metrics and the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...model import (
+    BATCH_TYPES,
+    MAX_GPUS,
+    REALTIME_TYPE,
+    BatchJob,
+    Cluster,
+    RealtimeJob,
+    Running,
+    Scenario,
+    ScenarioError,
+)
+from .arrays import _Batch, _Jobs, _Placement, _Realtime, _Span
+from .as_run import _as_run
+from .classify import _classify, _priorities, _rt_id, _unique_ids
+from .options import ImportRules, ImportWindow
+from .table import DAY, HOUR, ImportResult, TraceInfo
+from .timeline import (
+    _check_window_in_trace,
+    _first_time,
+    _realtime_series,
+    _time_label,
+    _window_start,
+    peak_in_use,
+    pow2_ceil,
+)
+
+
+def import_table(
+    table: pd.DataFrame,
+    info: TraceInfo,
+    window: ImportWindow | None = None,
+    rules: ImportRules | None = None,
+) -> ImportResult:
+    """The scenario of `window` from a job table, with the as-run metrics and the summary."""
+    window = window or ImportWindow()
+    rules = rules or ImportRules()
+    dropped = dict(info.dropped)
+    jobs, gpus, span = _gpu_jobs(table, info, window, dropped)
+    j = _read_jobs(jobs, gpus, info, span, rules)
+    batch = _select_batch(j, span, dropped)
+    rt = _realtime_demand(j, span, rules)
+    G, gpus_source, peak = _cluster_size(window, info, j, batch, rt, span)
+    _drop_too_big(j, batch, G, dropped)
+    placement = _place_batch(j, batch, span, G)
+    sel = _window_order(batch, placement)
+    batch_jobs, ids = _batch_jobs(j, sel, placement)
+    rt_jobs, rt_summary = _realtime_jobs(j, rt, span, G, rules, set(ids))
+    scenario = _scenario(info, window, span, G, (*batch_jobs, *rt_jobs))
+    as_run = _as_run(
+        scenario,
+        sel,
+        j.start,
+        j.end,
+        j.held_until,
+        j.submit,
+        j.block,
+        j.gpus,
+        j.priority,
+        batch.running,
+        rt.total,
+        span.W0,
+        span.W1,
+        span.edges,
+    )
+    notes = _notes(info, j, span, G, placement, as_run)
+    summary = {
+        "file": info.name,
+        "format": info.format,
+        "window": _window_summary(info, window, span, G, gpus_source, peak),
+        "trace": {
+            "rows": info.rows,
+            "gpu_jobs": int(len(jobs)),
+            "end": _time_label(j.trace_end, info.relative),
+            "cluster_gpus": info.cluster_gpus,
+        },
+        "batch": _batch_summary(j, batch, placement, sel),
+        "realtime": rt_summary,
+        "realtime_jobs": int((rt.live & (j.start < span.W1) & (j.held_until > span.W0)).sum()),
+        "dropped": dropped,
+        "priority_from": j.priority_source,
+        "notes": notes,
+    }
+    return ImportResult(scenario, as_run, summary)
+
+
+def _gpu_jobs(
+    table: pd.DataFrame, info: TraceInfo, window: ImportWindow, dropped: dict[str, int]
+) -> tuple[pd.DataFrame, np.ndarray, _Span]:
+    """(the jobs with GPUs, their GPUs, the window); jobs without GPUs are counted in `dropped`
+    where they touch the window, like every other drop."""
+    gpus = table["gpus"].to_numpy(dtype=float)
+    no_gpu = ~(gpus > 0)
+    all_submit = table["submit"].to_numpy(dtype=float)
+    span = _Span(
+        _window_start(window, info, all_submit[~no_gpu]), window.step_seconds, window.steps
+    )
+    ends = table["end"].to_numpy(dtype=float)
+    touching = no_gpu & (all_submit < span.W1) & ~(ends <= span.W0)
+    if touching.any():
+        dropped["no GPUs"] = dropped.get("no GPUs", 0) + int(touching.sum())
+    return table.loc[~no_gpu].reset_index(drop=True), gpus[~no_gpu], span
+
+
+def _read_jobs(
+    jobs: pd.DataFrame, gpus: np.ndarray, info: TraceInfo, span: _Span, rules: ImportRules
+) -> _Jobs:
+    """The jobs' times (the window checked against the trace), types, priorities and run times."""
+    submit = jobs["submit"].to_numpy(dtype=float)
+    start = jobs["start"].to_numpy(dtype=float)
+    end = jobs["end"].to_numpy(dtype=float)
+    limit = jobs["time_limit"].to_numpy(dtype=float)
+    trace_end = info.end
+    if not math.isfinite(trace_end):
+        stamps = np.concatenate([submit, start, end])
+        stamps = stamps[np.isfinite(stamps)]
+        trace_end = float(stamps.max()) if len(stamps) else 0.0
+    _check_window_in_trace(info, span.W0, span.W1, np.concatenate([submit, start]), trace_end)
+    submit = np.where(np.isfinite(submit), submit, np.where(np.isfinite(start), start, np.nan))
+
+    types, groups = _classify(jobs, rules)
+    priority, priority_source = _priorities(jobs, rules)
+    is_rt = types == REALTIME_TYPE
+    return _Jobs(
+        table=jobs,
+        gpus=gpus,
+        submit=submit,
+        start=start,
+        end=end,
+        trace_end=trace_end,
+        types=types,
+        groups=groups,
+        is_rt=is_rt,
+        priority=priority,
+        priority_source=priority_source,
+        block=pow2_ceil(gpus) if len(gpus) else np.zeros(0, dtype=np.int64),
+        **_run_times(start, end, limit, types, is_rt, trace_end, span.step),
+    )
+
+
+def _run_times(
+    start: np.ndarray,
+    end: np.ndarray,
+    limit: np.ndarray,
+    types: np.ndarray,
+    is_rt: np.ndarray,
+    trace_end: float,
+    step: float,
+) -> dict[str, np.ndarray]:
+    """Run time: real where finished; the time limit where not (at least what is already run);
+    without a limit, the median real run time of finished jobs of the same type. Real-time
+    services still up at the export are taken to keep running."""
+    started = np.isfinite(start)
+    finished = started & np.isfinite(end)
+    never_ran = ~started & np.isfinite(end)  # cancelled (or deleted) while waiting
+    zero_run = finished & (end - start <= 0)
+
+    run = np.where(finished, end - start, np.nan)
+    estimate = limit.copy()
+    no_limit = ~np.isfinite(estimate)
+    if no_limit.any():
+        medians = pd.Series(run).groupby(types).median()
+        estimate[no_limit] = pd.Series(types[no_limit]).map(medians).to_numpy(dtype=float)
+    estimate = np.where(np.isfinite(estimate) & (estimate > 0), estimate, step)
+    running_at_export = started & ~finished
+    run = np.where(running_at_export, np.maximum(estimate, trace_end - start), run)
+    run = np.where(~started, estimate, run)
+    planned_end = start + run
+    held_until = np.where(finished, end, np.where(is_rt & running_at_export, np.inf, planned_end))
+    held_until = np.where(running_at_export & ~is_rt, np.maximum(trace_end, held_until), held_until)
+    return {
+        "started": started,
+        "finished": finished,
+        "never_ran": never_ran,
+        "zero_run": zero_run,
+        "run": run,
+        "planned_end": planned_end,
+        "estimated": ~finished & ~never_ran,
+        "running_at_export": running_at_export,
+        "held_until": held_until,
+    }
+
+
+def _select_batch(j: _Jobs, span: _Span, dropped: dict[str, int]) -> _Batch:
+    """The batch jobs running at the window start, queued at it and arriving in it; jobs
+    cancelled before they started or that ran for 0 seconds are counted in `dropped`."""
+    W0, W1 = span.W0, span.W1
+    batch = ~j.is_rt & ~j.never_ran & ~j.zero_run
+    running = batch & j.started & (j.start < W0) & (j.held_until > W0)
+    queued = batch & (j.submit < W0) & ~running & (~j.started | (j.start >= W0))
+    arriving = batch & (j.submit >= W0) & (j.submit < W1)
+    dropped_never = int((~j.is_rt & j.never_ran & (j.submit < W1) & (j.end > W0)).sum())
+    dropped_zero = int((~j.is_rt & j.zero_run & (j.submit < W1) & (j.end >= W0)).sum())
+    if dropped_never:
+        dropped["cancelled before it started"] = dropped_never
+    if dropped_zero:
+        dropped["ran for 0 seconds"] = dropped_zero
+    return _Batch(running, queued, arriving, running | queued | arriving)
+
+
+def _realtime_demand(j: _Jobs, span: _Span, rules: ImportRules) -> _Realtime:
+    """Each real-time group's demand in the window and up to `rules.history_days` before it."""
+    rt_live = j.is_rt & j.started
+    history_from = max(span.W0 - rules.history_days * DAY, _first_time(j.submit, j.start))
+    group_names, rt_demand, rt_history = _realtime_series(
+        rt_live, j.groups, j.start, j.held_until, j.gpus, span.W0, span.step, span.T, history_from
+    )
+    return _Realtime(
+        live=rt_live,
+        names=group_names,
+        demand=rt_demand,
+        history=rt_history,
+        history_hours=len(next(iter(rt_history.values()), ())),
+        total=sum(rt_demand.values()) if rt_demand else np.zeros(span.T),
+    )
+
+
+def _cluster_size(
+    window: ImportWindow, info: TraceInfo, j: _Jobs, batch: _Batch, rt: _Realtime, span: _Span
+) -> tuple[int, str, float]:
+    """(GPUs, where that number comes from, peak GPUs in use in the window)."""
+    occupancy_start = np.where(j.started, j.start, np.nan)
+    use = (batch.in_window | rt.live) & j.started
+    in_use_gpus = np.where(j.is_rt, j.gpus, j.block).astype(float)
+    peak = peak_in_use(occupancy_start[use], j.held_until[use], in_use_gpus[use], span.W0, span.W1)
+    if window.gpus is not None:
+        return window.gpus, "--gpus", peak
+    G = int(pow2_ceil(np.array([max(1.0, peak)]))[0])
+    if G > MAX_GPUS:
+        raise ScenarioError(
+            f"{info.name}: {peak:,.0f} GPUs in use at the peak; give --gpus (at most {MAX_GPUS:,})"
+        )
+    return G, "peak GPUs in use in the window, rounded up to a power of two", peak
+
+
+def _drop_too_big(j: _Jobs, batch: _Batch, G: int, dropped: dict[str, int]) -> None:
+    """Batch jobs whose block is larger than the cluster leave the window (counted)."""
+    too_big = batch.in_window & (j.block > G)
+    if too_big.any():
+        dropped[f"needs more than the cluster's {G} GPUs"] = int(too_big.sum())
+    for selected in (batch.in_window, batch.running, batch.queued, batch.arriving):
+        selected &= ~too_big  # (in place: the arrays are the batch's own)
+
+
+def _place_batch(j: _Jobs, batch: _Batch, span: _Span, G: int) -> _Placement:
+    """Pin running jobs largest first: descending powers of two packed from GPU 0 stay aligned,
+    and all fit whenever their total does. Those that do not fit wait at step 0 with their
+    remaining work; the others arrive at the step of their submit time."""
+    W0, step, block = span.W0, span.step, j.block
+    run_idx = np.flatnonzero(batch.running)
+    order = run_idx[np.lexsort((j.start[run_idx], -block[run_idx]))]
+    offsets = np.cumsum(block[order]) - block[order]
+    fits = offsets + block[order] <= G
+    pinned, unpinned = order[fits], order[~fits]
+    gpu_start = np.full(len(j.table), -1, dtype=np.int64)
+    gpu_start[pinned] = offsets[fits]
+    remaining = np.ceil((j.planned_end - W0) / step - 1e-9)
+    remaining = np.where(np.isfinite(remaining), np.maximum(1, remaining), 1).astype(np.int64)
+
+    arrival = np.where(batch.arriving, np.floor((j.submit - W0) / step), 0).astype(np.int64)
+    arrival = np.clip(arrival, 0, span.T - 1)
+    not_pinned = np.zeros(len(j.table), dtype=bool)
+    not_pinned[unpinned] = True
+    work_seconds = np.where(not_pinned, j.planned_end - W0, j.run)
+    gpu_hours = block * np.maximum(work_seconds, 1.0) / HOUR
+    return _Placement(pinned, unpinned, gpu_start, remaining, arrival, gpu_hours)
+
+
+def _window_order(batch: _Batch, placement: _Placement) -> np.ndarray:
+    """The window's batch jobs (indices), running ones first, then by arrival step."""
+    sel = np.flatnonzero(batch.in_window)
+    order = np.where(batch.running[sel], -1, placement.arrival[sel])
+    return sel[np.argsort(order, kind="stable")]
+
+
+def _batch_jobs(
+    j: _Jobs, sel: np.ndarray, placement: _Placement
+) -> tuple[list[BatchJob], np.ndarray]:
+    """(the window's batch jobs, their ids)."""
+    has_team = "team" in {f.name for f in fields(BatchJob)}
+    ids = _unique_ids(j.table["job_id"].iloc[sel]).to_numpy(dtype=object)
+    team_values = j.table["team"].to_numpy(dtype=object)
+    p = placement
+    batch_jobs = []
+    for k, i in enumerate(sel):  # the window's jobs only: thousands, not the whole trace
+        pin = (
+            Running(int(p.gpu_start[i]), int(j.block[i]), int(p.remaining[i]))
+            if p.gpu_start[i] >= 0
+            else None
+        )
+        extra = {"team": team_values[i]} if has_team and team_values[i] else {}
+        batch_jobs.append(
+            BatchJob(
+                id=ids[k],
+                type=j.types[i],
+                priority=float(j.priority[i]),
+                gpus_min=int(j.block[i]),
+                gpus_max=int(j.block[i]),
+                gpu_hours=round(float(p.gpu_hours[i]), 6),
+                arrival_step=int(p.arrival[i]),
+                running=pin,
+                **extra,
+            )
+        )
+    return batch_jobs, ids
+
+
+def _realtime_jobs(
+    j: _Jobs, rt: _Realtime, span: _Span, G: int, rules: ImportRules, taken: set[str]
+) -> tuple[list[RealtimeJob], list[dict[str, Any]]]:
+    """One elastic job per real-time group, and the group's line of the summary."""
+    swap_cap = rules.swap_cap if rules.swap_cap is not None else G
+    rt_jobs, rt_summary = [], []
+    for g in rt.names:
+        m = rt.live & (j.groups == g)
+        job_id = _rt_id(g, taken)
+        taken.add(job_id)
+        demand = np.round(rt.demand[g], 4)
+        rt_jobs.append(
+            RealtimeJob(
+                id=job_id,
+                priority=float(j.priority[m].max()),
+                gpus_min=0,
+                gpus_max=G,
+                swap_cap=swap_cap,
+                demand=tuple(float(d) for d in demand),
+                history=tuple(float(h) for h in np.round(rt.history[g], 4))
+                if rt.history_hours
+                else None,
+            )
+        )
+        in_win = m & (j.start < span.W1) & (j.held_until > span.W0)
+        rt_summary.append(
+            {
+                "id": job_id,
+                "group": g,
+                "jobs_in_window": int(in_win.sum()),
+                "mean_gpus": round(float(demand.mean()), 3),
+                "peak_gpus": round(float(demand.max()), 3),
+                "gpu_hours": round(float(demand.sum() * span.step / HOUR), 3),
+                "history_hours": rt.history_hours,
+            }
+        )
+    return rt_jobs, rt_summary
+
+
+def _scenario(
+    info: TraceInfo, window: ImportWindow, span: _Span, G: int, jobs: tuple[Any, ...]
+) -> Scenario:
+    start_dt = None if info.relative else pd.Timestamp(span.W0 * 1e9).to_pydatetime()
+    label = _time_label(span.W0, info.relative)
+    return Scenario(
+        name=f"{Path(info.name).stem} {label}"[:120],
+        description=(
+            f"{info.format} history {info.name}: {window.days:g} day(s) from {label}, "
+            f"{window.step_minutes}-minute steps"
+        ),
+        cluster=Cluster(
+            gpus=G, step_minutes=window.step_minutes, horizon_steps=span.T, start=start_dt
+        ),
+        jobs=jobs,
+    )
+
+
+def _notes(
+    info: TraceInfo, j: _Jobs, span: _Span, G: int, placement: _Placement, as_run: dict[str, Any]
+) -> list[str]:
+    """The trace's own notes, then what the mapping had to assume."""
+    notes = list(info.notes)
+    if len(placement.unpinned):
+        notes.append(
+            f"{len(placement.unpinned)} job(s) running at the window start did not fit beside "
+            f"the others on {G} GPUs; they wait at step 0 with their remaining work"
+        )
+    if j.trace_end < span.W1 and (j.running_at_export & (j.start < span.W1)).any():
+        notes.append(
+            f"the window ends after the trace ({_time_label(j.trace_end, info.relative)}): jobs "
+            "still running then are taken to run to their time limit (services: on)"
+        )
+    if as_run["over_capacity_steps"]:
+        notes.append(
+            f"as-run holds more than {G} GPUs at {as_run['over_capacity_steps']} step(s): the "
+            "cluster given is smaller than what really ran"
+        )
+    return notes
+
+
+def _window_summary(
+    info: TraceInfo, window: ImportWindow, span: _Span, G: int, gpus_source: str, peak: float
+) -> dict[str, Any]:
+    return {
+        "start": _time_label(span.W0, info.relative),
+        "end": _time_label(span.W1, info.relative),
+        "days": window.days,
+        "step_minutes": window.step_minutes,
+        "steps": span.T,
+        "gpus": G,
+        "gpus_source": gpus_source,
+        "peak_gpus_in_use": round(peak, 3),
+    }
+
+
+def _batch_summary(
+    j: _Jobs, batch: _Batch, placement: _Placement, sel: np.ndarray
+) -> dict[str, Any]:
+    by_type = {t: 0 for t in BATCH_TYPES}
+    for t, n in zip(*np.unique(j.types[sel], return_counts=True), strict=True):
+        by_type[str(t)] = int(n)
+    rounded = batch.in_window & (j.block != j.gpus)
+    return {
+        "jobs": int(len(sel)),
+        "by_type": by_type,
+        "arriving": int(batch.arriving.sum()),
+        "queued_at_start": int(batch.queued.sum()),
+        "running_at_start": int(batch.running.sum()),
+        "pinned": int(len(placement.pinned)),
+        "not_pinned": int(len(placement.unpinned)),
+        "rounded_up": int(rounded.sum()),
+        "work_estimated": int((batch.in_window & j.estimated).sum()),
+    }

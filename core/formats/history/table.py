@@ -1,0 +1,72 @@
+"""The job table every history format module produces, and what comes back from an import."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...model import Scenario
+
+HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
+MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large (the app takes MAX_HISTORY_UPLOAD_MB)
+SNIFF_BYTES = 8192
+HOUR = 3600.0
+DAY = 86400.0
+
+# The job table every format module produces (strings "" where unknown, floats NaN).
+TABLE_COLUMNS = (
+    "row",  # line in the source file (header = 1) or item number, for messages
+    "job_id",
+    "name",
+    "user",
+    "team",
+    "partition",
+    "qos",
+    "priority_class",
+    "workload",  # Acme's `type`
+    "gpus",  # GPUs held; a share of one GPU for GPU-sharing pods
+    "submit",
+    "start",
+    "end",
+    "time_limit",  # seconds
+    "priority_raw",  # a scheduler's numeric priority, ranked into 1..10
+    "state",
+)
+TEXT_COLUMNS = TABLE_COLUMNS[1:9] + ("state",)
+RULE_FIELDS = ("name", "user", "team", "partition", "qos", "priority_class", "workload", "state")
+
+
+@dataclass
+class TraceInfo:
+    """About the trace as a whole: where times come from and what was dropped while reading."""
+
+    name: str
+    format: str
+    relative: bool = False  # times are seconds from the trace start (openb), not epoch seconds
+    end: float = math.nan  # the export time: the latest timestamp in the trace
+    rows: int = 0
+    cluster_gpus: int | None = None  # from a node list, where the format has one
+    utc_offset: float = 0.0  # seconds the trace's wall-clock times are ahead of UTC
+    dropped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    scenario: Scenario
+    as_run: dict[str, Any]
+    summary: dict[str, Any]
+
+
+def empty_table(n: int) -> pd.DataFrame:
+    """A job table of n rows with every column at its 'unknown' value."""
+    blank = pd.Series(pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""])).astype("str")
+    out = {c: blank.copy() for c in TEXT_COLUMNS}
+    for c in ("gpus", "submit", "start", "end", "time_limit", "priority_raw"):
+        out[c] = np.full(n, np.nan)
+    out["row"] = np.arange(n, dtype=np.int64)
+    return pd.DataFrame(out)[list(TABLE_COLUMNS)]
