@@ -605,3 +605,26 @@ def test_odd_inputs_and_outputs_are_one_line_naming_what_is_wrong(
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
     assert says in run.stderr, run.stderr
+
+
+def test_a_command_loads_only_its_own_module_and_help_lists_them_all():
+    """The registry imports the command being run and no other (pip's lazy command loading);
+    `gpuplan --help` still lists every command with its summary."""
+    from core.cli import COMMANDS
+
+    probe = (
+        "import sys; from core.cli import _parser; _parser(only='check'); "
+        "print(sorted(m for m in sys.modules if m.startswith('core.cli.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    loaded = {name.rsplit(".", 1)[1] for name in eval(out)}
+    commands = {command.module for command in COMMANDS.values()}
+    assert loaded & commands == {"check"}
+    listing = subprocess.run(
+        [sys.executable, "-m", "core", "--help"], capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    listing = " ".join(listing.split())  # (argparse wraps the long summaries)
+    for name, command in COMMANDS.items():
+        assert name in listing and command.summary in listing
