@@ -25,8 +25,7 @@ def _served_instead(scenario, running, discount, realtime, placements):
     serving priced each GPU against the cheapest batch work before the packing; a job packed
     into the room serving gave up can earn less than the shortfall it leaves (wide small-1038,
     once b0's window is tried: b5 on GPU 3 at steps 3-4 earns 6 where serving covers 0.9 units
-    there, 9; measured on 1,800 fresh cases: 5 better by up to 9.4%, none worse). Only where
-    serving may be given up (`give_up_serving`)."""
+    there, 9). Only where serving may be given up (`give_up_serving`)."""
 
     def score(sets, kept) -> float:  # the batch reward less the priced shortfall
         earned = sum(
@@ -116,10 +115,10 @@ def _top_up(
     (or the horizon); its gain needs room at the first step too (`_idle_run`). Where a swap cap
     is spent at either end, the run takes a GPU the job just released (held on), or gains one
     at an earlier step with room, or one the job gains at the next step anyway (a step early):
-    wide-shape small-4169, priced shortfall 38 -> 26; day-shape small-4236, 9 -> 2 (both the
-    shortfall of the best serving around that batch work). Last, with `hand_overs` (small
-    problems: on realtime-peak they cost 1% of its time and changed nothing), hand-overs
-    between services move where that pays (`_hand_overs`).
+    wide-shape small-4169 and day-shape small-4236 reach the shortfall of the best serving
+    around that batch work (tests/planners/test_allocator.py). Last, with `hand_overs` (small
+    problems only: at the benchmarks' size they cost time for no gain), hand-overs between
+    services move where that pays (`_hand_overs`).
     """
     if not realtime:
         return realtime
