@@ -230,7 +230,7 @@ class _Packer:
             if arrival >= T:
                 blocks = 0
             elif by_value:  # `_choose`'s score compared a field at a time: the value, the
-                # earlier end, the narrower (building its tuples took a good share of the time)
+                # earlier end, the narrower (building its tuples is a good share of the time)
                 best, blocks = -math.inf, 0
                 priority, shapes = job.priority, job.shapes
                 for g, d in shapes or zip(job.sizes, job.durations, strict=True):

@@ -61,8 +61,8 @@ def _serve_around(scenario, running, incumbent, pricings, params, layouts, peak=
     all horizon (`_Targets` "peak") without hand-overs, topped up like the rest: where two
     services with swap caps of 1 contend around fixed batch work, following the demand curve
     greedily gives a GPU to one job while its demand is low that the other needs a few steps
-    later, and a cap of 1 cannot undo that in time (day-shape small-21: priced shortfall 44 ->
-    30, the optimum)."""
+    later, and a cap of 1 cannot undo that in time (day-shape small-21 reaches the optimum so:
+    tests/planners/test_allocator.py)."""
     realtime, placements = incumbent
     topped = _top_up(scenario, running, realtime, placements, bool(layouts))
     if not layouts or not placements:
@@ -177,12 +177,12 @@ class _HandOvers:
 
     `earlier`: where one job gains a GPU at the step another releases it, the hand-over moves a
     step earlier while that pays (day-shape small-4386: rt0, priority 4, held a GPU past its
-    demand at step 16 that rt1, priority 2 and a GPU short, gained at step 17: priced
-    shortfall 27 -> 21). `back`: where a job released a GPU that stayed idle until another
-    gained it, it holds it on over the other's whole run instead where that pays (default-shape
-    small-4353: rt0, priority 4 and swap cap 1, let GPU 4 go while its demand dipped and could
-    not ramp back to its peak; rt1, priority 2, had it: 104 -> 90). Both reach the shortfall of
-    the best serving around those batch cells (a MIP over serving alone)."""
+    demand at step 16 that rt1, priority 2 and a GPU short, gained at step 17). `back`: where a
+    job released a GPU that stayed idle until another gained it, it holds it on over the other's
+    whole run instead where that pays (default-shape small-4353: rt0, priority 4 and swap cap 1,
+    let GPU 4 go while its demand dipped and could not ramp back to its peak; rt1, priority 2,
+    had it). Both reach the shortfall of the best serving around those batch cells (a MIP over
+    serving alone)."""
 
     def __init__(self, scenario: Scenario, realtime: dict[int, list[int]], idle: list[int]):
         self.T = scenario.cluster.horizon_steps
