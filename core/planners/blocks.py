@@ -279,8 +279,7 @@ class FreeGrid:
     for clusters of up to about a hundred GPUs on short horizons (the allocator's hot path):
     the integer holds `2 * steps * gpus` bits, and beyond that size `FreeBlocks` is faster.
     The allocator's packer writes `earliest`, `free_over` and `take` out in its own loop (a
-    method call per size and job cost it a tenth of its time); tests hold both to the
-    definition.
+    method call per size and job shows in its time); tests hold both to the definition.
     """
 
     __slots__ = ("geometry", "sizes")

@@ -187,10 +187,8 @@ def _most_coverage(
     scenario where coverage is all that counts (the services weigh alike but for a thousandth
     of their priorities, which settles ties between plans of equal coverage; the shortfall
     priced far above any batch reward; no target), then on the scenario with the coverage that
-    reached as its target, for the best J there; the best of the three by coverage, then J. (On
-    440 wide draws with a 95% target, the 8 that had less coverage than `full` proves the most
-    there is all reach it now, e.g. 81.72% -> 84.14%, most at full's J as well; it runs only
-    where the target is missed: 3-4 ms more on an 8-GPU day, 10-17 ms on scale-64.)"""
+    reached as its target, for the best J there; the best of the three by coverage, then J. (It
+    runs only where the target is missed.)"""
     policy = scenario.policy
     # every service weighs alike, up to a thousandth: among plans of equal coverage, the one
     # that leaves lower priorities short; the price is far above any batch job's per GPU-step

@@ -104,8 +104,8 @@ class _RealtimeSearch:
             pass
         if self.trial_packs > 1 and moves[0]:  # small problems: then window pairs
             # a second round where the first moved the incumbent (its pairs start from there:
-            # day small-7271, 205.51 -> 217.79; measured on 1,800 fresh cases: 12 better, 1
-            # worse by 1.2%; a round from an unchanged incumbent would find nothing new)
+            # day small-7271, tests/planners/test_allocator.py; a round from an unchanged
+            # incumbent would find nothing new)
             for _ in range(2):
                 before = self.result
                 self.budget = {"window": _CHAINS, "block": 0, "fits": 0}
@@ -284,9 +284,7 @@ class _RealtimeSearch:
         """A window that does not pay alone, kept where a second window on top of it makes the
         pair pay: clearing one block can push batch work that needs room the serving moved
         into, whose own window then gives a little serving up (small problems only). While
-        pairs are left (`_CHAINS`), a second window that loses can take a third the same way
-        (measured: forbidding that lost 9.8% on one of 2,100 fresh cases, gained 0.5% on
-        another)."""
+        pairs are left (`_CHAINS`), a second window that loses can take a third the same way."""
         saved = (self.best, self.realtime, self.result, self.avoid, self.pins)
         saved += (self.budget, self.misses)
         self._adopt(trial)
@@ -307,12 +305,10 @@ class _RealtimeSearch:
         pushed out is often the one whose room the window's serving took: wide small-79, where
         b7's window on GPU 4 from step 13 (serving moves onto GPUs 0-1 a step at a time) leaves
         b3 out, whose own window at the end of the day then takes serving off GPUs 0-3 at steps
-        22-23, 162.0 -> 168.0 (the optimum). Measured on 1,800 fresh cases: 3 better (by up to
-        14.8%), none worse; also after a window tried alone (a pair beyond `_CHAINS`), 4 better
-        and 1 worse (by 2.2%); after any losing window, in the first rounds too, 2 better and 4
-        worse. Only where serving may be given up (`give_up_serving`): in the rolling horizon's
-        example the follow-up took realised coverage to 98.715%, below fifo's 98.771%
-        (tests/test_rolling.py)."""
+        22-23, which reaches the optimum (tests/planners/test_allocator.py). Only after a window
+        tried on top of another: after any losing window it also makes plans worse. Only where
+        serving may be given up (`give_up_serving`): in the rolling horizon, where demand is a
+        forecast, the follow-up takes realised coverage below fifo's (tests/test_rolling.py)."""
         discount = self.discount
 
         def earned(placements) -> dict[int, float]:
@@ -372,7 +368,8 @@ class _RealtimeSearch:
         move pay (by its packing's J; by `_FluidBound`'s, quantization-burst's serving would be
         placed once more for nothing) or meet the coverage target. (Rolling-surge: embed-api,
         cap 1, holds 3 GPUs of dpo-70b's block the step before it starts. On small problems,
-        whose trials descend, it made day small-7271 3% worse: tests/planners/test_allocator.py.)
+        whose trials descend, it makes plans worse: day small-7271,
+        tests/planners/test_allocator.py.)
         """
         first = next(t for t in range(self.T) if trial_avoid[t] != self.avoid[t])
         block = trial_avoid[first] & ~self.avoid[first]

@@ -128,17 +128,14 @@ _VARIANTS: tuple[tuple[Callable[[_Candidate], tuple], str], ...] = (
     (lambda c: (c.arrival, c.index), "early"),
 )
 # The fast path's searches start from one more: by value at arrival times GPU-hours, the jobs
-# worth most on their own first (on 100 fresh draws of the benchmarks' size, `--day --path fast
-# --seed 40000`: 2.59% -> 2.23% below the optimum on average, 31 -> 34 optimal, 30 -> 27 more
-# than 3% below; realtime-peak 308.5 -> 317.6, scale-64 2778.1 -> 2783.5, the optimum;
-# batch-inference-heavy 385.4 -> 384.0). On the small path it made some draws better and others
-# worse (day small-7271 10% worse), so that path keeps the five.
+# worth most on their own first. On the small path it makes some draws better and others worse
+# (day small-7271), so that path keeps the five.
 _FAST_VARIANTS = (*_VARIANTS[:4], (lambda c: (-c.work * c.worth, c.index), "value"), _VARIANTS[4])
 
 
 # Beyond two days of hourly steps `FreeBlocks`, whose start bounds and skipped walls pay off on
-# long horizons, wins (a per-step scan there took 7.1 s on 8 GPUs x 10,080 steps, it 0.5 s),
-# and the integers of `FreeGrid` (two bits a step per GPU, per size) grow with the horizon.
+# long horizons, wins over a per-step scan, and the integers of `FreeGrid` (two bits a step per
+# GPU, per size) grow with the horizon.
 _GRID_STEPS = 48
 
 
@@ -210,8 +207,8 @@ class _Packer:
     def _pack_grid(self, order, size_rule: str, base: tuple | None):
         """`pack` on `FreeGrid`'s integers, its searches (`earliest`, `free_over`, `take`)
         written out here: the hot path of small clusters, where a method call per size and job
-        took a tenth of the time. So is the value rule's choice of size and start (`_choose`;
-        the descent packs by that rule nearly always, and a call per job cost 2% of the plan);
+        shows in the plan's time. So is the value rule's choice of size and start (`_choose`;
+        the descent packs by that rule nearly always, so a call per job shows too);
         the earliest-start rules' is `_earliest_on_grid`. `sizes` is as the grid's (the free
         GPUs at size 1, the aligned free blocks per larger size, made when first searched and
         dropped at each placement)."""
@@ -233,7 +230,7 @@ class _Packer:
             if arrival >= T:
                 blocks = 0
             elif by_value:  # `_choose`'s score compared a field at a time: the value, the
-                # earlier end, the narrower (building its tuples took a good share of the time)
+                # earlier end, the narrower (building its tuples is a good share of the time)
                 best, blocks = -math.inf, 0
                 priority, shapes = job.priority, job.shapes
                 for g, d in shapes or zip(job.sizes, job.durations, strict=True):

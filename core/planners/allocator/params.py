@@ -18,64 +18,48 @@ class AllocatorParams:
     takes about as long as on one of the 8-GPU benchmarks (there a move's packing costs the share of
     the jobs it places again: a budget of work; a real-time trial re-packs with a descent of a
     quarter of it; window pairs and a polish of the final plan's batch work under wider moves
-    follow, which take about as long again: a median of 2.7 ms on the gap script's small cases,
-    against 1.8 ms without them, when measured; with this round's moves 2.8 ms on its default shape
-    and 3.4 ms on its wide one), and where one descent runs out of moves, a second starts from the
-    other size rule's best ordering. Larger problems up to `fast_work` units keep the same search
-    but get as many packings as a budget of that much work affords, at least `max_packs` and at most
-    twice that: 45,000 units is training-heavy's 18 packings (13 jobs x 8 GPUs x 24 steps), the
-    slowest 8-GPU benchmark, so no benchmark takes longer than it, and one of 8 jobs gets 29
-    (realtime-peak and the gap script's day-shape small-0, whose descent needs about 30: 114.63 ->
-    116.75, the optimum 118.66; 164 fresh day- and wide-shape cases of that size: 22 better, 1 worse
-    by 1.4%; realtime-peak 304.1 -> 308.5, 1.6 -> 1.85 ms). Each real-time layout is screened with
-    the first `screen` orderings. Clusters of up to `grid_gpus` GPUs on horizons of up to 48 steps
-    search the free blocks of every GPU and step at once (`blocks.FreeGrid`, one integer for the
-    whole grid) instead of computing and caching them per step (on 256 GPUs the two cost the same;
-    on 1,024, `FreeBlocks` takes half the time). The real-time moves of the local search: at most
-    `max_windows` pinned windows (as many more tried where one fails to improve the plan, each for
-    another job) and `max_rt_moves` blocks kept clear of serving (as many more at the later start
-    where serving fits beside the block; one tried again with a lead-in counts once), fewer on
-    large clusters (`rt_budget`, the same units as `pack_budget`; no windows beyond it), and never
-    below `policy.rt_coverage_target`. On clusters of up to `guard_cells` GPU-steps the plan is
-    compared with the queue baselines' and the better one returned: a last-resort guard, off by
-    default (0), because the allocator's own plan does not lose to them (a Hypothesis property in
-    tests/planners/test_slo.py) and the baselines cost as much again as the allocator on 8 GPUs. It
-    always runs when the plan misses the coverage target.
+    follow, which take about as long again), and where one descent runs out of moves, a second
+    starts from the other size rule's best ordering. Larger problems up to `fast_work` units keep
+    the same search but get as many packings as a budget of that much work affords, at least
+    `max_packs` and at most twice that: 45,000 units is training-heavy's 18 packings (13 jobs x 8
+    GPUs x 24 steps), the slowest 8-GPU benchmark, so no benchmark takes longer than it, and one of
+    8 jobs gets 29 (realtime-peak and the gap script's day-shape small-0, whose descents need about
+    30). Each real-time layout is screened with the first `screen` orderings. Clusters of up to
+    `grid_gpus` GPUs on horizons of up to 48 steps search the free blocks of every GPU and step at
+    once (`blocks.FreeGrid`, one integer for the whole grid) instead of computing and caching them
+    per step (the one integer grows with the cluster, so above that size `FreeBlocks` is the
+    cheaper). The real-time moves of the local search: at most `max_windows` pinned windows (as many
+    more tried where one fails to improve the plan, each for another job) and `max_rt_moves` blocks
+    kept clear of serving (as many more at the later start where serving fits beside the block; one
+    tried again with a lead-in counts once), fewer on large clusters (`rt_budget`, the same units as
+    `pack_budget`; no windows beyond it), and never below `policy.rt_coverage_target`. On clusters
+    of up to `guard_cells` GPU-steps the plan is compared with the queue baselines' and the better
+    one returned: a last-resort guard, off by default (0), because the allocator's own plan does not
+    lose to them (a Hypothesis property in tests/planners/test_slo.py) and the baselines cost as
+    much again as the allocator on 8 GPUs. It always runs when the plan misses the coverage target.
     `restarts`: on small problems (the path above; also problems of up to `restart_work` units,
     none by default, every size in `ThoroughParams`) phases 1-6 plan this many tighter scenarios
     (`restarts.py`; a round that wins leaves the next `restarts._FOLLOW` = 16 more, up to twice
-    this many in all) and the best plan is kept; 0 turns them off. On issue 13's wide shape that
-    costs a median of about 140 ms instead of 4 ms and takes the mean gap to the optimum from
-    0.68% to 0.12% on 287 cases (0.16% at 86 ms with 24 plans, each tightening kept at its first
-    win); on the benchmarks' size (`restart_work=10**9`) 100 fresh draws' from 1.98% to 0.52%,
-    at about 170 ms a plan, which is why it is not the default there: the 8-GPU benchmarks keep
-    their 2 ms. At that size the small path's own search (`small_work` raised, `restarts=0`)
-    gets most of that for less: 0.82% below at 18 ms (`scripts/allocator_gap.py --day --path
-    fast`; the README has the table).
+    this many in all) and the best plan is kept; 0 turns them off. They close most of the gap to
+    the optimum but multiply a plan's time many times over, so they are not the default at the
+    benchmarks' size (`restart_work=0`): the 8-GPU benchmarks keep their milliseconds. At that
+    size the small path's own search (`small_work` raised, `restarts=0`) gets most of what they
+    buy for a fraction of their time (docs/benchmarks.md has the table).
     `kicks`: on the small path (and wherever the restarts run), last, the final plan's batch
     work is packed again around its serving by an iterated local search (`_kicked`): this many
     times, two or three jobs of the best order found are moved to random places and the order is
     packed and descended a little; the plan it ends on replaces the final one where that ranks
     higher. The descents stop at orders no single move improves, and packings on these clusters
-    cost 10-20 microseconds, so the kicks reach orders many moves away (wide small-42018 with
-    `full`'s serving: 622 random orders reach the optimum's batch reward, the descent stops 8%
-    below). The restarts' best plans that serve otherwise (up to `_OTHER_SERVING`) get
-    `_OTHER_KICKS` kicks each too: a serving that lost to the final plan's may win once the
-    batch work around it is packed better (wide small-7214: 154.65 -> 155.16, the optimum). On
-    the small path's 66 draws of four kept sets that were not optimal, the mean gap went from
-    1.17% to 1.00% with the final plan's kicks, to 0.80% with the others' as well (26 of them
-    optimal, none worse), at a median of 0.55 s a plan instead of 0.44 s; 0 turns it off.
+    are cheap, so the kicks reach orders many moves away, beyond where a descent stops. The
+    restarts' best plans that serve otherwise (up to `_OTHER_SERVING`) get `_OTHER_KICKS` kicks
+    each too: a serving that lost to the final plan's may win once the batch work around it is
+    packed better (wide small-7214, tests/planners/test_kicks.py); 0 turns it off.
     `pins`: where restarts run (not with `restarts=0`) and there is serving, after them, this
     many plans each move one batch job of the best plan to another aligned block at the same
     steps and lay out serving and the rest anew around it (`restarts.pin`: serving decides
     which blocks are left, and no move after it takes a block from serving whole); the best
     plan is kept (the winner planned again with restarts around it), and those that lost and
-    serve otherwise are kicked too. On issue 13's seven wide sets (1,455 draws with a positive
-    optimum) 3 pins made 12 draws better (2 of them now optimal: small-42018 from 6.7% below)
-    and none worse; the small path's draws more than 3% below went from 7 to 5, at a median of
-    0-11 ms more a plan (about 3%). 6 pins (the default since) take small-2013 from 3.65% to
-    0.96% as well, for 4% more time in the median, 5% in the 90th percentile (the same draws
-    timed in turn); 0 turns them off.
+    serve otherwise are kicked too. Each pin costs one more plan; 0 turns them off.
     `give_up_serving`: a window may also take a serving GPU whose unit of demand is worth less than
     the batch work (its job gives it up), and a service short of a whole unit takes the GPU of a
     lower-priority one that covers less (a hand-over); the rolling horizon turns it off, because
@@ -132,7 +116,7 @@ class ThoroughParams(AllocatorParams):
     """`thorough`'s parameters: the allocator's, with its restarts, pins and kicks at every
     size (`restart_work`), within `time_limit` seconds for the whole call (the search stops
     where it is and keeps its best plan; a plan under way when the limit passes is finished
-    first: milliseconds on an 8-GPU day, a tenth of a second at 1,024 or 16,384 GPUs). `progress`
+    first, so the call may overrun the limit by one plan's time). `progress`
     hears {"elapsed_s", "incumbent"} at most every `progress_every_s` seconds."""
 
     restart_work: int = _EVERY_SIZE

@@ -45,20 +45,18 @@ def pin(
     first and lays out serving and the rest of the batch work anew around it
     (`allocate(scenario without the job, its GPUs per step)`; serving leaves those GPUs ahead
     of the job's start while its swap cap lets it; a plan where it could not, or where a
-    service then holds less than its `gpus_min`, is dropped: `core.plan.check`, 0.2 ms here).
+    service then holds less than its `gpus_min`, is dropped: `core.plan.check`).
     Pins are tried in order of the serving cells they displace, the most first, then the
     shortest job: a pin that wins puts a job where serving was, so that serving moves to the
     room the job left, which the other batch work could not use whole (wide small-42018: b3
-    moved to GPU 10 takes serving off the aligned pair a 2-GPU job needs, 163.3 -> 167.8). On
-    the 31 wide draws of the benchmarks' size where some pin improves the plan, the first
-    three in this order reach two thirds of what the best pin of all gains. A block holding
-    a GPU a service held before the horizon, or inherited running work, is not tried. Without
-    `give_up_serving`, a plan that serves less demand than `plan` does not count (a pin may
-    leave serving short where it moves). The pin that wins is planned once more with `deep`
-    (the allocator's restarts around it), kept where that ranks higher: the restarts' choices
-    around the old serving need not hold around the new one (small-42018: 167.8 -> 172.4, the
-    optimum; on the wide sets this costs nothing in the median or the 90th percentile, since
-    a pin wins on few draws).
+    moved to GPU 10 takes serving off the aligned pair a 2-GPU job needs), so the first pins in
+    this order gain most of what the best pin of all gains. A block holding a GPU a service held
+    before the horizon, or inherited running work, is not tried. Without `give_up_serving`, a
+    plan that serves less demand than `plan` does not count (a pin may leave serving short where
+    it moves). The pin that wins is planned once more with `deep` (the allocator's restarts
+    around it), kept where that ranks higher: the restarts' choices around the old serving need
+    not hold around the new one (small-42018 reaches its optimum so; a pin wins on few draws, so
+    this one more plan costs little).
     `plan.stats["pins"]` says how many ran and which won (job, first GPU). No pin starts once
     `watch` is over its time limit, and the winner is not planned again then."""
     watch = watch or Watch()

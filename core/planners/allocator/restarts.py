@@ -43,7 +43,7 @@ from .watch import Watch
 _PRICES = (0.5, 1.5, 0.75, 2.0)
 # restarts a round that won leaves the next at least (within twice the budget in all): where
 # the first round spends the budget, a tightening that wins only on top of its winner is
-# still tried (wide small-31010, SLO 0.95: b4 held to 4 GPUs, then b1 too, 3.2% -> the optimum)
+# still tried (wide small-31010, SLO 0.95: b4 held to 4 GPUs, then b1 too, reaches the optimum)
 _FOLLOW = 16
 
 

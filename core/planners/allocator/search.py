@@ -228,11 +228,9 @@ def _next_move(
 
     `rival` is for larger problems, whose descent runs out of budget: promoted to the front, a
     left-out job takes the place of one that ran before it arrived, which then has to move, and a
-    budget of 18 packings rarely gets that far (day-shape small-17: 3.65% below the optimum ->
-    0.00%). Measured on the gap script's day and wide shapes: the fast path's mean 1.27% -> 0.97%
-    and 0.71% -> 0.55%; 800 fresh day-shape cases 20 better (up to +13.4%), 7 worse (down to
-    -8.0%); uniform-priority 348.2 -> 362.6, realtime-peak 311.6 -> 304.1. On small problems it
-    made the wide shape's small-6 3.2% worse and is not used there."""
+    budget of 18 packings rarely gets that far (day-shape small-17,
+    tests/planners/test_allocator.py). On small problems it makes plans worse (the wide shape's
+    small-6) and is not used there."""
     placed = {p[0]: p for p in placements}
     for position, job in enumerate(order):
         where = placed.get(job.index)

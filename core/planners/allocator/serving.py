@@ -362,8 +362,8 @@ class _Serving:
         free ones batch never takes: a trade, or where one swap is left and the job is below
         `gpus_max`, a gain now whose release comes at the next step (`_release` gives such GPUs
         up first), so that a swap cap of 1 never has to release and gain at once. (Moving only
-        the GPUs a job would still hold when batch takes them, by its targets, made the same
-        plans on 2,100 scenarios.)"""
+        the GPUs a job would still hold when batch takes them, by its targets, makes the same
+        plans.)"""
         soft = later is not None
         later = later if soft else self.later[self.t]
         while self.current[i] & later and self.budget[i] >= 1:

@@ -25,8 +25,7 @@ def _served_instead(scenario, running, discount, realtime, placements):
     serving priced each GPU against the cheapest batch work before the packing; a job packed
     into the room serving gave up can earn less than the shortfall it leaves (wide small-1038,
     once b0's window is tried: b5 on GPU 3 at steps 3-4 earns 6 where serving covers 0.9 units
-    there, 9; measured on 1,800 fresh cases: 5 better by up to 9.4%, none worse). Only where
-    serving may be given up (`give_up_serving`)."""
+    there, 9). Only where serving may be given up (`give_up_serving`)."""
 
     def score(sets, kept) -> float:  # the batch reward less the priced shortfall
         earned = sum(
@@ -62,8 +61,8 @@ def _serve_around(scenario, running, incumbent, pricings, params, layouts, peak=
     all horizon (`_Targets` "peak") without hand-overs, topped up like the rest: where two
     services with swap caps of 1 contend around fixed batch work, following the demand curve
     greedily gives a GPU to one job while its demand is low that the other needs a few steps
-    later, and a cap of 1 cannot undo that in time (day-shape small-21: priced shortfall 44 ->
-    30, the optimum)."""
+    later, and a cap of 1 cannot undo that in time (day-shape small-21 reaches the optimum so:
+    tests/planners/test_allocator.py)."""
     realtime, placements = incumbent
     topped = _top_up(scenario, running, realtime, placements, bool(layouts))
     if not layouts or not placements:
@@ -116,10 +115,10 @@ def _top_up(
     (or the horizon); its gain needs room at the first step too (`_idle_run`). Where a swap cap
     is spent at either end, the run takes a GPU the job just released (held on), or gains one
     at an earlier step with room, or one the job gains at the next step anyway (a step early):
-    wide-shape small-4169, priced shortfall 38 -> 26; day-shape small-4236, 9 -> 2 (both the
-    shortfall of the best serving around that batch work). Last, with `hand_overs` (small
-    problems: on realtime-peak they cost 1% of its time and changed nothing), hand-overs
-    between services move where that pays (`_hand_overs`).
+    wide-shape small-4169 and day-shape small-4236 reach the shortfall of the best serving
+    around that batch work (tests/planners/test_allocator.py). Last, with `hand_overs` (small
+    problems only: at the benchmarks' size they cost time for no gain), hand-overs between
+    services move where that pays (`_hand_overs`).
     """
     if not realtime:
         return realtime
@@ -178,12 +177,12 @@ class _HandOvers:
 
     `earlier`: where one job gains a GPU at the step another releases it, the hand-over moves a
     step earlier while that pays (day-shape small-4386: rt0, priority 4, held a GPU past its
-    demand at step 16 that rt1, priority 2 and a GPU short, gained at step 17: priced
-    shortfall 27 -> 21). `back`: where a job released a GPU that stayed idle until another
-    gained it, it holds it on over the other's whole run instead where that pays (default-shape
-    small-4353: rt0, priority 4 and swap cap 1, let GPU 4 go while its demand dipped and could
-    not ramp back to its peak; rt1, priority 2, had it: 104 -> 90). Both reach the shortfall of
-    the best serving around those batch cells (a MIP over serving alone)."""
+    demand at step 16 that rt1, priority 2 and a GPU short, gained at step 17). `back`: where a
+    job released a GPU that stayed idle until another gained it, it holds it on over the other's
+    whole run instead where that pays (default-shape small-4353: rt0, priority 4 and swap cap 1,
+    let GPU 4 go while its demand dipped and could not ramp back to its peak; rt1, priority 2,
+    had it). Both reach the shortfall of the best serving around those batch cells (a MIP over
+    serving alone)."""
 
     def __init__(self, scenario: Scenario, realtime: dict[int, list[int]], idle: list[int]):
         self.T = scenario.cluster.horizon_steps

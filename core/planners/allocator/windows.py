@@ -25,9 +25,9 @@ def _block_moves(scenario: Scenario, running: list[int], realtime: dict[int, lis
     cleared where serving cannot fit beside it gives up demand (rolling-surge: dpo-70b at its
     arrival, step 44, where serving holds 9 of 16 GPUs; a step later 7, and the move pays).
 
-    (Serving capped at `floor(demand)` over such a window, or over a run of steps where a
-    target rounds a fraction up, was tried too; the priced targets already give up the
-    fractions batch work pays for, and on 1,273 scenarios no such move ever improved a plan.)
+    (Serving is not capped at `floor(demand)` over such a window, nor over a run of steps where
+    a target rounds a fraction up: the priced targets already give up the fractions batch work
+    pays for.)
     """
     G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
     serving = [0] * T
@@ -95,21 +95,18 @@ def _windows(scenario, jobs, running, incumbent, discount, widen="", small=False
     the other late jobs (one may take them: a job that starts a step earlier on a block ends a
     step earlier too, and the step it leaves can hold work that fits nowhere else).
 
-    `widen` lets jobs count as late at their own start too: "wider", a job placed narrower
-    than its widest size, where a wider block would finish it sooner (every window round on
-    larger problems, where a serving GPU often breaks the block a job needs at its arrival:
-    measured on 800 fresh day-shape cases, 13 better by up to 6.4%, 3 worse by up to 4.1%; on
-    small problems, widening their first round too made 9 of 900 fresh cases better and 6
-    worse, one by 15%); "pairs", every placed job, on any block and size (the window pairs of
-    small problems: moving a job to another block at its start can make the room a second
-    window needs), and there the batch work on the block is counted at what it loses starting
-    again when the window ends, not at all it earns (measured on 1,800 fresh cases: 12 better
-    by up to 12.5%, 6 worse by up to 3.3%; in every window round, 30 better and 20 worse, by up
-    to 9.8%); a job placed narrower than its widest size there also counts at every later
-    start, where a wider block may earn more than the narrow one sooner (a job earns its
-    GPU-steps: wide small-1068, b4 4 GPUs wide at its arrival, step 6, earns less than 8 GPUs
-    wide at step 9, once running work frees GPUs 0-1; 122.66 -> 127.89, the optimum; measured
-    on 1,800 fresh cases: 20 better, 3 worse by up to 3.7%)."""
+    `widen` lets jobs count as late at their own start too: "wider", a job placed narrower than its
+    widest size, where a wider block would finish it sooner (every window round on larger problems,
+    where a serving GPU often breaks the block a job needs at its arrival; not in small problems'
+    main rounds, where it makes nearly as many plans worse as better); "pairs", every placed job, on
+    any block and size (the window pairs of small problems: moving a job to another block at its
+    start can make the room a second window needs), and there the batch work on the block is counted
+    at what it loses starting again when the window ends, not at all it earns (only there: in every
+    window round that count makes many plans worse); a job placed narrower than its widest size
+    there also counts at every later start, where a wider block may earn more than the narrow one
+    sooner (a job earns its GPU-steps: wide small-1068, b4 4 GPUs wide at its arrival, step 6, earns
+    less than 8 GPUs wide at step 9, once running work frees GPUs 0-1;
+    tests/planners/test_allocator.py)."""
     realtime, result = incumbent
     T = scenario.cluster.horizon_steps
     placed = {p[0]: p for p in result.placements}

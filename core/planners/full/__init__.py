@@ -41,34 +41,32 @@ with that coverage as its target, for the best plan the coverage rule ranks firs
 gap are then of that problem; the stats' `most_coverage` and `most_coverage_proved` say what
 was reached and whether it is proved the most).
 
-The full model is exact but hard: its per-GPU real-time columns and their swap rows make its
-LP bound weak and its search slow (minutes on realtime-peak and scale-64). So a smaller model
-comes first. The shape model (`_shape_program`) forgets where things are: a batch job chooses a
-shape (size and start step) or none, a real-time job a count per step; per step and per size g,
-the jobs of size >= g fit in the wholly free aligned g-blocks, and batch cells plus counts fit
-in the free GPUs; counts move by at most swap_cap a step, and a block a real-time job starts in
-(previous_gpus) is not free for batch work until it has paid the swaps to leave. It is a
-relaxation (every legal plan is
-one of its solutions, with the same J), so its bound holds for J; it has a column per shape
-instead of per block and per GPU, and HiGHS solves it in about a second on every benchmark,
-where on seven of the eight its optimum is the true one. Its solution is then realized by the
-full model itself in the shape phase: every batch job fixed to its shape (any aligned block),
-the real-time GPUs free. That is a restriction, so its plans are legal plans; one that reaches
-the shape bound is optimal, proved, and the solve ends there.
+The full model is exact but hard: its per-GPU real-time columns and their swap rows make its LP
+bound weak and its search slow. So a smaller model comes first. The shape model
+(`_shape_program`) forgets where things are: a batch job chooses a shape (size and start step)
+or none, a real-time job a count per step; per step and per size g, the jobs of size >= g fit in
+the wholly free aligned g-blocks, and batch cells plus counts fit in the free GPUs; counts move
+by at most swap_cap a step, and a block a real-time job starts in (previous_gpus) is not free
+for batch work until it has paid the swaps to leave. It is a relaxation (every legal plan is one
+of its solutions, with the same J), so its bound holds for J; it has a column per shape instead
+of per block and per GPU, so HiGHS solves it in a fraction of the full model's time, and its
+optimum is often the true one. Its solution is then realized by the full model itself in the
+shape phase: every batch job fixed to its shape (any aligned block), the real-time GPUs free.
+That is a restriction, so its plans are legal plans; one that reaches the shape bound is
+optimal, proved, and the solve ends there.
 
 The time limit is the whole call's: one clock from the start of `plan_full` covers the warm
-start, loading Pyomo, building, the shape model and every solver phase (each HiGHS run gets
-what is left once the solver holds the model); Pyomo is not loaded, nor the model built, when
-less time is left than that takes. The phases share one APPSI instance, each starting from the
-best legal plan so far: the shape model (`relaxation_share` of the time left); a restricted
-model with the real-time columns fixed in HiGHS at the start's values that re-packs the batch
-work around serving (`restricted_share`; it usually solves to optimality in well under a
-second on 8 GPUs, and on scale-64 it is what reaches the shape bound first); the packed phase
-(the shapes packed greedily on one block each, real-time GPUs free: `restricted_share`), whose
-plan starts the shape phase (`shape_share`); then the full model with the rest of the time,
-whose bound is capped by the shape model's. A phase whose plan reaches the bound ends the
-solve. Every solution is verified with `check`, and the best legal one that beats the warm
-start is returned.
+start, loading Pyomo, building, the shape model and every solver phase (each HiGHS run gets what
+is left once the solver holds the model); Pyomo is not loaded, nor the model built, when less
+time is left than that takes. The phases share one APPSI instance, each starting from the best
+legal plan so far: the shape model (`relaxation_share` of the time left); a restricted model
+with the real-time columns fixed in HiGHS at the start's values that re-packs the batch work
+around serving (`restricted_share`; it usually solves to optimality, and it can be what reaches
+the shape bound first); the packed phase (the shapes packed greedily on one block each,
+real-time GPUs free: `restricted_share`), whose plan starts the shape phase (`shape_share`);
+then the full model with the rest of the time, whose bound is capped by the shape model's. A
+phase whose plan reaches the bound ends the solve. Every solution is verified with `check`, and
+the best legal one that beats the warm start is returned.
 
 On large models (more than LARGE_MODEL_COLUMNS binaries, e.g. 64 GPUs x 24 steps x 30 jobs)
 the full and restricted phases run without presolve, which cannot be interrupted and alone

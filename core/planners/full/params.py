@@ -22,12 +22,12 @@ class FullParams:
     """Options of full mode. A NaN or negative time limit or gap means none (0).
 
     `max_model_terms`: above this many placement-step incidences the model is not built (the
-    warm start is returned): Pyomo needs about 25 us a term, so this caps building near ten
-    seconds. `large_model_columns`: above this many binary columns HiGHS's MIP presolve alone
-    outlasts a time limit of seconds, so it runs without. `relaxation_share`, `shape_share`
-    and `restricted_share`: the shares of the time left for the shape model that gives the
-    first bound, for the shape phase that realizes its solution per GPU and for the restricted
-    phase (real-time GPUs fixed as in the best plan so far).
+    warm start is returned), which caps Pyomo's building near ten seconds.
+    `large_model_columns`: above this many binary columns HiGHS's MIP presolve alone outlasts a
+    time limit of seconds, so it runs without. `relaxation_share`, `shape_share` and
+    `restricted_share`: the shares of the time left for the shape model that gives the first
+    bound, for the shape phase that realizes its solution per GPU and for the restricted phase
+    (real-time GPUs fixed as in the best plan so far).
     `progress` receives {"elapsed_s", "incumbent", "bound", "gap"} at most every
     `progress_every_s` seconds while HiGHS solves; `warm_start` replaces the allocator's plan.
     """
@@ -61,11 +61,11 @@ class FullParams:
 class _Clock:
     """The call's deadline: `time_limit` seconds from the start of `plan_full`."""
 
-    # Seconds Pyomo needs per model term to build (measured: about 25 us; kept on the safe side)
-    # and the least time worth giving a solver phase.
+    # Seconds Pyomo needs per model term to build (kept on the safe side) and the least time
+    # worth giving a solver phase.
     BUILD_S_PER_TERM = 40e-6
     MIN_PHASE_S = 0.05
-    IMPORT_S = 1.0  # importing Pyomo the first time in a process (0.4-3 s on a busy machine)
+    IMPORT_S = 1.0  # importing Pyomo the first time in a process
 
     def __init__(self, time_limit: float):
         self.started = time.perf_counter()

@@ -49,7 +49,7 @@ class _ShapeModel:
         count until it pays the swaps to leave (`_previous_rows`). So every legal plan is a
         solution of this model with the same J, and its optimum (or any dual bound HiGHS
         proves on it) bounds J. It has a column per shape rather than per block and no
-        per-GPU columns: HiGHS solves it in about a second where the full model takes minutes.
+        per-GPU columns: HiGHS solves it in a fraction of the full model's time.
         """
         import highspy
         from pyomo.common.tee import capture_output
