@@ -100,6 +100,7 @@ def test_allocator_meets_a_99_percent_coverage_target_and_still_beats_fifo(bench
     assert m["objective"] > metrics(floor, solve(floor, "fifo"))["objective"]
 
 
+@pytest.mark.slow
 def test_scenario_files_are_what_the_generator_builds():
     import subprocess
     import sys

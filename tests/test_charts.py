@@ -86,6 +86,7 @@ def test_reserved_above_demand_counts_the_gpus_held_beyond_ceil_demand(s):
     assert not (above & (plan.grid == IDLE)).any()
 
 
+@pytest.mark.slow
 def test_a_job_keeps_its_colour_across_planners(scenarios_dir):
     s = load_scenario(scenarios_dir / "example.json")
     figs = [charts.grid_figure(s, solve(s, p)) for p in ("fifo", "allocator")]

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -145,6 +146,7 @@ def test_removing_one_batch_cell(case, data):
     assert constraints_on(scenario, edited, job.id) == expected
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(legal_plans(), st.data())
 def test_moving_one_batch_cell_to_an_idle_gpu_of_the_same_step(case, data):
@@ -168,6 +170,7 @@ def test_moving_one_batch_cell_to_an_idle_gpu_of_the_same_step(case, data):
         assert [(v.gpu is not None, v.step) for v in violations] == [(True, t)]
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(legal_plans(), st.data())
 def test_removing_one_realtime_cell(case, data):
@@ -190,6 +193,7 @@ def test_removing_one_realtime_cell(case, data):
             assert v.step == t
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(legal_plans(), st.data())
 def test_moving_one_realtime_cell_to_an_idle_gpu_of_the_same_step(case, data):

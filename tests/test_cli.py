@@ -44,6 +44,7 @@ def fifo_out(tmp_path_factory, example) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out, example):
     assert sorted(p.name for p in fifo_out.iterdir()) == [
         "assignments.csv",
@@ -70,12 +71,14 @@ def test_plan_writes_the_four_exports_and_prints_the_metrics(fifo_out, example):
     assert len(rt) == 24 and {"demand", "allocated", "shortfall"} <= set(rt[0])
 
 
+@pytest.mark.slow
 def test_check_accepts_the_exported_grid(fifo_out, example):
     result = gpuplan("check", example, fifo_out / "grid.csv")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("legal")
 
 
+@pytest.mark.slow
 def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path, example):
     rows = list(csv.DictReader((fifo_out / "grid.csv").open()))
     taken = {(r["step"], r["gpu"]) for r in rows}
@@ -95,6 +98,7 @@ def test_check_names_the_constraint_when_one_cell_moves(fifo_out, tmp_path, exam
     assert "constraint 3 (power-of-two blocks)" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -122,6 +126,7 @@ def test_bad_input_exits_2_with_one_line(args, words, tmp_path, example):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_module_and_console_script_agree(example):
     result = gpuplan("plan", example, "--planner", "backfill")
     assert result.returncode == 0
@@ -131,6 +136,7 @@ def test_module_and_console_script_agree(example):
 # --- plan: several planners, a table for people, the MIP's progress ---------------------------
 
 
+@pytest.mark.slow
 def test_plan_compares_several_planners_in_one_call(example, tmp_path):
     result = gpuplan("plan", example, "--planner", "fifo,allocator", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
@@ -143,6 +149,7 @@ def test_plan_compares_several_planners_in_one_call(example, tmp_path):
         assert (tmp_path / name / "grid.csv").exists()  # one export folder per planner
 
 
+@pytest.mark.slow
 def test_plan_prints_a_table_with_the_gain_over_fifo(example):
     result = gpuplan("plan", example, "--planner", "fifo,allocator", "--format", "table")
     assert result.returncode == 0, result.stderr
@@ -205,6 +212,7 @@ def test_bench_runs_a_search_once_and_leaves_it_out_of_a_generated_shape(tmp_pat
     assert rows[1]["objective"] >= rows[0]["objective"]
 
 
+@pytest.mark.slow
 def test_a_target_no_plan_reaches_is_said_with_the_most_coverage_there_is(tmp_path):
     # 2 GPUs, demand 3 a step: 2/3 coverage at most against a 90% target
     from core.formats.scenario_json import scenario_to_json
@@ -227,6 +235,7 @@ def test_a_target_no_plan_reaches_is_said_with_the_most_coverage_there_is(tmp_pa
     assert "most coverage 66.7% (proved)" in result.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("planners", "says"),
     [
@@ -240,6 +249,7 @@ def test_a_bad_planner_list_is_refused_with_exit_2(example, planners, says):
     assert result.returncode == 2 and says in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, words",
     [
@@ -350,6 +360,7 @@ def test_simulate_reports_its_re_plans_on_stderr_and_keeps_stdout_the_metrics(ex
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shape", "words"),
     [
@@ -388,6 +399,7 @@ def test_bench_times_a_generated_shape_with_progress_on_stderr(tmp_path):
     assert "generated: 16 GPUs, 20 jobs, 120 steps, seed 0: allocator, run 2 of 2" in result.stderr
 
 
+@pytest.mark.slow
 def test_two_scenario_files_are_not_taken_for_a_csv_pair(scenarios_dir):
     run = gpuplan("plan", scenarios_dir / "example.json", scenarios_dir / "mixed-control.json")
     assert run.returncode == 2
@@ -416,6 +428,7 @@ def test_simulate_replans_hourly_in_whole_steps_unless_told_otherwise(tmp_path, 
     )
 
 
+@pytest.mark.slow
 def test_window_options_on_a_scenario_are_refused_not_dropped(scenarios_dir):
     example = scenarios_dir / "example.json"
     run = gpuplan("plan", example, "--gpus", "64", "--window-days", "5")
@@ -523,6 +536,7 @@ def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):
     assert sizes(direct) == sizes(via_file) == [(8, False), (16, False), (24, True), (32, True)]
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_ends_the_output_quietly():
     """`gpuplan ... | head -1`: once the reader has gone, no "cannot write (Broken pipe)" error;
     the exit status says so, as other tools' do (141 = 128 + SIGPIPE)."""
@@ -543,6 +557,7 @@ def test_a_reader_that_stops_early_ends_the_output_quietly():
     assert (run.returncode, run.stderr) == (141, "")
 
 
+@pytest.mark.slow
 def test_the_csv_pair_reads_from_standard_input_or_a_pipe_too(tmp_path, scenarios_dir):
     from core.formats import scenario_to_tables
 
@@ -565,6 +580,7 @@ def test_the_csv_pair_reads_from_standard_input_or_a_pipe_too(tmp_path, scenario
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, stdin, says",
     [

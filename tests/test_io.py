@@ -691,6 +691,7 @@ except ScenarioError as e:
 """
 
 
+@pytest.mark.slow
 def test_dev_zero_and_endless_pipes_are_refused_without_reading_them_whole(tmp_path):
     import subprocess
     import sys

@@ -96,6 +96,7 @@ def test_every_plan_is_legal(planner, plan_with, max_examples):
     run_property(max_examples, scenarios(), legal)
 
 
+@pytest.mark.slow
 def test_metrics_keep_their_invariants_and_match_a_hand_count(planner, plan_with, max_examples):
     def invariants(scenario):
         plan = plan_with(scenario, planner, time_limit=PROPERTY_TIME_LIMIT)

@@ -193,6 +193,7 @@ def test_example_is_a_surge_the_history_never_showed():
     assert len({j.arrival_step // 24 for j in scenario.batch_jobs}) == 3
 
 
+@pytest.mark.slow
 def test_example_allocator_covers_demand_and_beats_fifo(example_runs):
     allocator, views = example_runs["allocator"]
     fifo, fifo_views = example_runs["fifo"]
@@ -349,6 +350,7 @@ def test_adaptive_quantile_rises_after_a_miss_and_decays_back():
     assert model.quantile_of("s") == pytest.approx(0.9, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_a_replay_with_another_planner_takes_the_first_replays_fits():
     from core.forecast.rolling_demand import FITS
 

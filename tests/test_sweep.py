@@ -430,6 +430,7 @@ def _tail(logs: Path) -> str:
     return "\n".join(f"{p.name}: {p.read_text()[-800:]}" for p in sorted(logs.iterdir()))
 
 
+@pytest.mark.slow
 def test_run_sweep_in_process_sorts_rows_and_cancels_pending_tasks_when_progress_raises(mixed):
     points = sweep_points(mixed, gpus=[8, 16], demand_scale=[1, 1.5])
     seen = []
@@ -485,6 +486,7 @@ def test_size_on_mixed_control_meets_the_targets_and_one_step_below_does_not(mix
     assert sorted(tried) == [row["gpus"] for row in result["tried"]]
 
 
+@pytest.mark.slow
 def test_size_says_which_target_no_size_up_to_the_limit_meets(mixed):
     # Within the ceiling (9 of 11 can complete, coverage 100%), but 16 GPUs complete 6/11.
     result = gpuplan("size", MIXED, "--completed", "0.8", "--max-gpus", "16")
@@ -498,6 +500,7 @@ def test_size_says_which_target_no_size_up_to_the_limit_meets(mixed):
     assert "no size up to 16 GPUs meets completed" in result.stderr
 
 
+@pytest.mark.slow
 def test_size_above_the_ceiling_tries_no_size_and_names_the_jobs(mixed):
     # train-1 arrives at step 11 and needs ceil(89 / 4) = 23 steps on its largest block (4
     # GPUs), train-4 20: neither ends within 24 steps on any cluster, so 9/11 is the most.
@@ -563,6 +566,7 @@ def test_no_plan_on_any_cluster_passes_the_ceiling(scenario, times):
         assert values["completed_jobs"] <= round(bound.completed * values["batch_jobs"])
 
 
+@pytest.mark.slow
 def test_size_cli_prints_the_size_and_every_size_tried():
     result = gpuplan("size", MIXED, "--coverage", "0.99", "--completed", "0.8")
     assert result.returncode == 0, result.stderr
@@ -602,6 +606,7 @@ def test_size_answer_meets_and_the_step_below_misses(scenario, step, target):
         assert not tried[result["gpus"] - step]["meets"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -40,6 +40,7 @@ def expected():
     return import_history(SACCT, window=ImportWindow(start=DAY), name="sacct.txt")
 
 
+@pytest.mark.slow
 def test_the_preview_shows_the_mapping_before_anything_is_loaded(expected):
     at = open_app()
     before = at.session_state["scenario"]
@@ -64,6 +65,7 @@ def test_the_preview_shows_the_mapping_before_anything_is_loaded(expected):
     assert gpus.value is None and f"default {w['gpus']}" in gpus.proto.placeholder
 
 
+@pytest.mark.slow
 def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
     at.button(key="hi_load").click().run()
@@ -107,6 +109,7 @@ def test_load_then_plan_and_compare_shows_the_as_run_card(expected):
     assert [m.value for m in at.metric if m.label == "Objective (weighted GPU-h)"][-1] == "—"
 
 
+@pytest.mark.slow
 def test_an_edit_drops_the_as_run():
     at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
     at.button(key="hi_load").click().run()
@@ -135,6 +138,7 @@ def test_a_broken_history_keeps_the_scenario_and_names_file_row_and_field():
     assert [b for b in at.button if b.key == "hi_load"] == []  # nothing to load
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", ["header", "no gpus"])
 def test_a_history_with_no_gpu_job_is_refused_and_the_page_goes_on(keep):
     """A header-only export, or a CPU partition's (no gres/gpu anywhere), raised from the
@@ -177,6 +181,7 @@ def test_the_closed_import_reads_nothing_and_draws_no_uploader():
     assert "hi_upload" not in [u.key for u in at.file_uploader]  # lazy until opened
 
 
+@pytest.mark.slow
 def test_another_workload_drops_the_as_run():
     at = upload(open_app(), "sacct.txt", SACCT.read_bytes())
     at.button(key="hi_load").click().run()

@@ -135,6 +135,7 @@ def test_a_broken_upload_shows_the_error_and_changes_nothing():
     assert active(at) == before
 
 
+@pytest.mark.slow
 def test_uploading_a_scenario_json_and_a_csv_pair():
     at = open_page()
     example = load_scenario(SCENARIOS / "example.json")
@@ -189,6 +190,7 @@ def test_one_file_of_a_pair_waits_and_removing_files_clears_the_error():
     assert not at.info and not at.error and active(at) == before
 
 
+@pytest.mark.slow
 def test_a_refused_upload_leaves_the_uploader_and_keeps_its_error_until_the_next():
     at = open_page()
     before = active(at)
@@ -220,6 +222,7 @@ def test_a_refused_upload_leaves_the_uploader_and_keeps_its_error_until_the_next
     assert not at.error and any("add demand.csv" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_picking_a_builtin_empties_the_uploader_of_failed_files():
     at = open_page()
     uploader(at).set_value(("broken.json", b"{", "application/json")).run()
@@ -251,6 +254,7 @@ def test_the_cluster_controls_change_the_workload():
     assert all(j.demand[24:] == j.demand[:24] for j in s.realtime_jobs)
 
 
+@pytest.mark.slow
 def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     at = open_page("pages/plan_compare.py")
     assert not at.exception
@@ -285,6 +289,7 @@ def test_plan_page_kpis_equal_core_metrics_for_fifo_and_allocator():
     assert any("Allocated" in c.value and "utilized" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_policy_controls_change_the_scenario_and_the_plans():
     at = open_page("pages/plan_compare.py")
     at.slider(key="ctl_scn_penalty").set_value(5.0).run()
@@ -306,6 +311,7 @@ def test_policy_controls_change_the_scenario_and_the_plans():
     assert "Penalty weight 5" in " ".join(c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_full_planner_runs_on_request_with_bound_and_gap():
     at = open_page("pages/plan_compare.py")
     at.number_input(key="plan_time_limit").set_value(2).run()
@@ -326,6 +332,7 @@ def test_full_planner_runs_on_request_with_bound_and_gap():
     assert SolveStatus(plan.stats["status"]).words in shown  # the status in words
 
 
+@pytest.mark.slow
 def test_the_grids_can_be_coloured_by_job_type():
     at = open_page("pages/plan_compare.py")
     at.radio(key="plan_colour_by").set_value("type").run()
@@ -336,6 +343,7 @@ def test_the_grids_can_be_coloured_by_job_type():
     assert active(at).jobs[0].id not in legend  # one chip per type, not per job
 
 
+@pytest.mark.slow
 def test_exports_offer_the_four_files_for_any_computed_plan():
     at = open_page("pages/plan_compare.py")
     labels = [b.label for b in at.get("download_button")]
@@ -405,6 +413,7 @@ def test_forecast_into_the_scenario_demand():
     assert new.history[-1] == pytest.approx(round(kept.iloc[-1] / capacity, 3), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_a_workload_with_its_own_history_forecasts_that_history_in_gpus():
     from core.forecast.demand import demand_quantile, forecast_series
 
@@ -435,6 +444,7 @@ def test_a_workload_with_its_own_history_forecasts_that_history_in_gpus():
     assert new.history == old.history  # its own history, kept whole
 
 
+@pytest.mark.slow
 def test_forecast_capacity_defaults_from_the_current_demand_not_gpus_max():
     from core.forecast.demand import load_history
 
@@ -606,6 +616,7 @@ def test_horizon_waits_for_its_button_on_a_long_replay(monkeypatch):
     assert any(c.value.startswith("Replay of big-import over 1 day") for c in at.caption)
 
 
+@pytest.mark.slow
 def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
     import numpy as np
 
@@ -627,6 +638,7 @@ def test_horizon_defaults_to_the_active_workload_when_it_has_a_history():
 # --- Benchmarks ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_benchmarks_table_matches_run_bench():
     from core.bench import BENCHMARKS, benchmark_paths, run_bench
 
@@ -668,6 +680,7 @@ def test_editing_real_time_demand_changes_only_that_step():
     assert list(after.demand) == expected
 
 
+@pytest.mark.slow
 def test_adding_and_deleting_rows_in_the_jobs_editor():
     at = open_page()
     before = active(at)
@@ -777,6 +790,7 @@ def test_an_estimate_that_cannot_finish_in_the_horizon_is_warned_with_its_earlie
     assert "cannot complete" in warning or "never run" in warning
 
 
+@pytest.mark.slow
 def test_a_pair_that_does_not_fit_the_horizon_says_how_to_fix_it():
     at = open_page()
     before = active(at)
@@ -906,6 +920,7 @@ def test_capacity_passes_its_search_limit_to_the_planners_that_take_one(monkeypa
         st.cache_resource.clear()  # closes the page's Dask client and its LocalCluster
 
 
+@pytest.mark.slow
 def test_capacity_lists_survive_other_pages_and_follow_a_new_workload():
     at = open_page("pages/capacity.py")
     at.text_input(key="ctl_scn_cap_gpus").set_value("16,24,32,48").run()
@@ -922,6 +937,7 @@ def test_capacity_lists_survive_other_pages_and_follow_a_new_workload():
     assert at.text_input(key="ctl_scn_cap_penalty").value == f"{active(at).policy.penalty_weight:g}"
 
 
+@pytest.mark.slow
 def test_the_forecast_page_shows_what_the_forecaster_did():
     from core.forecast.demand import forecast_series, load_history
 

@@ -3,6 +3,7 @@ the summary download, with the numbers core computes."""
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.formats import load_scenario
@@ -33,6 +34,7 @@ def test_jobs_not_completed_are_named_and_the_job_table_has_every_batch_job():
     assert "fifo: wait h" in table.columns and "allocator: completed" in table.columns
 
 
+@pytest.mark.slow
 def test_a_coverage_target_reaches_every_planner_and_its_cards():
     at = plan_page()
     key = "ctl_scn_target"
@@ -46,6 +48,7 @@ def test_a_coverage_target_reaches_every_planner_and_its_cards():
     assert m["slo_met"] is True and m["rt_coverage"] >= 0.995
 
 
+@pytest.mark.slow
 def test_downloads_are_named_after_scenario_and_planner_and_the_summary_is_offered():
     from core.formats import export_name
 
@@ -61,6 +64,7 @@ def test_downloads_are_named_after_scenario_and_planner_and_the_summary_is_offer
     assert export_name(s, "summary", "") == "mixed-control-summary"
 
 
+@pytest.mark.slow
 def test_a_coverage_target_above_what_any_cluster_reaches_names_the_job():
     """At 1.5x demand chat-api's peak (6.375 GPUs) is above its gpus_max 5: no plan on any
     cluster serves 99%: each planner's card says so, and the target's control says why, not

@@ -27,6 +27,7 @@ def saved_page() -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_a_saved_workload_is_there_in_a_new_session_and_opens(workspace_file):
     at = saved_page()
     assert any("Nothing saved yet" in i.value for i in at.info)
@@ -46,6 +47,7 @@ def test_a_saved_workload_is_there_in_a_new_session_and_opens(workspace_file):
     assert fresh.session_state["scenario"].name == "my cluster day"  # reopens as saved
 
 
+@pytest.mark.slow
 def test_a_workload_saved_under_a_name_takes_it_and_keeps_its_runs(workspace_file):
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
@@ -68,6 +70,7 @@ def test_a_workload_saved_under_a_name_takes_it_and_keeps_its_runs(workspace_fil
     assert "day 140" in " ".join(m.value for m in at.sidebar.markdown)
 
 
+@pytest.mark.slow
 def test_runs_saved_from_the_session_can_be_compared(workspace_file):
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
@@ -92,6 +95,7 @@ def test_runs_saved_from_the_session_can_be_compared(workspace_file):
     assert ws.load_scenario(expected.name) == expected
 
 
+@pytest.mark.slow
 def test_two_policies_of_the_same_jobs_compare_job_by_job(workspace_file):
     """A policy what-if saved under another name keeps the per-job table (same jobs, cluster)."""
     from dataclasses import replace

@@ -90,6 +90,7 @@ def test_a_half_typed_new_row_names_its_row_and_each_empty_cell():
     assert not any("None" in issue for _, _, issue in lines)
 
 
+@pytest.mark.slow
 def test_a_cell_that_does_not_apply_is_refused_when_invalid_and_cleared_when_valid():
     # A real-time row took gpu_hours -5 (or any value) silently: it was simply not used.
     at = open_page()
@@ -160,6 +161,7 @@ def issues(at) -> list[str]:
     return list(at.dataframe[-1].value["issue"]) if at.error else []
 
 
+@pytest.mark.slow
 def test_pending_edits_survive_other_pages_until_fixed():
     at = open_page()
     before = active(at)
@@ -190,6 +192,7 @@ def test_pending_edits_survive_other_pages_until_fixed():
     assert not at.error and active(at) == after
 
 
+@pytest.mark.slow
 def test_discard_edits_shows_the_active_workload_again():
     at = open_page()
     before = active(at)
@@ -203,6 +206,7 @@ def test_discard_edits_shows_the_active_workload_again():
     assert not at.error and active(at) == before
 
 
+@pytest.mark.slow
 def test_pending_edits_on_a_changed_table_are_dropped_with_a_note():
     at = open_page()
     edit(at, {2: {"gpus_min": 3}})
@@ -215,6 +219,7 @@ def test_pending_edits_on_a_changed_table_are_dropped_with_a_note():
     assert active(at).realtime_jobs[0].swap_cap == 3  # not undone by the old table
 
 
+@pytest.mark.slow
 def test_reloading_the_builtin_discards_pending_edits():
     at = open_page()
     before = active(at)
@@ -225,6 +230,7 @@ def test_reloading_the_builtin_discards_pending_edits():
     assert not at.error
 
 
+@pytest.mark.slow
 def test_a_pending_demand_edit_survives_other_pages_too():
     at = open_page()
     before = active(at)
@@ -236,6 +242,7 @@ def test_a_pending_demand_edit_survives_other_pages_too():
     assert shown[before.realtime_jobs[0].id].iloc[5] == -1.0
 
 
+@pytest.mark.slow
 def test_the_cluster_controls_keep_their_keys_and_label_and_follow_a_loaded_scenario():
     # A label or key that changes with the scenario redraws the expander closed after every
     # edit: three fields took three re-openings.
@@ -278,6 +285,7 @@ def warnings(at) -> str:
     return "\n".join(w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_a_step_change_says_the_steps_are_kept_and_what_that_does_to_the_hours():
     at = open_page()
     before = active(at)
@@ -296,6 +304,7 @@ def test_a_step_change_says_the_steps_are_kept_and_what_that_does_to_the_hours()
     assert active(at).jobs == before.jobs
 
 
+@pytest.mark.slow
 def test_a_step_that_divides_the_old_one_can_keep_the_hours():
     at = open_page()
     before = active(at)
@@ -316,6 +325,7 @@ def test_a_step_that_divides_the_old_one_can_keep_the_hours():
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_a_converted_decay_is_kept_exactly_by_plan_and_compare():
     # 60 -> 30 min makes the decay 0.97 ** 0.5 = 0.98489 per step: off the slider's 0.005
     # steps, so touching the slider snapped it; the number beside it holds it as it is.
@@ -343,6 +353,7 @@ def test_a_converted_decay_is_kept_exactly_by_plan_and_compare():
     assert (0.97 - slider.min) / slider.step == pytest.approx(38)
 
 
+@pytest.mark.slow
 def test_a_penalty_outside_the_slider_range_keeps_its_steps_on_round_values():
     # a penalty of 4.3 (from a file) set the slider's minimum to 4.3, so its 0.5 steps ran
     # 4.3, 4.8, ..., and the default 8 could not be chosen again; 12.2 likewise at the top
@@ -359,6 +370,7 @@ def test_a_penalty_outside_the_slider_range_keeps_its_steps_on_round_values():
         at.switch_page("pages/workload.py").run()
 
 
+@pytest.mark.slow
 def test_a_second_upload_is_read_alone_and_shows_its_own_error():
     # The loaded pair stayed in the uploader, so the next pair was read with it: four files,
     # "need a jobs CSV ... and a demand CSV together", and never the real error.
@@ -446,6 +458,7 @@ def test_every_uploader_and_the_server_say_the_limit_the_labels_say():
         assert f"up to {MAX_UPLOAD_MB} MB" in widget.label, widget.key
 
 
+@pytest.mark.slow
 def test_pending_added_and_deleted_rows_come_back_numbered_as_the_issues_say():
     at = open_page()
     before = active(at)

@@ -84,6 +84,7 @@ def weekly_backtest(history: pd.Series, train_weeks: int = 3) -> dict:
 # The real trace
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not TRACE.exists(), reason=f"real trace not found at {TRACE} (the shared folder is absent)"
 )
@@ -127,6 +128,7 @@ def test_sample_file_is_what_the_generator_writes(generator):
     assert np.allclose(written["requests"].to_numpy(), expected["requests"].to_numpy())
 
 
+@pytest.mark.slow
 def test_fitted_profile_recovers_the_known_weekly_shape(sample, generator):
     shape = generator["weekly_shape"]()
     forecast = forecast_series(sample, WEEK)
@@ -143,6 +145,7 @@ def test_fitted_profile_recovers_the_known_weekly_shape(sample, generator):
     assert 0.5 < weekend < 0.75  # weekend dip of 0.6
 
 
+@pytest.mark.slow
 def test_sample_backtest_beats_seasonal_naive_and_covers_about_90_percent(sample):
     result = weekly_backtest(sample)
     assert result["mae"] <= 0.9 * result["naive_mae"], result
@@ -324,6 +327,7 @@ def test_cli_forecast_writes_the_table(tmp_path):
     assert np.allclose(table["mean"], direct["mean"], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_cli_forecast_bad_history_exits_2(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,requests\n2026-01-01 00:00,5\n")
@@ -486,6 +490,7 @@ def noisy_weeks() -> np.ndarray:
     return _pattern(3 * WEEK) + np.random.default_rng(3).normal(0, 3, 3 * WEEK)
 
 
+@pytest.mark.slow
 def test_an_outage_leaves_no_dip_a_week_later_and_no_wider_band(noisy_weeks):
     broken = noisy_weeks.copy()
     broken[400:412] = 0.0  # 12 hours down on Wednesday of the last week
@@ -526,6 +531,7 @@ def test_a_level_shift_is_followed_within_a_day(noisy_weeks):
     assert np.abs(next_day - truth).mean() < 0.5 * np.abs(naive - truth).mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor, tolerance", [(1.5, 0.1), (2.0, 0.1), (0.6, 0.15)])
 def test_a_level_shift_by_a_factor_is_followed_within_a_day(noisy_weeks, factor, tolerance):
     """The last day (a Sunday) runs at `factor` times the pattern: the next day (a weekday, whose
@@ -543,6 +549,7 @@ def test_a_level_shift_by_a_factor_is_followed_within_a_day(noisy_weeks, factor,
     assert report.log_scale and any("steady factor" in line for line in report.lines())
 
 
+@pytest.mark.slow
 def test_a_shift_by_an_amount_is_not_taken_for_a_factor(noisy_weeks):
     shifted = noisy_weeks.copy()
     shifted[-24:] += 40.0
@@ -550,6 +557,7 @@ def test_a_shift_by_an_amount_is_not_taken_for_a_factor(noisy_weeks):
     assert not forecast_series(_weeks(noisy_weeks), WEEK, report=True)[1].log_scale
 
 
+@pytest.mark.slow
 def test_a_steady_trend_is_kept():
     growth = 1.04 ** (np.arange(4 * WEEK) / WEEK)  # 4% a week
     noise = np.random.default_rng(5).normal(0, 3, 3 * WEEK)
@@ -564,6 +572,7 @@ def test_a_steady_trend_is_kept():
     assert flat.trend_per_week == 0.0  # no trend where the history has none
 
 
+@pytest.mark.slow
 def test_report_names_the_members_and_the_interval(sample):
     forecast, report = forecast_series(sample.iloc[: 4 * WEEK], 48, report=True)
     assert isinstance(report, ForecastReport) and forecast.attrs["report"] == report
@@ -595,6 +604,7 @@ def test_a_constant_history_is_forecast_constant():
     assert np.isfinite(forecast.to_numpy()).all() and (forecast["std"] > 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flags", "words"),
     [
@@ -618,6 +628,7 @@ def test_cli_forecast_refuses_bad_horizon_and_level_in_one_line(flags, words):
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
 
 
+@pytest.mark.slow
 def test_cli_forecast_reports_members_and_anomalies_on_stderr(tmp_path, noisy_weeks):
     broken = noisy_weeks.copy()
     broken[400:412] = 0.0
@@ -639,6 +650,7 @@ def test_cli_forecast_reports_members_and_anomalies_on_stderr(tmp_path, noisy_we
     assert len(pd.read_csv(io.StringIO(result.stdout))) == 24
 
 
+@pytest.mark.slow
 def test_a_short_horizon_is_the_start_of_the_day_ahead_forecast():
     # a few lead hours alone give too few refit errors to calibrate a band on
     history, _ = load_history(SAMPLE)

@@ -268,6 +268,7 @@ def test_near_valid_grid(text):
 _FAR_STAMP = "timestamp,requests\n9999-12-31T23:00,0\n2026-08-01T01:00,7\n2026-08-01T02:00,1\n"
 
 
+@pytest.mark.slow
 @FUZZ
 @given(near_valid_history())
 @example(_FAR_STAMP)

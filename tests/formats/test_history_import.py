@@ -285,6 +285,7 @@ def _imports():
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("path", "window"), _imports())
 @pytest.mark.parametrize("planner", ["fifo", "allocator"])
 def test_imported_scenarios_plan_legally(path, window, planner):

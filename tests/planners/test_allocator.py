@@ -39,6 +39,7 @@ def _at_proved_optimum(scenario, plan, objective):
     assert metrics(scenario, full)["objective"] == pytest.approx(objective, abs=1e-5)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_allocator_plan_is_legal(scenario):
@@ -410,6 +411,7 @@ def test_serving_that_cannot_return_after_a_window_is_placed_again_from_where_it
     _at_proved_optimum(scenario, plan, 102.538818)
 
 
+@pytest.mark.slow
 def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
     # 6 GPUs, 12 steps, no decay. b3 (2 GPUs for 8 steps) is cut to 4 steps at the end
     # (J = 49). Its window on GPUs 2-3 from step 5 needs rt1 (swap cap 1) off GPU 2, and no GPU
@@ -435,6 +437,7 @@ def test_a_serving_run_moves_onto_batch_work_where_no_idle_gpu_takes_it():
     _at_proved_optimum(scenario, plan, 59.0)
 
 
+@pytest.mark.slow
 def test_a_small_problem_affords_a_second_descent_from_the_other_size_rule():
     from core.planners.allocator import AllocatorParams
 
@@ -504,6 +507,7 @@ def test_the_small_problem_path_is_for_problems_under_a_budget_of_work():
     assert search_effort(_scenario(4, 8, [eight[0]]), lean) == (18, False)
 
 
+@pytest.mark.slow
 def test_a_small_problems_budget_is_one_of_work():
     # scripts/allocator_gap.py's small-1063, wide and without serving (6 GPUs, 12 steps, 12
     # jobs): many moves rejoin the incumbent's packing after a few jobs and cost only those,
@@ -515,6 +519,7 @@ def test_a_small_problems_budget_is_one_of_work():
     _at_proved_optimum(scenario, plan_allocator(scenario), 274.0)
 
 
+@pytest.mark.slow
 def test_a_real_time_trial_on_a_small_problem_re_packs_with_a_descent():
     # scripts/allocator_gap.py's small-1025 (6 GPUs, 8 steps, 5 jobs): the move that pays
     # gives up serving and only earns it back once the batch work is re-ordered, which one
@@ -525,6 +530,7 @@ def test_a_real_time_trial_on_a_small_problem_re_packs_with_a_descent():
     _at_proved_optimum(scenario, plan_allocator(scenario), 114.997765)
 
 
+@pytest.mark.slow
 def test_a_small_problems_final_batch_work_descends_under_wider_moves():
     # scripts/allocator_gap.py's small-15, wide and batch only (6 GPUs, 8 steps, 11 jobs): the
     # descent ends under the "early" size rule; the optimum needs the "value" rule (no better
@@ -537,6 +543,7 @@ def test_a_small_problems_final_batch_work_descends_under_wider_moves():
     _at_proved_optimum(scenario, plan_allocator(scenario), 162.09439)
 
 
+@pytest.mark.slow
 def test_without_serving_a_problem_counts_as_small_at_twice_the_size():
     # scripts/allocator_gap.py's small-54, wide and batch only (6 GPUs, 24 steps, 12 jobs):
     # 1,728 units, too many for the small-problem budget with serving (27,000 / 1,728 < 19
@@ -548,6 +555,7 @@ def test_without_serving_a_problem_counts_as_small_at_twice_the_size():
     _at_proved_optimum(scenario, plan_allocator(scenario), 129.166211)
 
 
+@pytest.mark.slow
 def test_a_small_problems_polish_also_moves_a_job_later():
     # scripts/allocator_gap.py's small-13, wide and batch only (8 GPUs, 16 steps, 6 jobs): the
     # optimum starts job 4 (priority 8) two steps after its arrival, so that job 1 (priority
@@ -582,6 +590,7 @@ def test_a_service_does_not_take_the_gpu_a_higher_priority_one_gains_next():
     _at_proved_optimum(scenario, plan_allocator(scenario), 30.204282)
 
 
+@pytest.mark.slow
 def test_a_small_problem_tries_a_pair_of_windows():
     # scripts/allocator_gap.py's small-44, wide (12 GPUs, 8 steps): b1 (priority 4) runs 4 GPUs
     # wide from its arrival; 8 wide on GPUs 0-7 it ends 3 steps earlier. Clearing that block
@@ -594,6 +603,7 @@ def test_a_small_problem_tries_a_pair_of_windows():
     _at_proved_optimum(scenario, plan_allocator(scenario), 97.145614)
 
 
+@pytest.mark.slow
 def test_a_window_that_loses_alone_is_tried_for_the_cells_it_gives_up():
     # scripts/allocator_gap.py's small-222 (4 GPUs, 8 steps, one service): b2's window on
     # serving GPU 2 from step 3 nets -11.18 alone and is ranked only for the GPU-steps b2 gives
@@ -796,6 +806,7 @@ def _day_case_on_the_fast_path(seed: int, job_id: str, objective: float):
     return batch_placements(scenario, plan)[job_id]
 
 
+@pytest.mark.slow
 def test_a_window_pair_also_tries_a_job_on_another_block_at_its_own_start():
     # Default-shape small-172 (8 GPUs, 8 steps, one service): b2, 2 GPUs wide (its widest)
     # from step 4, is tried at that same start on GPUs 4-5, serving moved off them; the pair
@@ -820,6 +831,7 @@ def test_a_window_re_packs_the_job_an_earlier_window_pinned():
     _at_proved_optimum(scenario, plan_allocator(scenario), 234.717741)
 
 
+@pytest.mark.slow
 def test_a_window_pair_prices_the_batch_work_on_its_block_at_the_delay():
     # Day-shape small-8 (no decay): b3 (priority 8, 4 GPU-hours) runs 4 GPUs wide at step 10
     # beside serving; all 8 GPUs for that step earn 32 more, less 24 of serving given up, but
@@ -1034,6 +1046,7 @@ def test_a_window_moved_onto_batch_work_gains_a_gpu_early_on_a_batch_cell():
     )
 
 
+@pytest.mark.slow
 def test_a_losing_window_pair_is_followed_by_a_window_of_the_job_it_pushed_out():
     # Wide-shape small-79: b7's window on GPU 4 from step 13 (serving moves onto GPUs 0-1 a
     # step at a time), tried on top of two windows with no pairs left, loses because b3 (4
@@ -1114,6 +1127,7 @@ def test_a_window_that_fails_leaves_its_trial_to_another_job(monkeypatch):
     assert metrics(scenario, plan)["objective"] == pytest.approx(82.167, abs=1e-3)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6), st.sampled_from(["small", "wide", "day"]), st.booleans())
 def test_a_cleared_window_keeps_serving_legal_and_off_the_block(seed, shape, give_up):
@@ -1417,6 +1431,7 @@ def test_the_fluid_bound_of_a_hand_computed_case():
     assert bound.reward([0b00, 0b00, 0b00]) == 0.0
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3))
 def test_no_packing_earns_more_than_the_fluid_bound(scenario):

@@ -243,6 +243,7 @@ def _assert_full_matches_brute_force(scenario: Scenario) -> None:
     assert relaxation >= optimum - 1e-6 * max(1.0, abs(optimum))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(36))
 def test_full_finds_the_brute_force_optimum(seed):
     _assert_full_matches_brute_force(tiny_contended(seed))
@@ -279,6 +280,7 @@ def test_full_plans_are_legal_and_never_worse_than_the_allocator(scenario):
     assert plan.stats["gap"] >= 0.0
 
 
+@pytest.mark.slow
 def test_default_warm_start_is_the_allocator(scenarios_dir):
     allocator = pytest.importorskip("core.planners.allocator")
     scenario = load_scenario(scenarios_dir / "example.json")
@@ -319,6 +321,7 @@ def _contended() -> Scenario:
     return Scenario("contended", Cluster(8, 60, 12), tuple(jobs), Policy())
 
 
+@pytest.mark.slow
 def test_repeated_solves_in_one_process_agree(scenarios_dir):
     scenario = _contended()
     warm = plan_backfill(scenario)
@@ -427,6 +430,7 @@ def test_zero_time_limit_keeps_the_warm_start_when_nothing_better_is_found():
         assert plan.stats["status"] in ("time_limit_improved", "optimal")
 
 
+@pytest.mark.slow
 def test_large_model_path_bounds_with_the_relaxation():
     scenario = _contended()
     warm = plan_backfill(scenario)
@@ -464,6 +468,7 @@ def test_a_model_too_large_to_build_returns_the_warm_start():
     assert full_module._estimate_terms(scenario) >= full_module._FullModel(scenario).terms
 
 
+@pytest.mark.slow
 def test_concurrent_solves_from_two_threads_both_finish():
     from concurrent.futures import ThreadPoolExecutor
 
@@ -534,6 +539,7 @@ def _with_target(scenario: Scenario, target: float) -> Scenario:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [s for s in range(40) if tiny_contended(s).realtime_jobs][:20])
 @pytest.mark.parametrize("target", [0.6, 0.9, 1.0])
 def test_full_with_a_coverage_target_matches_the_brute_force(seed, target):
@@ -625,6 +631,7 @@ def test_a_model_too_slow_to_build_in_time_is_still_proved_by_the_shape_bound(
     assert "too little to build the model" in plan.stats["message"]
 
 
+@pytest.mark.slow
 def test_a_solve_whose_reported_value_is_not_its_plans_is_not_taken_for_a_proof():
     # Wide small-31074 with a 95% target no plan reaches. Started from a plan covering 84.33%,
     # HiGHS (1.16, presolve on) reported the serving model's optimum at 84.79% but handed back

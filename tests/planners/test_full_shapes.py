@@ -117,6 +117,7 @@ def test_the_size_rows_count_whole_blocks_not_cells():
     assert math.isclose(objective(scenario, plan), 20.0, rel_tol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(24))
 @pytest.mark.parametrize("target", [None, 0.9])
 def test_the_shape_bound_is_at_least_the_brute_force_optimum(seed, target):
@@ -133,6 +134,7 @@ def test_the_shape_bound_is_at_least_the_brute_force_optimum(seed, target):
     assert model.relaxation_bound(10.0) >= shaped["bound"] - 1e-6 * max(1.0, abs(optimum))
 
 
+@pytest.mark.slow
 def test_realtime_peak_is_proved_optimal_by_the_shape_model(scenarios_dir):
     # The per-GPU model alone took about a minute to prove this optimum (J 331.28) on a busy
     # 2-core machine; the shape model's bound equals it, and the shape phase realizes a plan
@@ -207,6 +209,7 @@ def test_a_job_that_cannot_afford_to_leave_keeps_its_block_from_batch_work():
     assert math.isclose(objective(scenario, plan), 12.0, rel_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_uniform_priority_is_proved_optimal_by_the_shape_model(scenarios_dir):
     # The serving job starts on GPUs 6 and 7 with swap_cap 2: without the rows for where it
     # starts, the shape bound is 388.25, 3.4% above this optimum (J 375.29, which the per-GPU
@@ -219,6 +222,7 @@ def test_uniform_priority_is_proved_optimal_by_the_shape_model(scenarios_dir):
     assert math.isclose(plan.stats["relaxation_bound"], objective(scenario, plan), rel_tol=1e-4)
 
 
+@pytest.mark.slow
 def test_uniform_priority_with_the_allocators_plan_as_the_start_is_proved_at_the_shape_root(
     scenarios_dir,
 ):
@@ -262,6 +266,7 @@ def test_a_shape_solution_scored_other_than_reported_is_solved_again_without_the
     assert math.isclose(shaped["bound"], honest(10.0, None, 0.0, None)["bound"], rel_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_when_the_shape_model_uses_up_the_time_the_warm_start_comes_back_with_its_bound(
     monkeypatch,
 ):

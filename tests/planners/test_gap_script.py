@@ -141,6 +141,7 @@ def test_less_than_the_most_coverage_is_counted_apart_not_as_a_gap_in_j(monkeypa
     assert result["summary"]["nonpositive_optimum_abs_gaps"] == []
 
 
+@pytest.mark.slow
 def test_a_plan_that_meets_the_target_is_compared_on_j_whatever_its_coverage(tmp_path):
     # wide small-4148, 95% target: the allocator covers 97.11%, full 99.42%; both meet it, so
     # coverage beyond the target is worth only what J says: a gap of (212 - 210) / 212

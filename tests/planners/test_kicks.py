@@ -53,6 +53,7 @@ def test_kicks_return_a_legal_plan_that_ranks_no_lower(scenario):
     assert not ranks_above(plan_rank(scenario, start), plan_rank(scenario, plan))
 
 
+@pytest.mark.slow
 def test_the_same_scenario_gets_the_same_plan():
     scenario = small_case(2453, wide=True)
     assert np.array_equal(plan_allocator(scenario).grid, plan_allocator(scenario).grid)

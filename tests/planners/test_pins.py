@@ -100,6 +100,7 @@ def test_serving_leaves_a_pinned_block_before_the_job_starts():
         assert (plan.grid[1 - g, 3:] == 0).all()
 
 
+@pytest.mark.slow
 def test_a_pin_whose_serving_moves_off_in_time_is_legal():
     # Wide-shape small-60054: the pin tried second starts on a GPU serving held the step before;
     # serving once stayed there (an illegal plan handed to the kicks), it now leaves ahead.

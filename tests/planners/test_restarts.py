@@ -54,6 +54,7 @@ def test_holding_a_job_to_a_wider_size_reaches_the_optimum():
     assert metrics(scenario, plan)["objective"] >= 94.0 + 8.0 - 1e-9
 
 
+@pytest.mark.slow
 def test_the_tightening_that_wins_most_is_kept_not_the_first_that_wins():
     # Wide-shape small-7008 (8 GPUs x 16 steps, no decay; HiGHS proves 479.2): the phases score
     # 439.2. Pricing the shortfall twice over wins first in the list, then a floor of 2 GPUs
@@ -69,6 +70,7 @@ def test_the_tightening_that_wins_most_is_kept_not_the_first_that_wins():
     assert metrics(scenario, plan)["objective"] == pytest.approx(471.8)
 
 
+@pytest.mark.slow
 def test_a_round_that_wins_leaves_the_next_one_room():
     # Wide-shape small-31010 with an SLO of 0.95 (HiGHS proves 223.02): its 57 tightenings
     # outrun the 48 restarts, so the first round, which holds b4 to 4 GPUs, spent the budget and
@@ -82,6 +84,7 @@ def test_a_round_that_wins_leaves_the_next_one_room():
     assert metrics(scenario, plan)["objective"] == pytest.approx(223.02, abs=0.005)
 
 
+@pytest.mark.slow
 def test_a_long_list_tries_every_job_s_shortest_delay_first():
     # Wide-shape small-42106 (HiGHS proves 95.43): 74 tightenings, 51 of them delays. With
     # each job's delays together, the budget ended before b5 held from step 1 to step 5 (its
@@ -136,6 +139,7 @@ def test_a_tighter_scenario_maps_back_to_the_original_job_numbers():
     assert _tighter(alone, (_Tightening("out", "a"),))[0] is None
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 10**6),

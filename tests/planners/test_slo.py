@@ -74,6 +74,7 @@ def test_out_of_reach_the_most_coverage_wins_over_the_priorities():
         assert m["objective"] == pytest.approx(-128.0), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seed", "most"), [(4113, 0.8414), (31032, 0.9474), (11057, 0.6179)])
 def test_the_allocator_reaches_the_most_coverage_full_proves_on_wide_draws(seed, most):
     # wide draws with a 95% target no plan reaches, two services each: the allocator had
@@ -112,6 +113,7 @@ def test_a_target_forbids_the_shortfall_the_penalty_alone_would_accept():
         assert m["rt_coverage"] == 1.0 and m["slo_met"] is True, name
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(max_realtime=3), st.sampled_from([0.5, 0.9, 0.99, 1.0]))
 def test_the_allocator_meets_every_target_a_baseline_plan_shows_feasible(scenario, share):
@@ -171,6 +173,7 @@ def test_a_whole_unit_of_one_service_wins_over_a_fraction_of_another():
     assert held == {"big": 2, "small": 1}
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(

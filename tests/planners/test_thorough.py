@@ -80,6 +80,7 @@ def test_it_never_ranks_below_the_fast_allocator_on_random_scenarios(scenario):
     assert not ranks_above(plan_rank(scenario, fast), plan_rank(scenario, plan))
 
 
+@pytest.mark.slow
 def test_a_limit_already_passed_returns_the_fast_allocator_s_plan():
     scenario = load_scenario(SCENARIOS / "realtime-peak.json")
     plan = plan_thorough(scenario, ThoroughParams(time_limit=1e-9))
@@ -93,6 +94,7 @@ def test_a_limit_already_passed_returns_the_fast_allocator_s_plan():
     assert again.stats["time_limit_reached"] is False
 
 
+@pytest.mark.slow
 def test_progress_reports_time_and_a_rising_incumbent_up_to_the_plan_s_objective():
     scenario = load_scenario(SCENARIOS / "realtime-peak.json")
     heard: list[dict] = []
