@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .forecast import DEMAND_QUANTILE
 from .forecast.rolling_demand import DemandModel, Forecaster
 from .model import (
     MAX_CELLS,
@@ -141,7 +142,7 @@ def simulate(
     window_hours: float = 24,
     progress: Progress | None = None,
     *,
-    demand_quantile: float | None = 0.9,
+    demand_quantile: float | None = DEMAND_QUANTILE,
     refit_hours: float = 6,
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,

@@ -5,6 +5,7 @@ import streamlit as st
 
 from core import charts, views
 from core.analysis import coverage_risk_table, idle_windows
+from core.forecast import DEMAND_QUANTILE
 from core.model import ScenarioError
 from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
 from core.rolling import simulate
@@ -111,7 +112,7 @@ with st.container(border=True):
             f"re-plan ({REPLAN_TIME_LIMIT:g} s limit each): slow over several days.",
         )
     with c5:
-        common.init_widget("hz_quantile", 0.9)
+        common.init_widget("hz_quantile", DEMAND_QUANTILE)
         quantile = st.select_slider(
             "Plan for demand quantile",
             [0.5, 0.75, 0.9, 0.95, 0.99],

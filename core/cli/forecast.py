@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..model import MAX_STEPS
-from .arguments import EXIT_OK, horizon_hours, level, out_file, write_file
+from .arguments import EXIT_OK, horizon_hours, level, non_negative_float, out_file, write_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="central interval level, 0.001..0.999 (default 0.9)",
     )
     parser.add_argument(
+        "--max",
+        type=non_negative_float,
+        metavar="N",
+        help="the most demand can be (a service's gpus_max, a cluster's GPUs): every mean, "
+        "lower and upper stays within 0..N",
+    )
+    parser.add_argument(
         "--out", type=out_file, metavar="CSV", help="write the forecast here, not stdout"
     )
 
@@ -38,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from ..forecast.demand import forecast_file
 
     table, warnings = forecast_file(
-        args.history_csv, column=args.column, horizon=args.horizon, level=args.level
+        args.history_csv, column=args.column, horizon=args.horizon, level=args.level, cap=args.max
     )
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

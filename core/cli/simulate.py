@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from ..forecast import DEMAND_QUANTILE
 from ..model import ScenarioError
 from ..planners import FAST, PLANNER_NAMES
 from .arguments import (
@@ -37,10 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--demand-quantile",
         type=share,
-        default=0.9,
+        default=DEMAND_QUANTILE,
         metavar="Q",
         help="forecast quantile each service is planned at, as on the Horizon page (default "
-        "0.9; raised after a miss, decaying back)",
+        f"{DEMAND_QUANTILE:g}, the top of the forecast's 90% interval; raised after a miss, "
+        "decaying back)",
     )
     parser.add_argument("--out", type=out_folder, metavar="DIR")
     parser.add_argument(

@@ -1,49 +1,43 @@
-"""Real-time demand: a robust weekly forecast of hourly traffic, calibrated intervals, GPU paths.
-
-Real histories have outages, spikes, level shifts and trends, and a forecaster picked by a short
-backtest learns them as pattern (an outage two weeks ago comes back as a "ghost dip"). So:
+"""Real-time demand: a forecast of hourly traffic that holds on series it has never seen,
+with a calibrated, bounded interval and GPU paths.
 
 1. **Repair.** `detect_anomalies` finds outages (drops to about zero at hours that are busy in
-   every other week) and spikes (short runs far off both their neighbourhood and the same hours
-   elsewhere); they are replaced by the seasonal value before fitting, left out of the interval's
-   calibration, and reported. A change still going at the end is a level shift and is kept (nor
-   are the same hours of earlier weeks judged against it).
-2. **Combine.** The mean is the hour-by-hour median of three statsmodels-based members that
-   fail differently: seasonal naive (the same hour last week), MSTL (periods 24 and 168,
-   local-constant seasonal) plus simple exponential smoothing of the rest, and the Theta method
-   (period 168). A steady trend over the recent weeks is removed first and added back. After a
-   level shift by a factor (the last day's busy hours moved more than its quiet ones) the members
-   are fitted to the log of the series, so the whole pattern follows it within a day.
-3. **Calibrate.** Split-conformal: the whole procedure is refitted at earlier origins inside the
-   history, and the `level` quantile of its absolute errors by lead range is the half-width,
-   floored by what seasonal naive's own period-over-period moves say.
+   every other week) and spikes; on a series that is rarely idle they are replaced by the
+   seasonal value before fitting, left out of the errors the weights and the interval are
+   measured on, and reported. On a series idle at many hours (a cluster that empties at night,
+   a service that bursts) quiet hours are its habit, and nothing is repaired.
+2. **Combine.** Four members (ensemble.py): seasonal naive (the same hour last week), the same
+   smoothed over neighbouring hours, the last day's level and the last week's daily profile,
+   weighted per lead range by the inverse of their mean squared error at the history's own
+   earlier origins, one a day. Demand running off the combination in the last hours is partly
+   carried forward.
+3. **Calibrate.** Split-conformal: the `level` quantile of the combination's errors at those
+   origins, by lead range, floored by seasonal naive's own period-over-period moves, never
+   below zero and never above `cap` (a service's `gpus_max`, a cluster's size).
 
-What was done is returned as a `ForecastReport` (`forecast_series(..., report=True)`, or
-`frame.attrs["report"]`). A fit on three weeks of hourly history costs about 0.2 s of CPU
-(five MSTL and Theta fits), so the rolling-horizon simulation can refit it every few hours.
+The report (`forecast_series(..., report=True)`, or `frame.attrs["report"]`) says which member
+carries most weight, the combination's backtest error against seasonal naive on this history,
+and the interval's coverage there, measured leaving each origin out of its own calibration.
+A fit is a few milliseconds of numpy, so the rolling horizon can refit it every hour.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
-from statsmodels.regression.linear_model import OLS
-from statsmodels.tsa.forecasting.theta import ThetaModel
-from statsmodels.tsa.holtwinters import SimpleExpSmoothing
-from statsmodels.tsa.seasonal import MSTL, STL
 
 from ..model import ScenarioError
 
-# Reading a history (loading.py), its outages and anomalies (anomalies.py) and from demand to
-# GPUs (gpus.py) live beside this module; their names stay importable from here (__all__).
+# Reading a history (loading.py), its outages and anomalies (anomalies.py), the members and
+# their weights (ensemble.py) and from demand to GPUs (gpus.py) live beside this module; their
+# names stay importable from here (__all__).
+from . import ensemble
 from .anomalies import (
     SPIKE_HOURS,
     SPIKE_SCALES,
@@ -56,6 +50,7 @@ from .anomalies import (
     _spikes,
     detect_anomalies,
 )
+from .ensemble import LEAD_RANGES, MIN_RANGE_ERRORS, NAIVE_FLOOR, SEASONAL_NAIVE
 from .gpus import (
     _normal_tail,
     coverage_risk,
@@ -86,167 +81,10 @@ from .loading import (
 
 MAX_FIT_HOURS = 6 * WEEK  # older history is ignored: the recent weeks say more
 MAX_HORIZON_HOURS = 10_080  # the longest horizon a scenario may have (SPEC section 3)
-CALIBRATION_ORIGINS = 4  # earlier origins the combination is refitted at for the interval
-# Lead-time ranges (hours, inclusive) the interval is calibrated on, one quantile each
-LEAD_RANGES = ((1, 6), (7, 24), (25, 72), (73, 168), (169, 10**9))
-MIN_RANGE_ERRORS = 12  # fewer errors than this in a range: the range before it is used
-NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's own error quantile
-SEASONAL_NAIVE = "seasonal_naive_week"
-MIN_LOG_SHIFT = 0.2  # a last day this far (in logs) off the earlier periods may be a factor shift
-LOG_FLOOR = 0.05  # ... judged only where the series stays above this share of its median
-MIN_SHAPE_CORRELATION = 0.8  # ... and a factor shift if its size follows the pattern this closely
-MIN_SHAPE = 0.1  # ... over a day whose hours vary at least this much (std over mean)
-LOG_OFFSET = 0.01  # the log is taken of the series plus this share of its median
-
-
-# ---------------------------------------------------------------------------------------------
-# The members and their combination
-
-
-def _seasonal_naive(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
-    """The same hour one period earlier, repeated."""
-    return np.resize(y[-period:], horizon)
-
-
-def _mstl_ses(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
-    """MSTL seasonal components repeated, plus simple exponential smoothing of the rest.
-
-    `seasonal_deg=0` keeps each seasonal LOESS local-constant (a sharp weekday/weekend edge is
-    drawn, not rounded); the trend and low-pass jumps interpolate LOESS between every fourth point
-    (the same fit to a few hundredths, four times faster).
-    """
-    smoothing = {"seasonal_deg": 0, "trend_jump": 4, "low_pass_jump": 4}
-    if period == WEEK:  # MSTL keeps only periods shorter than half the series: callers ensure it
-        fit = MSTL(y, periods=(DAY, WEEK), stl_kwargs=smoothing).fit()
-    else:
-        fit = STL(y, period=DAY, **smoothing).fit()
-    seasonal = np.asarray(fit.seasonal).reshape(len(y), -1).sum(axis=1)
-    rest = y - seasonal
-    level = SimpleExpSmoothing(rest, initialization_method="estimated").fit().forecast(1)
-    return np.resize(seasonal[-period:], horizon) + float(np.asarray(level)[0])
-
-
-def _theta(y: np.ndarray, horizon: int, period: int) -> np.ndarray:
-    """The Theta method (SES with half the OLS drift) on the additively deseasonalised series."""
-    model = ThetaModel(y, period=period, deseasonalize=True, method="additive")
-    return np.asarray(model.fit().forecast(horizon))
-
-
-MEMBERS: dict[str, Callable[[np.ndarray, int, int], np.ndarray]] = {
-    "seasonal_naive": _seasonal_naive,
-    "mstl_ses": _mstl_ses,
-    "theta": _theta,
-}
-
-
-def _member_name(name: str, period: int) -> str:
-    if name == "seasonal_naive":
-        return SEASONAL_NAIVE if period == WEEK else "seasonal_naive_day"
-    return name
-
-
-def _trend(y: np.ndarray) -> float:
-    """Growth per hour when the complete recent weeks rise (or fall) steadily, else 0.
-
-    The weekly means of the last 3-4 complete weeks must move the same way every week, lie close
-    to a straight line (R^2 >= 0.95) and change by at least 2% of the level a week: a history
-    that merely wanders gets no trend, since a wrong trend grows its error with every hour ahead.
-    """
-    weeks = min(len(y) // WEEK, 4)
-    if weeks < 3:
-        return 0.0
-    means = y[len(y) - weeks * WEEK :].reshape(weeks, WEEK).mean(axis=1)
-    steps = np.diff(means)
-    if not (np.all(steps > 0) or np.all(steps < 0)):
-        return 0.0
-    x = np.arange(weeks, dtype=float)
-    fit = OLS(means, np.column_stack([np.ones(weeks), x])).fit()
-    slope = float(fit.params[1])
-    level = float(np.mean(means))
-    if not (level > 0 and fit.rsquared >= 0.95 and abs(slope) >= 0.02 * level):
-        return 0.0
-    return slope / WEEK
-
-
-def _multiplicative_shift(y: np.ndarray, period: int) -> bool:
-    """Whether the last day departs from the same hours of the periods before by a factor.
-
-    The last DAY hours are compared with the median of the same hours one to three periods
-    earlier (the reference): a shift of at least MIN_LOG_SHIFT in logs (about 22%) whose
-    hour-by-hour difference grows with the reference (correlation at least MIN_SHAPE_CORRELATION
-    in the shift's direction: busy hours moved more than quiet ones) is multiplicative. A shift
-    by the same amount at every hour is not, nor one over a reference without a shape over the
-    day (std under MIN_SHAPE of its mean: a factor and an amount look alike). A series that
-    comes near zero in the last period (below LOG_FLOOR of its median) is not judged: the logs of
-    quiet hours would swing on noise.
-    """
-    n = len(y)
-    if n < period + DAY:
-        return False
-    typical = float(np.median(y))
-    if not typical > 0 or float(np.min(y[-period - DAY :])) < LOG_FLOOR * typical:
-        return False
-    earlier = [y[n - DAY - k * period : n - k * period] for k in (1, 2, 3) if n - DAY >= k * period]
-    reference = np.median(np.vstack(earlier), axis=0)
-    recent = y[-DAY:]
-    if float(np.min(reference)) < LOG_FLOOR * typical:
-        return False
-    if not float(np.std(reference)) >= MIN_SHAPE * float(np.mean(reference)):
-        return False  # hardly a shape over the day: a factor and an amount look the same
-    shift = float(np.median(np.log(recent / reference)))
-    if abs(shift) < MIN_LOG_SHIFT or not float(np.std(recent - reference)) > 0:
-        return False
-    correlation = float(np.corrcoef(reference, recent - reference)[0, 1])
-    return math.copysign(1.0, shift) * correlation >= MIN_SHAPE_CORRELATION
-
-
-def _combine(
-    y: np.ndarray, horizon: int, period: int
-) -> tuple[np.ndarray, dict[str, np.ndarray], float, bool]:
-    """Hour-by-hour median of the members (fitted to the detrended series), trend added back.
-
-    After a multiplicative level shift (`_multiplicative_shift`) the members are fitted to the
-    log of the detrended series and transformed back: a shift by a factor is then a shift by an
-    amount, which their exponential smoothing follows within hours, on every hour of the
-    pattern (fitted as it is, a weekend's shift would be carried to the weekdays as the same
-    amount). A member that fails on this history (a constant series, a numerical error) is left
-    out; the median of the rest is used (of two: their mean). Returns the forecast, each
-    member's forecast, the trend per hour and whether the log was used.
-    """
-    slope = _trend(y) if period == WEEK else 0.0
-    time_index = np.arange(len(y) + horizon, dtype=float) - (len(y) - 1)
-    detrended = y - slope * time_index[: len(y)]
-    forecasts: dict[str, np.ndarray] = {}
-    constant = float(np.ptp(detrended)) <= 1e-9 * max(1.0, float(np.max(np.abs(detrended))))
-    in_logs = not constant and _multiplicative_shift(detrended, period)
-    if in_logs:
-        offset = LOG_OFFSET * float(np.median(detrended))
-        fitted = np.log(np.maximum(detrended, 0.0) + offset)
-        ceiling = math.log(10.0 * float(np.max(detrended)) + offset)
-
-        def back(z: np.ndarray) -> np.ndarray:
-            return np.exp(np.minimum(z, ceiling)) - offset
-    else:
-        fitted = detrended
-
-        def back(z: np.ndarray) -> np.ndarray:
-            return z
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, member in MEMBERS.items():
-            if constant and name != "seasonal_naive":
-                continue
-            try:
-                predicted = np.asarray(member(fitted, horizon, period), dtype=float)
-            except (ValueError, np.linalg.LinAlgError, FloatingPointError, ZeroDivisionError):
-                continue
-            if predicted.shape == (horizon,) and np.isfinite(predicted).all():
-                forecasts[_member_name(name, period)] = back(predicted)
-    stack = np.vstack(list(forecasts.values()))
-    drift = slope * time_index[len(y) :]
-    combined = np.median(stack, axis=0) + drift
-    return combined, {k: v + drift for k, v in forecasts.items()}, slope, in_logs
+# A series at about zero (at most IDLE_LEVEL of its 90th percentile) at more than IDLE_SHARE of
+# its hours outside the flagged runs is idle by habit: its drops and bursts are not repaired.
+IDLE_LEVEL = 0.05
+IDLE_SHARE = 0.05
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,125 +93,81 @@ def _combine(
 
 @dataclass(frozen=True)
 class ForecastReport:
-    """What `forecast_series` did: anomalies repaired, members combined, trend, calibration."""
+    """What `forecast_series` did: anomalies repaired, members weighted, backtest, interval."""
 
     model: str
     members: tuple[str, ...]
     period: int
     anomalies: tuple[Anomaly, ...] = ()
     repairs: tuple[str, ...] = ()  # what reading the file fixed (set by `forecast_file`)
-    trend_per_week: float = 0.0
-    log_scale: bool = False  # the members were fitted to the log (a multiplicative level shift)
+    weights: tuple[tuple[str, dict[str, float]], ...] = ()  # (lead range, member -> weight)
+    winner: str = ""  # the member with the most weight over the horizon
     calibration_origins: int = 0
     interval: str = ""
-    backtest_mae: dict[str, float] = field(default_factory=dict)
+    backtest_mae: dict[str, float] = field(default_factory=dict)  # per member, and "combined"
+    backtest_ratio: float = math.nan  # the combination's MAE over seasonal naive's, this history
+    measured_coverage: float = math.nan  # the interval's, leaving each origin out
+    level: float = 0.9
+    cap: float | None = None
     warnings: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         """One line each, for the command line and the page."""
         out = [f"model: {self.model}"]
-        if self.trend_per_week:
-            out.append(f"trend: {self.trend_per_week:+.3g} per week, kept in the forecast")
-        if self.log_scale:
+        if self.winner:
+            out.append(f"most weight: {self.winner}")
+        out.extend(
+            f"weights {lead}: " + ", ".join(f"{m} {w:.2f}" for m, w in shares.items())
+            for lead, shares in self.weights
+        )
+        if math.isfinite(self.backtest_ratio):
+            naive = self.backtest_mae[self.members[0]]
             out.append(
-                "level shift: the last day runs a steady factor off the weeks before; the members "
-                "were fitted to the log of the series so the whole pattern follows it"
+                f"backtest at {self.calibration_origins} earlier origins of this history: MAE "
+                f"{self.backtest_mae['combined']:.4g} against seasonal naive's {naive:.4g} "
+                f"(ratio {self.backtest_ratio:.2f})"
             )
         out.extend(f"repair: {text}" for text in self.repairs)
         out.extend(f"anomaly: {a.describe()}" for a in self.anomalies)
         out.append(f"interval: {self.interval}")
-        if self.backtest_mae:
-            scores = ", ".join(f"{k} {v:.4g}" for k, v in self.backtest_mae.items())
-            out.append(f"backtest MAE at {self.calibration_origins} earlier origins: {scores}")
+        if math.isfinite(self.measured_coverage):
+            out.append(
+                f"interval coverage measured on this history: {self.measured_coverage:.0%} of "
+                f"hours inside the {self.level:.0%} interval (each origin left out of its own "
+                "calibration)"
+            )
+        if self.cap is not None:
+            out.append(f"bounded: 0 to {self.cap:g}")
         return out
 
 
-def _calibration_origins(n: int, period: int) -> np.ndarray:
-    """Earlier origins inside the history, each with more than two periods (and a day) before it."""
-    first = max(2 * period + DAY, n - 2 * WEEK)
-    last = n - DAY
-    if last < first:
-        return np.array([], dtype=int)
-    count = min(CALIBRATION_ORIGINS, (last - first) // DAY + 1)
-    return np.unique(np.linspace(first, last, count).round().astype(int))
-
-
-def _conformal_scale(
-    errors: np.ndarray, horizon: int, level: float
-) -> tuple[np.ndarray, int] | None:
-    """Per lead: the split-conformal `level` quantile of |error| over its lead range.
-
-    Errors at hours the history marks as outages are already NaN (left out). Each range's
-    quantile is the ceil((m + 1) * level)-th smallest of its m errors (the finite-sample rule);
-    a range with too few errors borrows the range before it; the result never falls with lead.
-    """
-    ranges = [(low, high) for low, high in LEAD_RANGES if low <= horizon]
-    quantiles: list[float] = []
-    for low, high in ranges:
-        block = np.abs(errors[:, low - 1 : min(high, errors.shape[1])])
-        block = block[np.isfinite(block)]
-        if len(block) >= MIN_RANGE_ERRORS:
-            rank = min(len(block), math.ceil((len(block) + 1) * level))
-            quantiles.append(float(np.sort(block)[rank - 1]))
-        elif quantiles:
-            quantiles.append(quantiles[-1])
-        else:
-            quantiles.append(math.nan)
-    known = [q for q in quantiles if math.isfinite(q)]
-    if not known:
-        return None
-    quantiles = [q if math.isfinite(q) else known[0] for q in quantiles]
-    quantiles = list(np.maximum.accumulate(quantiles))
-    out = np.empty(horizon)
-    for (low, high), q in zip(ranges, quantiles, strict=True):
-        out[low - 1 : min(high, horizon)] = q
-    return out, len(known)
-
-
-def _naive_floor(
-    scored: np.ndarray, repaired: np.ndarray, period: int, horizon: int, level: float
-) -> np.ndarray:
-    """A lower bound on the half-width from the history's own period-over-period changes.
-
-    A few refits see few surprises (a step up that happens every few weeks may fall between
-    them); every hour of the history says how far a value moves from the same hour a period
-    earlier. NAIVE_FLOOR times the `level` quantile of those moves (outage hours left out) is
-    the least half-width from a day ahead on, shrinking with the square root of the lead below.
-    """
-    moves = np.abs(scored[period:] - repaired[:-period])
-    moves = moves[np.isfinite(moves)]
-    if len(moves) < MIN_RANGE_ERRORS:
-        return np.zeros(horizon)
-    rank = min(len(moves), math.ceil((len(moves) + 1) * level))
-    quantile = float(np.sort(moves)[rank - 1])
-    leads = np.arange(1, horizon + 1)
-    return NAIVE_FLOOR * quantile * np.sqrt(np.minimum(leads, DAY) / DAY)
-
-
 def forecast_series(
-    history: pd.Series, horizon: int, level: float = 0.9, *, report: bool = False
+    history: pd.Series,
+    horizon: int,
+    level: float = 0.9,
+    *,
+    cap: float | None = None,
+    report: bool = False,
 ) -> pd.DataFrame | tuple[pd.DataFrame, ForecastReport]:
     """Mean, central `level` interval and risk scale for the next `horizon` hours.
 
-    The mean is the hour-by-hour median of differently-failing members, each fitted to the
-    history with its outages and spikes replaced by the seasonal value: seasonal naive (the same
-    hour last week, or yesterday below two weeks of history), MSTL (periods 24 and 168) plus
-    simple exponential smoothing of the rest (follows a level shift within hours), and the Theta
-    method. A steady trend over the recent weeks is kept (removed before and added back after).
-    The interval is split-conformal: the combination is refitted at earlier origins inside the
-    history, and the `level` quantile of its absolute errors by lead range (outage hours left
-    out) is the half-width. `std` is that half-width over the normal z of `level` (so mean +- z *
-    std is the interval), which `coverage_risk` and `demand_quantile` use. `attrs` carries
-    `model`, `members`, `backtest_mae` per member, `warnings` and `report` (a `ForecastReport`);
-    with `report=True` the report is also returned: `(frame, report)`.
+    The mean weights three members (ensemble.py: seasonal naive, the last day's level, the last
+    week's daily profile; a day is the period below a week and two days of history) by their
+    errors at the history's own earlier origins, per lead range, after outages and spikes are
+    repaired (on a series that is rarely idle). The interval is split-conformal from the same
+    errors. `cap` bounds every output (mean, lower, upper) from above, as zero does from below.
+    `std` is the half-width over the normal z of `level` (so mean +- z * std is the interval
+    before bounds), which `coverage_risk` and `demand_quantile` use. `attrs` carries `model`,
+    `members`, `backtest_mae`, `warnings` and `report` (a `ForecastReport`); with `report=True`
+    the report is also returned: `(frame, report)`.
     """
     z = _checked_z(horizon, level)
+    cap = _checked_cap(cap)
     if not isinstance(history.index, pd.DatetimeIndex):
         raise ScenarioError("history must be indexed by timestamps")
     if horizon < DAY:
-        # Calibrated on at least a day of leads: a few refit errors per lead range alone would
-        # give the interval of a handful of hours a band wider than the history.
-        frame, rep = forecast_series(history, DAY, level, report=True)
+        # Weighted and calibrated on a day of leads: a few hours alone say too little
+        frame, rep = forecast_series(history, DAY, level, cap=cap, report=True)
         short = frame.iloc[:horizon].copy()
         short.attrs = dict(frame.attrs)
         return (short, rep) if report else short
@@ -383,42 +177,100 @@ def forecast_series(
     )
     n = len(values)
     if n < 2 * DAY:
-        frame, rep = _level_forecast(index, values, level, z)
+        frame, rep = _level_forecast(index, values, level, z, cap)
         return (frame, rep) if report else frame
     period = WEEK if n > WEEKLY_MODEL_HOURS else DAY
     filled = _fill(values)
     mask, runs = detect_anomalies(filled, period)
+    if mask.any() and not _repairable(filled, mask):
+        mask, runs = np.zeros(n, dtype=bool), []
     anomalies = tuple(Anomaly(stamps[s], stamps[e - 1], e - s, kind) for s, e, kind in runs)
-    repaired = _repair(filled, mask, period)
-    mean, members, slope, in_logs = _combine(repaired, horizon, period)
+    repaired = _repair(filled, mask, period) if mask.any() else filled
     scored = np.where(mask | ~np.isfinite(values), np.nan, values)
-    origins = _calibration_origins(n, period)
-    errors, scores = _backtest(repaired, scored, origins, members, horizon)
-    half_width, interval = _half_width(errors, origins, scored, repaired, period, horizon, level, z)
+    result = ensemble.fit(repaired, scored, horizon, period, level)
+    rep = _report(result, period, anomalies, level, cap)
     floor = 1e-9 * max(1.0, float(np.max(np.abs(repaired))))
-    std = np.maximum(half_width / z, floor)
-    model = f"median of {', '.join(members)}" if len(members) > 1 else next(iter(members))
-    rep = ForecastReport(
-        model=model,
-        members=tuple(members),
-        period=period,
-        anomalies=anomalies,
-        trend_per_week=slope * WEEK,
-        log_scale=in_logs,
-        calibration_origins=len(origins),
-        interval=interval,
-        backtest_mae=scores,
-        warnings=tuple(a.describe() for a in anomalies),
-    )
+    std = np.maximum(result.half_width / z, floor)
     attrs = {
-        "model": model,
-        "members": list(members),
-        "backtest_mae": scores,
+        "model": rep.model,
+        "members": list(rep.members),
+        "backtest_mae": rep.backtest_mae,
         "warnings": list(rep.warnings),
         "report": rep,
     }
-    frame = _forecast_frame(index, mean, std, level, attrs)
+    frame = _forecast_frame(index, result.mean, std, level, attrs, cap)
     return (frame, rep) if report else frame
+
+
+def _repairable(values: np.ndarray, mask: np.ndarray) -> bool:
+    """Whether flagged hours are incidents: the series is rarely at about zero elsewhere."""
+    busy = float(np.percentile(values, 90))
+    idle = (values <= IDLE_LEVEL * busy) & ~mask
+    return float(idle.mean()) <= IDLE_SHARE
+
+
+def _report(
+    result: ensemble.Fit,
+    period: int,
+    anomalies: tuple[Anomaly, ...],
+    level: float,
+    cap: float | None,
+) -> ForecastReport:
+    names = [ensemble.member_name(m, period) for m in ensemble.MEMBERS]
+    weights = tuple(
+        (_lead_label(low, high), dict(zip(names, map(float, result.weights[:, k]), strict=True)))
+        for k, (low, high) in enumerate(result.ranges)
+    )
+    spans = np.array([min(high, WEEK) - low for low, high in result.ranges], dtype=float)
+    overall = result.weights @ np.maximum(spans, 0) / max(float(np.maximum(spans, 0).sum()), 1)
+    winner = f"{names[int(np.argmax(overall))]} ({float(np.max(overall)):.2f} of the weight)"
+    scores = {m: float(v) for m, v in zip(names, result.member_mae, strict=True) if np.isfinite(v)}
+    if math.isfinite(result.mae):
+        scores["combined"] = result.mae
+    naive = scores.get(names[0], math.nan)
+    ratio = result.mae / naive if naive > 0 and math.isfinite(result.mae) else math.nan
+    if result.calibrated:
+        interval = (
+            f"split-conformal {level:.0%} from the combination's errors at {result.origins} "
+            f"earlier origins, by lead range, at least {NAIVE_FLOOR:g}x seasonal naive's "
+            "period-over-period moves"
+        )
+    else:
+        interval = (
+            f"too few earlier origins to calibrate on: {NAIVE_FLOOR:g}x seasonal naive's "
+            "period-over-period moves"
+        )
+    return ForecastReport(
+        model="weighted " + " + ".join(names),
+        members=tuple(names),
+        period=period,
+        anomalies=anomalies,
+        weights=weights,
+        winner=winner,
+        calibration_origins=result.origins,
+        interval=interval,
+        backtest_mae=scores,
+        backtest_ratio=ratio,
+        measured_coverage=result.coverage,
+        level=level,
+        cap=cap,
+        warnings=tuple(a.describe() for a in anomalies),
+    )
+
+
+def _lead_label(low: int, high: int) -> str:
+    return f"{low + 1}-{high} h ahead" if high > low + 1 else f"{high} h ahead"
+
+
+def _checked_cap(cap: float | None) -> float | None:
+    """None, or a finite number >= 0 (the most demand can be: gpus_max, a cluster's size)."""
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, int | float | np.integer | np.floating):
+        raise ScenarioError(f"max must be a number of GPUs (or demand units), got {cap!r}")
+    if not (math.isfinite(cap) and cap >= 0):
+        raise ScenarioError(f"max must be a finite number >= 0, got {cap}")
+    return float(cap)
 
 
 def _checked_z(horizon: int, level: float) -> float:
@@ -453,69 +305,8 @@ def _fit_values(history: pd.Series) -> tuple[np.ndarray, pd.DatetimeIndex]:
     return values, series.index[-len(values) :]
 
 
-def _backtest(
-    repaired: np.ndarray,
-    scored: np.ndarray,
-    origins: np.ndarray,
-    members: Sequence[str],
-    horizon: int,
-) -> tuple[np.ndarray, dict[str, float]]:
-    """The combination refitted at each earlier origin: its errors per origin and lead (up to a
-    week; NaN where `scored` is), and the mean absolute error of each member and the median."""
-    n = len(scored)
-    lead_cap = min(horizon, WEEK)
-    errors = np.full((len(origins), lead_cap), np.nan)
-    member_errors = {name: np.full((len(origins), lead_cap), np.nan) for name in members}
-    for row, origin in enumerate(origins):
-        leads = min(lead_cap, n - origin)
-        past_period = WEEK if origin > WEEKLY_MODEL_HOURS else DAY
-        combined, parts, _, _ = _combine(repaired[:origin], leads, past_period)
-        actual = scored[origin : origin + leads]
-        errors[row, :leads] = actual - combined
-        for name, predicted in parts.items():
-            if name in member_errors:
-                member_errors[name][row, :leads] = actual - predicted
-    scores = {
-        name: float(np.nanmean(np.abs(e)))
-        for name, e in member_errors.items()
-        if np.isfinite(e).any()
-    }
-    if np.isfinite(errors).any():
-        scores["median"] = float(np.nanmean(np.abs(errors)))
-    return errors, scores
-
-
-def _half_width(
-    errors: np.ndarray,
-    origins: np.ndarray,
-    scored: np.ndarray,
-    repaired: np.ndarray,
-    period: int,
-    horizon: int,
-    level: float,
-    z: float,
-) -> tuple[np.ndarray, str]:
-    """(the interval's half-width per lead, how it was found): split-conformal from the refits,
-    floored by seasonal naive's own moves; twice the history's spread without refits."""
-    calibrated = _conformal_scale(errors, horizon, level) if len(origins) >= 2 else None
-    if calibrated is not None:
-        floor = _naive_floor(scored, repaired, period, horizon, level)
-        calibrated = (np.maximum(calibrated[0], floor), calibrated[1])
-    if calibrated is None:
-        spread = max(float(np.std(repaired)), 1e-9) * 2.0
-        return (
-            np.full(horizon, z * spread),
-            "too little history for calibration refits: twice the history's spread",
-        )
-    half_width, ranges = calibrated
-    return half_width, (
-        f"split-conformal {level:.0%} from refits at {len(origins)} earlier origins, "
-        f"{ranges} lead ranges, outage hours left out"
-    )
-
-
 def _level_forecast(
-    index: pd.DatetimeIndex, values: np.ndarray, level: float, z: float
+    index: pd.DatetimeIndex, values: np.ndarray, level: float, z: float, cap: float | None
 ) -> tuple[pd.DataFrame, ForecastReport]:
     """Under two days: the mean of the last day, with twice the history's spread."""
     observed = values[np.isfinite(values)]
@@ -530,12 +321,14 @@ def _level_forecast(
         model="level",
         members=("level",),
         period=0,
-        interval="twice the history's spread (no calibration refits)",
+        interval="twice the history's spread (no earlier origins to calibrate on)",
+        level=level,
+        cap=cap,
         warnings=(warning,),
     )
     attrs = {"model": "level", "members": ["level"], "backtest_mae": {}, "warnings": [warning]}
     attrs["report"] = rep
-    return _forecast_frame(index, mean, std, level, attrs), rep
+    return _forecast_frame(index, mean, std, level, attrs, cap), rep
 
 
 def _fill(values: np.ndarray) -> np.ndarray:
@@ -548,15 +341,22 @@ def _fill(values: np.ndarray) -> np.ndarray:
 
 
 def _forecast_frame(
-    index: pd.DatetimeIndex, mean: np.ndarray, std: np.ndarray, level: float, attrs: dict
+    index: pd.DatetimeIndex,
+    mean: np.ndarray,
+    std: np.ndarray,
+    level: float,
+    attrs: dict,
+    cap: float | None = None,
 ) -> pd.DataFrame:
-    mean = np.maximum(mean, 0.0)
+    """The frame: mean, lower, upper within [0, cap], and std (the unbounded half-width / z)."""
+    top = math.inf if cap is None else cap
     z = float(norm.ppf(0.5 + level / 2))
+    mean = np.clip(mean, 0.0, top)
     frame = pd.DataFrame(
         {
             "mean": mean,
-            "lower": np.maximum(mean - z * std, 0.0),
-            "upper": mean + z * std,
+            "lower": np.clip(mean - z * std, 0.0, top),
+            "upper": np.clip(mean + z * std, 0.0, top),
             "std": std,
         },
         index=index,
@@ -566,14 +366,18 @@ def _forecast_frame(
 
 
 def forecast_file(
-    path: str | Path, column: str | None = None, horizon: int = 168, level: float = 0.9
+    path: str | Path,
+    column: str | None = None,
+    horizon: int = 168,
+    level: float = 0.9,
+    cap: float | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """`gpuplan forecast`: a table `timestamp, mean, lower, upper` and the warnings to print.
 
-    The table's `attrs["report"]` is the `ForecastReport` (members, anomalies, interval).
+    The table's `attrs["report"]` is the `ForecastReport` (weights, backtest, interval).
     """
     history, warnings_ = load_history(Path(path), column)
-    frame, rep = forecast_series(history, horizon, level, report=True)
+    frame, rep = forecast_series(history, horizon, level, cap=cap, report=True)
     table = frame[["mean", "lower", "upper"]].reset_index()
     offset = history.attrs.get("utc_offset")
     if offset is not None:  # the history's own offset, kept in the output: 2026-08-22T00:00+02:00
@@ -584,8 +388,8 @@ def forecast_file(
     return table, [*warnings_, *frame.attrs.get("warnings", [])]
 
 
-# Every name the module had before loading.py, anomalies.py and gpus.py were split off
-# (issue 50), in its order then: importable from here as before.
+# Names importable from here: the module's own, and those of loading.py, anomalies.py,
+# ensemble.py and gpus.py that callers have imported from here since before the split.
 __all__ = [
     "DAY",
     "WEEK",
@@ -594,18 +398,14 @@ __all__ = [
     "MAX_FIT_HOURS",
     "MAX_HISTORY_HOURS",
     "MAX_HORIZON_HOURS",
-    "CALIBRATION_ORIGINS",
+    "IDLE_LEVEL",
+    "IDLE_SHARE",
     "LEAD_RANGES",
     "MIN_RANGE_ERRORS",
     "NAIVE_FLOOR",
     "SPIKE_SCALES",
     "SPIKE_HOURS",
     "SEASONAL_NAIVE",
-    "MIN_LOG_SHIFT",
-    "LOG_FLOOR",
-    "MIN_SHAPE_CORRELATION",
-    "MIN_SHAPE",
-    "LOG_OFFSET",
     "load_history",
     "_no_short_rows",
     "_row",
@@ -625,18 +425,7 @@ __all__ = [
     "_shift_start",
     "_spikes",
     "_repair",
-    "_seasonal_naive",
-    "_mstl_ses",
-    "_theta",
-    "MEMBERS",
-    "_member_name",
-    "_trend",
-    "_multiplicative_shift",
-    "_combine",
     "ForecastReport",
-    "_calibration_origins",
-    "_conformal_scale",
-    "_naive_floor",
     "forecast_series",
     "_level_forecast",
     "_fill",

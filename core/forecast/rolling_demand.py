@@ -11,6 +11,7 @@ actual demand ran above it (`boosted`). With less than a day of data it falls ba
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import threading
 from collections import OrderedDict
@@ -26,8 +27,8 @@ from ..model import RealtimeJob, Scenario, ScenarioError
 # A real-time job with less than this many hourly values (history + actuals) gets a persistence
 # forecast: the forecaster needs at least a day.
 MIN_FORECAST_HOURS = 24
-# Between refits the last forecast is shifted and its level corrected by the latest error,
-# decaying by this factor per hour ahead (a mean-reverting level, as in the forecaster's AR(1)).
+# Between refits the last forecast is shifted up by the latest error where demand ran above it,
+# decaying by this factor per hour ahead (a mean-reverting level); never down (see below).
 LEVEL_PERSISTENCE = 0.85
 # Recalibration against recent surprises: when the last BOOST_STEPS actuals ran above the model's
 # step-ahead forecasts, the window's forecast is scaled up by that ratio (at most MAX_BOOST),
@@ -62,9 +63,10 @@ class _Fits:
         self.lock = threading.Lock()  # (Streamlit sessions replay on threads of their own)
 
     @staticmethod
-    def key(forecaster: Forecaster, observed: pd.Series, hours: int) -> tuple:
+    def key(forecaster: Forecaster, observed: pd.Series, hours: int, cap: float) -> tuple:
         digest = hashlib.blake2b(observed.to_numpy(dtype=float).tobytes(), digest_size=16)
-        return forecaster, hours, observed.index[0], str(observed.index.freq), digest.digest()
+        first, freq = observed.index[0], str(observed.index.freq)
+        return forecaster, hours, cap, first, freq, digest.digest()
 
     def get(self, key: tuple) -> pd.DataFrame | None:
         with self.lock:
@@ -96,6 +98,7 @@ class DemandModel:
         self, actual: Scenario, forecaster: Forecaster, quantile: float | None, refit_hours: float
     ) -> None:
         self.step = actual.cluster.step_minutes
+        self.gpus = actual.cluster.gpus
         self.origin = pd.Timestamp(actual.cluster.start or DEFAULT_START)
         self.jobs = actual.realtime_jobs
         self.forecaster = forecaster
@@ -120,7 +123,10 @@ class DemandModel:
             frame = self._to_steps(hourly, now, first_hour, steps)
             predicted = self.predicted.setdefault(job.id, {})
             predicted[t0] = float(frame["mean"].iloc[0])
-            out[job.id] = boosted(frame, self._boost(job, t0, predicted))
+            frame = boosted(frame, self._boost(job, t0, predicted))
+            bounded = ["mean", "lower", "upper"]
+            frame[bounded] = frame[bounded].clip(0.0, self.cap(job))
+            out[job.id] = frame
         return out
 
     def _boost(self, job: RealtimeJob, t0: int, predicted: dict[int, float]) -> float:
@@ -159,11 +165,14 @@ class DemandModel:
         self.current[job_id] = min(max(q, self.quantile), MAX_QUANTILE)
 
     def planning_demand(self, frame: pd.DataFrame, job_id: str | None = None) -> np.ndarray:
-        """The demand the planner is given: the job's current quantile (normal, mean and std)."""
+        """The demand the planner is given: the job's current quantile (normal, mean and std),
+        never above what the job can hold (`cap`)."""
         quantile = self.quantile_of(job_id) if job_id is not None else self.quantile
         z = 0.0 if quantile is None else NormalDist().inv_cdf(quantile)
         values = frame["mean"].to_numpy() + z * frame["std"].to_numpy()
-        return np.round(np.maximum(np.nan_to_num(values, nan=0.0, posinf=0.0), 0.0), 6)
+        job = next((j for j in self.jobs if j.id == job_id), None)
+        top = self.cap(job) if job is not None else float(self.gpus)
+        return np.round(np.clip(np.nan_to_num(values, nan=0.0, posinf=top), 0.0, top), 6)
 
     def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
         """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
@@ -202,14 +211,14 @@ class DemandModel:
         due = fit is None or first_hour - fit[0] >= self.refit or fit[1].index[-1] < needed_end
         if due:
             horizon = hours + math.ceil(self.refit / pd.Timedelta(hours=1)) + 1
-            key = FITS.key(self.forecaster, observed, horizon)
+            cap = self.cap(job)
+            key = FITS.key(self.forecaster, observed, horizon, cap)
             frame = FITS.get(key)
             if frame is None:
                 try:
-                    frame = self.forecaster(observed, horizon, 0.9)
+                    frame = self._fit(observed, horizon, cap)
                 except ScenarioError:
                     return persistence(job, observed, first_hour, hours)
-                frame = frame[["mean", "lower", "upper", "std"]].astype(float)
                 FITS.put(key, frame)
             frame.index = pd.date_range(first_hour, periods=len(frame), freq="h")
             self.fits[job.id] = (first_hour, frame)
@@ -219,7 +228,9 @@ class DemandModel:
         window = frame.loc[first_hour:needed_end].copy()
         last = observed.dropna()
         if len(last) and last.index[-1] >= fitted_at and last.index[-1] in frame.index:
-            error = float(last.iloc[-1] - frame.at[last.index[-1], "mean"])
+            # upward only: a shortfall costs penalty_weight times what a GPU held idle does,
+            # and a service that drops to zero (an outage) comes back at its level at once
+            error = max(float(last.iloc[-1] - frame.at[last.index[-1], "mean"]), 0.0)
             lead = (window.index - last.index[-1]) / pd.Timedelta(hours=1)
             shift = error * LEVEL_PERSISTENCE ** np.asarray(lead, dtype=float)
             mean = np.maximum(window["mean"].to_numpy() + shift, 0.0)
@@ -227,6 +238,20 @@ class DemandModel:
             window["lower"] = np.clip(window["lower"].to_numpy() + shift, 0.0, mean)
             window["mean"] = mean
         return window
+
+    def cap(self, job: RealtimeJob) -> float:
+        """The most demand the job can have: its gpus_max, at most the cluster's GPUs."""
+        return float(min(job.gpus_max, self.gpus))
+
+    def _fit(self, observed: pd.Series, horizon: int, cap: float) -> pd.DataFrame:
+        """The forecaster's frame, bounded by `cap` (passed on where the forecaster takes it)."""
+        if "cap" in _parameters(self.forecaster):
+            frame = self.forecaster(observed, horizon, 0.9, cap=cap)
+        else:
+            frame = self.forecaster(observed, horizon, 0.9)
+        frame = frame[["mean", "lower", "upper", "std"]].astype(float)
+        frame[["mean", "lower", "upper"]] = frame[["mean", "lower", "upper"]].clip(0.0, cap)
+        return frame
 
     def _to_steps(
         self, hourly: pd.DataFrame, now: pd.Timestamp, first_hour: pd.Timestamp, steps: int
@@ -247,6 +272,14 @@ class DemandModel:
         return pd.DataFrame(
             rows, columns=["mean", "lower", "upper", "std"], index=pd.RangeIndex(steps, name="step")
         )
+
+
+def _parameters(forecaster: Forecaster) -> tuple[str, ...]:
+    """The names a forecaster takes (none known: a builtin or a C callable)."""
+    try:
+        return tuple(inspect.signature(forecaster).parameters)
+    except (TypeError, ValueError):
+        return ()
 
 
 def boosted(frame: pd.DataFrame, boost: float) -> pd.DataFrame:
