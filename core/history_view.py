@@ -36,6 +36,7 @@ from .model import Scenario, ScenarioError
 FORMAT_LABELS = {
     "slurm": "Slurm sacct",
     "openb": "Kubernetes pod list (Alibaba openb)",
+    "alibaba-serving": "Serving instances (Alibaba 2025 trace)",
     "kubectl": "Kubernetes pods (kubectl get pods -o json)",
     "helios": "Helios cluster_log.csv",
     "acme": "Acme job trace",

@@ -16,6 +16,9 @@ from typing import Literal
 # Limits checked before anything proportional to the grid is allocated (SPEC section 3).
 MAX_GPUS = 65_536
 MAX_STEPS = 10_080
+# An imported history's default step: traces are timed to the second and a plan rounds each job
+# up to whole steps, so an hour would round a 10-minute job up sixfold.
+IMPORT_STEP_MINUTES = 15
 MAX_CELLS = 10_000_000
 MAX_JOBS = 100_000
 MAX_HISTORY_STEPS = 100_000  # hourly values before step 0 a real-time job may carry (11 years)

@@ -17,7 +17,7 @@ import streamlit as st
 
 from core import charts, views
 from core.formats import MAX_HISTORY_UPLOAD_MB, MAX_UPLOAD_MB
-from core.formats.history import ImportRules, ImportWindow
+from core.formats.history import ImportRules, ImportWindow, rounding_line, rows_line
 from core.history_view import (
     FORMAT_LABELS,
     STEP_MINUTES_CHOICES,
@@ -31,7 +31,7 @@ from core.history_view import (
     read_upload,
     realtime_rows,
 )
-from core.model import MAX_GPUS, ScenarioError
+from core.model import IMPORT_STEP_MINUTES, MAX_GPUS, ScenarioError
 from core.planners import BASELINE
 from pages import common
 
@@ -212,7 +212,7 @@ def _window_controls(trace: Trace, defaults: Any, rules: ImportRules | None) -> 
         step_minutes = st.selectbox(
             "Step (minutes)",
             STEP_MINUTES_CHOICES,
-            index=STEP_MINUTES_CHOICES.index(60),
+            index=STEP_MINUTES_CHOICES.index(IMPORT_STEP_MINUTES),
             key=f"hi_step_{suffix}",
         )
     try:
@@ -291,14 +291,28 @@ def _show_preview(trace: Trace, result: Any) -> None:
         "Real-time groups",
         len(summary["realtime"]),
         help=f"{summary['realtime_jobs']} real-time jobs become one elastic job per group, "
-        "whose demand is the GPUs they held.",
+        "whose demand is the GPUs they wanted, from creation to deletion.",
     )
+    if summary.get("snapshot"):
+        ran = (
+            "Read as a packing snapshot (the file has no times): every GPU pod is a job "
+            "present at the start that holds its GPUs for the whole window. Nothing ran, so "
+            "there is no as-run to compare with."
+        )
+    else:
+        ran = (
+            f"As run: utilization {as_run['utilization']:.1%}, value {as_run['value']:,.0f}, "
+            f"{as_run['completed_jobs']:,}/{as_run['batch_jobs']:,} batch jobs completed, "
+            f"real-time coverage {as_run['rt_coverage']:.1%}."
+        )
+        rounding = rounding_line(summary)
+        if rounding:
+            ran += f" {rounding[0].upper()}{rounding[1:]}."
     st.caption(
         f"Window {w['start']} to {w['end']}: {w['steps']} steps of {w['step_minutes']} min; peak "
-        f"{w['peak_gpus_in_use']:g} GPUs in use. As run: utilization "
-        f"{as_run['utilization']:.1%}, value {as_run['value']:,.0f}, "
-        f"{as_run['completed_jobs']:,}/{as_run['batch_jobs']:,} batch jobs completed."
+        f"{w['peak_gpus_in_use']:g} GPUs in use. {ran}"
     )
+    st.caption(f"File {rows_line(summary)}.")
     table_col, chart_col = st.columns([2, 3])
     with table_col:
         counts = count_rows(summary)
@@ -352,11 +366,12 @@ def _load(trace: Trace, result: Any) -> None:
 def as_run_for(s: Any) -> dict[str, Any] | None:
     """The loaded history's as-run metrics while `s` is still its workload; else None.
 
-    The objective (decayed batch reward; the as-run misses no real-time demand) holds for the
-    policy it was computed with: after a change of decay or reward weight it is left out.
+    The objective (decayed batch reward less the penalty of the real-time demand it missed)
+    holds for the policy it was computed with: after a change of decay or reward weight it is
+    left out. A packing snapshot has no as-run (nothing ran): None.
     """
     loaded = st.session_state.get(K_AS_RUN)
-    if loaded is None:
+    if loaded is None or loaded["as_run"].get("snapshot"):
         return None
     if not as_run_applies(loaded["scenario"], s):
         st.session_state.pop(K_AS_RUN, None)  # edited or replaced: what ran no longer applies
@@ -396,7 +411,8 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
             f"{as_run['value']:,.1f}",
             d("value"),
             f"{gain:+.1%}" if gain is not None else f"{d('value') or 0:+,.1f}",
-            "Priority-weighted GPU-hours the trace's batch jobs ran in the window",
+            "Priority-weighted GPU-hours the trace's batch jobs ran in the window, each rounded "
+            "up to whole steps as the plans are",
         )
         if as_run.get("objective") is None:
             st.metric(
@@ -411,8 +427,8 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
                 f"{as_run['objective']:,.1f}",
                 d("objective"),
                 f"{d('objective') or 0:+,.1f}",
-                "Decayed reward of the batch work that really ran (no real-time demand was "
-                "missed, so no penalty)",
+                "Decayed reward of the batch work that really ran, less the penalty of the "
+                "real-time demand it did not serve",
             )
         common.metric_vs_fifo(
             "Completed jobs",
@@ -426,7 +442,8 @@ def as_run_card(as_run: dict[str, Any], values: dict[str, Any]) -> None:
             f"{as_run['rt_coverage']:.1%}",
             d("rt_coverage"),
             f"{(d('rt_coverage') or 0) * 100:+.1f} pp",
-            "100% by construction: the real-time demand is what the services really held",
+            "Share of the serving demand (each pod from its creation to its deletion) that "
+            "really ran: a pod never scheduled, or scheduled late, lowers it",
         )
         lines = []
         for name, m in values.items():

@@ -10,23 +10,36 @@ import sys
 import time
 from pathlib import Path
 
+from ..model import IMPORT_STEP_MINUTES
 from .arguments import EXIT_OK, out_file, positive_float, write_file
 from .inputs import say_reading
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="sacct -P export, openb/kubectl pod list, Helios/Acme log")
     parser.add_argument(
-        "--format", choices=("auto", "slurm", "openb", "kubectl", "helios", "acme"), default="auto"
+        "file",
+        help="sacct -P export, openb/kubectl pod list, Alibaba 2025 serving trace, Helios/Acme log",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("auto", "slurm", "openb", "alibaba-serving", "kubectl", "helios", "acme"),
+        default="auto",
     )
     parser.add_argument(
         "--start",
         metavar="T",
-        help="window start: ISO time, or hours from the trace start for openb "
+        help="window start: ISO time, or hours from the trace start for openb and the "
+        "serving trace "
         "(default: the day of the median submit time)",
     )
     parser.add_argument("--days", type=positive_float, default=1.0, metavar="D")
-    parser.add_argument("--step-minutes", type=int, default=60, metavar="M")
+    parser.add_argument(
+        "--step-minutes",
+        type=int,
+        default=IMPORT_STEP_MINUTES,
+        metavar="M",
+        help=f"step length (default {IMPORT_STEP_MINUTES}: traces are timed to the second)",
+    )
     parser.add_argument(
         "--gpus", type=int, metavar="G", help="cluster size (default: peak in use, power of two)"
     )

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..model import MAX_STEPS, ScenarioError
+from ..model import IMPORT_STEP_MINUTES, MAX_STEPS, ScenarioError
 from .arguments import positive_float, positive_int
 
 # The arguments that name files to read ("-" is standard input), and whether each may be a
@@ -118,7 +118,7 @@ def input_arguments(
     window = command.add_argument_group("window of a history, cluster of a CSV pair")
     window.add_argument(
         "--input-format",
-        choices=("auto", "slurm", "openb", "kubectl", "helios", "acme"),
+        choices=("auto", "slurm", "openb", "alibaba-serving", "kubectl", "helios", "acme"),
         default="auto",
         help="the history's format (default: detected)",
     )
@@ -139,7 +139,7 @@ def input_arguments(
         "--step-minutes",
         type=positive_int,
         metavar="M",
-        help="step length (default 60)",
+        help="step length (default: a history 15, the CSV pair 60)",
     )
     if cluster:
         window.add_argument(
@@ -198,7 +198,12 @@ def read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
     if start is not None:
         with contextlib.suppress(ValueError):
             start = float(start)  # hours from the trace start, for relative traces
-    window = ImportWindow(start=start, days=days, step_minutes=args.step_minutes or 60, gpus=gpus)
+    window = ImportWindow(
+        start=start,
+        days=days,
+        step_minutes=args.step_minutes or IMPORT_STEP_MINUTES,
+        gpus=gpus,
+    )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     say_reading(paths[0], getattr(args, "no_progress", False))
     return read(paths[0], fmt, window=window, rules=rules)

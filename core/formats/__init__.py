@@ -226,7 +226,7 @@ def register_history(fmt: str) -> Format:
     """
 
     def module():
-        return importlib.import_module(f"{__name__}.{fmt}")
+        return importlib.import_module(f"{__name__}.{fmt.replace('-', '_')}")
 
     def sniff(name: str, head: str) -> bool:
         return module().sniff(name, head)
@@ -242,6 +242,7 @@ def register_history(fmt: str) -> Format:
 # so they go before the scenario JSON; the CSV pair (two files) is tried last.
 register_history("slurm")
 register_history("openb")
+register_history("alibaba-serving")
 register_history("kubectl")
 register_history("helios")
 register_history("acme")

@@ -2,9 +2,15 @@
 trace start.
 
 `num_gpu` GPUs per pod; when `num_gpu` is 1, `gpu_milli` is the share of that GPU the pod holds
-(GPU sharing), so it counts `gpu_milli / 1000`. `scheduled_time` is when the pod started (empty:
-never scheduled) and `deletion_time` when it ended. The node list beside the pod list
+(GPU sharing), so it counts `gpu_milli / 1000`. `creation_time` is when the pod was created,
+`scheduled_time` when it started (empty: never scheduled) and `deletion_time` when it ended.
+An LS (latency-sensitive) pod is serving demand from its creation to its deletion, so one
+never scheduled is demand the cluster did not serve. The node list beside the pod list
 (`openb_node_list_*.csv`, column `gpu`) gives the cluster's GPUs for the summary.
+
+A pod list without the three times (`name,cpu_milli,memory_mib,num_gpu,gpu_milli`, as the FGD
+simulator's resampled lists are) is not a history but a packing snapshot: every GPU pod is a
+job present at the start that holds its GPUs for the whole window, on the node list's cluster.
 """
 
 from __future__ import annotations
@@ -42,26 +48,29 @@ COLUMNS = (
     "deletion_time",
     "scheduled_time",
 )
-_REQUIRED = ("name", "num_gpu", "qos", "creation_time", "deletion_time", "scheduled_time")
+TIMES = ("creation_time", "deletion_time", "scheduled_time")
+_REQUIRED = ("name", "num_gpu", "qos", *TIMES)
+_SNAPSHOT_REQUIRED = ("name", "num_gpu")
 
 
 def sniff(name: str, head: str) -> bool:
     header = set(header_of(head))
-    return {"num_gpu", "gpu_milli", "creation_time"} <= header
+    return {"name", "num_gpu", "gpu_milli"} <= header
 
 
 def read_table(
     source: str | bytes | Path, name: str | None = None, nodes: str | Path | None = None
 ) -> tuple[pd.DataFrame, TraceInfo]:
     frame, shown = read_delimited(source, name)
-    require_columns(frame, shown, [(c,) for c in _REQUIRED])
+    snapshot = not any(c in frame.columns for c in TIMES)
+    require_columns(frame, shown, [(c,) for c in (_SNAPSHOT_REQUIRED if snapshot else _REQUIRED)])
     n = len(frame)
     rows = np.arange(2, n + 2)
     table = empty_table(n)
     table["row"] = rows
     table["job_id"] = frame["name"].str.strip().to_numpy()
     table["name"] = table["job_id"]
-    table["qos"] = frame["qos"].str.strip().to_numpy()
+    table["qos"] = frame["qos"].str.strip().to_numpy() if "qos" in frame else ""
     table["state"] = (
         frame["pod_phase"].str.strip().str.upper().to_numpy() if "pod_phase" in frame else ""
     )
@@ -81,15 +90,16 @@ def read_table(
         gpus = num_gpu
     table["gpus"] = np.nan_to_num(gpus, nan=0.0)
 
-    submit = parse_numbers(frame["creation_time"], shown, "creation_time", rows, minimum=None)
-    start = parse_numbers(frame["scheduled_time"], shown, "scheduled_time", rows, minimum=None)
-    end = parse_numbers(frame["deletion_time"], shown, "deletion_time", rows, minimum=None)
-    table["submit"], table["start"], table["end"] = submit, start, end
-    check_order(table, shown, "scheduled_time", "deletion_time")
-    stamps = np.concatenate([submit, start, end])
-    stamps = stamps[np.isfinite(stamps)]
-    info = TraceInfo(name=shown, format=FORMAT, relative=True, rows=n)
-    info.end = float(stamps.max()) if len(stamps) else float("nan")
+    info = TraceInfo(name=shown, format=FORMAT, relative=True, rows=n, snapshot=snapshot)
+    if not snapshot:
+        submit = parse_numbers(frame["creation_time"], shown, "creation_time", rows, minimum=None)
+        start = parse_numbers(frame["scheduled_time"], shown, "scheduled_time", rows, minimum=None)
+        end = parse_numbers(frame["deletion_time"], shown, "deletion_time", rows, minimum=None)
+        table["submit"], table["start"], table["end"] = submit, start, end
+        check_order(table, shown, "scheduled_time", "deletion_time")
+        stamps = np.concatenate([submit, start, end])
+        stamps = stamps[np.isfinite(stamps)]
+        info.end = float(stamps.max()) if len(stamps) else float("nan")
     info.cluster_gpus = _cluster_gpus(source, nodes)
     if info.cluster_gpus:
         info.notes.append(f"the node list gives the trace's cluster {info.cluster_gpus:,} GPUs")

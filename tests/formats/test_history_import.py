@@ -54,7 +54,8 @@ def jobs_by_id(scenario):
 
 @pytest.fixture(scope="module")
 def sacct():
-    return slurm.read_history(SACCT, ImportWindow(start="2026-08-17T00:00:00"))
+    # hand-counted in hours: 60-minute steps, not the import's default
+    return slurm.read_history(SACCT, ImportWindow(start="2026-08-17T00:00:00", step_minutes=60))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,29 +109,44 @@ def test_sacct_realtime_groups_and_time_weighted_demand(sacct):
     jobs = jobs_by_id(sacct.scenario)
     serving = jobs["rt-serving"]  # partition `serving`: 1070 (2 GPUs, still up) and 1071
     expected = [2.0] * 24
-    expected[8] = 2.5  # 1071 holds 1 GPU for 08:30-09:00: half a step
+    # 1071 wants 1 GPU from its submit at 08:25 to 09:00 (it ran from 08:30): 35 minutes
+    expected[8] = round(2 + 35 / 60, 4)
     assert list(serving.demand) == expected
-    # history: hourly from the trace's first hour (2026-08-16 10:00) to the window start
-    assert list(serving.history) == [0.0, 0.0] + [2.0] * 12
+    # history: hourly from the trace's first hour (2026-08-16 10:00) to the window start; 1070
+    # is wanted from its submit at 11:00 (it started at 12:00)
+    assert list(serving.history) == [0.0, 2.0] + [2.0] * 12
     infer = jobs["rt-infer"]  # name vllm-infer-13b on partition gpu: the matched text groups it
-    assert list(infer.demand) == [0.0] * 12 + [1.0] * 6 + [0.0] * 6
+    # 1080 is wanted from its submit at 11:55 and runs 12:00-18:00
+    assert list(infer.demand) == [0.0] * 11 + [round(5 / 60, 4)] + [1.0] * 6 + [0.0] * 6
     assert serving.gpus_min == 0 and serving.gpus_max == 32
 
 
 def test_sacct_as_run_by_hand(sacct):
     a = sacct.as_run
-    # batch GPU-hours at block sizes: 1001 4x3.5, 1120 1x2, 1002 2x2, 1010_1 4x1, 1010_2 4x0.5,
-    # 1030 8x13.5, 1090 4x2 = 142; real-time 48.5 + 6 = 54.5; over 32 GPUs x 24 h
-    assert a["utilization"] == pytest.approx((142 + 54.5) / 768)
+    # on the plans' 60-minute grid, each job from the step it started in for its run time
+    # rounded up to whole steps (block x steps): 1001 4x4 (running, ends 03:30), 1120 1x2
+    # (00:45-02:45), 1002 2x2, 1010_1 4x1, 1010_2 4x1 (30 min), 1030 8x14 (10:30 to the end),
+    # 1090 4x2 = 150; on real times the same jobs hold 142. Real-time served (from its start):
+    # 1070 2x24 + 1071 0.5 + 1080 6 = 54.5, of 54.5 + 5/60 (1071) + 5/60 (1080) wanted.
+    assert a["utilization"] == pytest.approx((150 + 54.5) / 768)
     assert a["utilization_real_gpus"] == pytest.approx((138.5 + 54.5) / 768)
-    hours = {"1001": 3.5, "1120": 2, "1002": 2, "1010_1": 1, "1010_2": 0.5, "1030": 13.5}
-    hours["1090"] = 2
+    grid = {"1001": 4, "1120": 2, "1002": 2, "1010_1": 1, "1010_2": 1, "1030": 14, "1090": 2}
+    real = {"1001": 3.5, "1120": 2, "1002": 2, "1010_1": 1, "1010_2": 0.5, "1030": 13.5}
+    real["1090"] = 2
     jobs = jobs_by_id(sacct.scenario)
-    value = sum(jobs[j].priority * jobs[j].gpus_min * h for j, h in hours.items())
+    value = sum(jobs[j].priority * jobs[j].gpus_min * h for j, h in grid.items())
     assert a["value"] == pytest.approx(value)
+    value_real = sum(jobs[j].priority * jobs[j].gpus_min * h for j, h in real.items())
+    assert a["value_real_times"] == pytest.approx(value_real)
+    rounding = sacct.summary["rounding"]
+    assert rounding["step_minutes"] == 60
+    assert rounding["change"] == pytest.approx(value / value_real - 1)
     assert (a["completed_jobs"], a["started_jobs"], a["batch_jobs"]) == (6, 7, 11)
-    assert a["rt_coverage"] == 1.0 and "not a legal grid" in a["note"]
-    assert sum(a["per_step"]["batch_gpus"]) == pytest.approx(142)
+    wanted = 54.5 + 10 / 60
+    assert a["rt_coverage"] == pytest.approx(54.5 / wanted)
+    assert a["rt_shortfall_gpu_hours"] == pytest.approx(10 / 60, abs=1e-3)
+    assert "not a legal grid" in a["note"]
+    assert sum(a["per_step"]["batch_gpus"]) == pytest.approx(150)
 
 
 def test_summary_csv_carries_the_as_run_beside_the_planners(sacct):
@@ -149,7 +165,8 @@ def test_summary_csv_carries_the_as_run_beside_the_planners(sacct):
     assert float(cell[("kpi", "utilization")]) == pytest.approx(a["utilization"])
     assert float(cell[("kpi", "value (priority-weighted GPU-h)")]) == pytest.approx(a["value"])
     assert cell[("kpi", "completed jobs")] == "6"  # by hand, above
-    assert cell[("kpi", "real-time coverage")] == "1"
+    assert float(cell[("kpi", "real-time coverage")]) == pytest.approx(a["rt_coverage"])
+    assert a["rt_coverage"] < 1  # 1071 and 1080 waited 5 minutes each
     assert cell[("kpi", "reserved idle (GPU-h)")] == ""  # not measured for what ran
     assert cell[("setting", "gpus")] == "32"
     assert {v for (section, _), v in cell.items() if section == "job"} == {""}
@@ -208,7 +225,9 @@ def test_team_comes_from_the_account(sacct):
 
 
 def test_kubectl_pods():
-    result = kubectl.read_history(KUBECTL, ImportWindow(start="2026-08-17T00:00:00"))
+    result = kubectl.read_history(
+        KUBECTL, ImportWindow(start="2026-08-17T00:00:00", step_minutes=60)
+    )
     jobs = jobs_by_id(result.scenario)
     assert set(jobs) == {
         "research/sft-running",
@@ -227,14 +246,16 @@ def test_kubectl_pods():
     assert jobs["batch/quant-gptq-llama"].gpus_min == 4  # 2 + 2 over two containers
     assert jobs["batch/quant-gptq-llama"].type == "quantization"
     demand = list(jobs["rt-inference"].demand)  # namespace `inference`; pod a has limits only
-    assert demand == [1.0] * 6 + [1.5] + [1.0] * 17
-    # from the hour of the first timestamp (17:58) to the window start; pod a serves from 18:00
-    assert list(jobs["rt-inference"].history) == [0.0] + [1.0] * 6
+    # pod b is wanted from its creation at 06:29 (it started at 06:30)
+    assert demand == [1.0] * 6 + [round(1.5 + 1 / 60, 4)] + [1.0] * 17
+    # from the hour of the first timestamp (17:58) to the window start; pod a is wanted from
+    # its creation at 17:58 and serves from 18:00
+    assert list(jobs["rt-inference"].history) == [round(2 / 60, 4)] + [1.0] * 6
     assert result.summary["window"]["gpus"] == 16  # 8 + 2 + 1.5 in use at the peak -> 16
 
 
 def test_helios_cluster_log():
-    result = helios.read_history(HELIOS, ImportWindow(start="2020-05-02 00:00:00"))
+    result = helios.read_history(HELIOS, ImportWindow(start="2020-05-02 00:00:00", step_minutes=60))
     jobs = jobs_by_id(result.scenario)
     assert jobs["j1"].running.remaining_steps == 3  # ends 02:30
     assert jobs["j5"].gpus_min == 8 and jobs["j5"].arrival_step == 10  # 6 GPUs -> 8
@@ -246,14 +267,14 @@ def test_helios_cluster_log():
 
 
 def test_acme_offsets_and_types():
-    local = acme.read_history(ACME, ImportWindow(start="2023-03-02T00:00:00"))
+    local = acme.read_history(ACME, ImportWindow(start="2023-03-02T00:00:00", step_minutes=60))
     jobs = jobs_by_id(local.scenario)
     assert jobs["5778001"].running.remaining_steps == 5  # ends 05:00 +08:00
     assert jobs["5778500"].type == "batch_inference"  # Acme type Evaluation
     assert jobs["5778500"].arrival_step == 2
     assert jobs["5778502"].arrival_step == 12
     # the same window given in UTC
-    utc = acme.read_history(ACME, ImportWindow(start="2023-03-01T16:00:00+00:00"))
+    utc = acme.read_history(ACME, ImportWindow(start="2023-03-01T16:00:00+00:00", step_minutes=60))
     assert [j.id for j in utc.scenario.jobs] == [j.id for j in local.scenario.jobs]
     assert utc.as_run["utilization"] == pytest.approx(local.as_run["utilization"])
 
@@ -325,7 +346,7 @@ def test_a_window_past_the_step_limit_is_refused_before_its_arrays(days):
 
 @needs_openb
 def test_openb_real_day():
-    result = openb.read_history(OPENB, ImportWindow(start=OPENB_DAY))
+    result = openb.read_history(OPENB, ImportWindow(start=OPENB_DAY, step_minutes=60))
     s = result.summary
     assert s["trace"]["cluster_gpus"] == 6212  # the node list beside the pod list
     assert s["trace"]["rows"] == 8152
@@ -334,19 +355,26 @@ def test_openb_real_day():
     [ls] = result.scenario.realtime_jobs  # one group: qos LS
     assert ls.id == "rt-LS" and len(ls.history) == 28 * 24
 
-    # LS demand by brute force: every pod, every step, its share times the overlap
+    # LS demand by brute force: every pod, every step, its share times the overlap of its
+    # creation..deletion (wanted, scheduled or not) and of its scheduled..deletion (served)
     pods = pd.read_csv(OPENB)
-    pods = pods[(pods.qos == "LS") & (pods.num_gpu > 0) & pods.scheduled_time.notna()]
-    share = np.where(pods.num_gpu == 1, pods.gpu_milli / 1000, pods.num_gpu)
+    pods = pods[(pods.qos == "LS") & (pods.num_gpu > 0)]
+    shared = (pods.num_gpu == 1) & (pods.gpu_milli > 0)
+    share = np.where(shared, pods.gpu_milli / 1000, pods.num_gpu)
     t0 = OPENB_DAY * 3600.0
-    expected = []
+    expected, served = [], []
     for k in range(24):
         lo, hi = t0 + 3600 * k, t0 + 3600 * (k + 1)
-        overlap = np.clip(
-            np.minimum(pods.deletion_time, hi) - np.maximum(pods.scheduled_time, lo), 0, None
-        )
-        expected.append(float((share * overlap).sum() / 3600))
+        end = np.minimum(pods.deletion_time, hi)
+        wanted = np.clip(end - np.maximum(pods.creation_time, lo), 0, None)
+        ran = np.clip(end - np.maximum(pods.scheduled_time.fillna(np.inf), lo), 0, None)
+        expected.append(float((share * wanted).sum() / 3600))
+        served.append(float((share * ran).sum() / 3600))
     assert list(ls.demand) == pytest.approx(expected, abs=1e-3)
+    assert result.as_run["per_step"]["realtime_gpus"] == pytest.approx(served, abs=1e-3)
+    # pods never scheduled, or scheduled late, are demand the real cluster did not serve
+    assert sum(served) < sum(expected)
+    assert result.as_run["rt_coverage"] == pytest.approx(sum(served) / sum(expected), abs=1e-4)
 
     # batch pods: BE, Burstable, Guaranteed that touch the day, each on a power-of-two block
     batch = result.scenario.batch_jobs
@@ -503,7 +531,13 @@ BAD_FILES = [
     ),
     ("openb", "o.csv", OPENB_HEAD + "p0,1,1000,LS,Running,abc,10,0\n", ["row 2", "creation_time"]),
     ("openb", "o.csv", OPENB_HEAD + "p0,1,1500,LS,Running,0,10,0\n", ["row 2", "gpu_milli"]),
-    ("openb", "o.csv", "name,num_gpu,gpu_milli\np0,1,1000\n", ["o.csv", "missing column qos"]),
+    # (without any of the three times it is a packing snapshot; with only some, broken)
+    (
+        "openb",
+        "o.csv",
+        "name,num_gpu,gpu_milli,creation_time\np0,1,1000,0\n",
+        ["o.csv", "missing column qos"],
+    ),
     # sizes past the limits, named by row and field before anything is made of them
     (
         "openb",
@@ -737,11 +771,12 @@ def test_demand_frame_for_the_preview_chart(sacct):
         "as_run_realtime_gpus",
     ]
     assert frame["time"].iloc[8] == pd.Timestamp("2026-08-17T08:00:00")
-    assert frame["rt-serving"].iloc[8] == 2.5
+    assert frame["rt-serving"].iloc[8] == round(2 + 35 / 60, 4)  # 1071 wanted from 08:25
     assert frame["as_run_realtime_gpus"].sum() == pytest.approx(54.5)
-    assert (frame["rt-infer"] + frame["rt-serving"]).tolist() == pytest.approx(
-        frame["as_run_realtime_gpus"].tolist()
-    )
+    # what ran is the demand less the 5 minutes 1071 and 1080 each waited for a start
+    wanted = frame["rt-infer"] + frame["rt-serving"]
+    assert (frame["as_run_realtime_gpus"] <= wanted + 1e-3).all()
+    assert wanted.sum() - frame["as_run_realtime_gpus"].sum() == pytest.approx(10 / 60, abs=1e-3)
 
 
 def test_an_as_run_on_a_cluster_smaller_than_what_ran_says_so():

@@ -19,14 +19,15 @@ The mapping (README, "Importing a scheduler history"):
 The package, by step: `table` (the job table and the results), `options` (window and rules),
 `reading` (helpers the format modules share), `dispatch` (detection, `import_history`,
 `history_reader`), `timeline` (the window on the time axis, occupancy), `classify` (types,
-priorities, ids), `mapping` (`import_table`), `as_run` (what really ran) and `display` (what
-the pages show). Every name is importable from `core.formats.history` itself.
+priorities, ids), `mapping` (`import_table`), `rows` (every row used or skipped, and why),
+`as_run` (what really ran, on the plans' grid) and `display` (what the pages show). Every
+name is importable from `core.formats.history` itself.
 """
 
 from .as_run import AS_RUN_NOTE, _as_run
 from .classify import _classify, _priorities, _rt_id, _unique_ids
 from .dispatch import detect_format, format_module, history_reader, import_history
-from .display import demand_frame, format_summary
+from .display import demand_frame, format_summary, rounding_line, rows_line
 from .mapping import import_table
 from .options import (
     _WORDS,
@@ -124,6 +125,8 @@ __all__ = [
     "read_delimited",
     "read_source",
     "require_columns",
+    "rounding_line",
+    "rows_line",
     # private helpers, kept importable from here (core.history_view uses two of them)
     "_FAST_TIME_FORMATS",
     "_WORDS",

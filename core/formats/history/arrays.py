@@ -64,14 +64,22 @@ class _Batch:
 
 @dataclass(frozen=True)
 class _Realtime:
-    """The real-time groups' demand per step of the window and history per hour before it."""
+    """The real-time groups' demand per step of the window and history per hour before it.
 
-    live: np.ndarray
+    Serving demand runs from a pod's creation to its deletion (still wanted at the export where
+    it has none); what was served runs from its scheduling. A pod never scheduled, or scheduled
+    late, is demand that was not served."""
+
+    live: np.ndarray  # real-time rows with demand in the window or its history
+    wanted_from: np.ndarray  # creation (the start where the trace has no creation time)
+    wanted_until: np.ndarray  # deletion; inf where the trace ends with it still wanted
     names: list[str]
     demand: dict[str, np.ndarray]
     history: dict[str, np.ndarray]
     history_hours: int
     total: np.ndarray
+    served: dict[str, np.ndarray]  # GPUs really held per step, within the demand
+    served_total: np.ndarray
 
 
 @dataclass(frozen=True)

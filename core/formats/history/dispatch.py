@@ -20,7 +20,12 @@ from .table import HISTORY_FORMATS, ImportResult, TraceInfo
 def format_module(fmt: str):
     if fmt not in HISTORY_FORMATS:
         raise ScenarioError(f"unknown history format {fmt!r}; choose one of {HISTORY_FORMATS}")
-    return importlib.import_module(f"core.formats.{fmt}")
+    return importlib.import_module(f"core.formats.{module_name(fmt)}")
+
+
+def module_name(fmt: str) -> str:
+    """The module of a history format (`alibaba-serving` is `core.formats.alibaba_serving`)."""
+    return fmt.replace("-", "_")
 
 
 def detect_format(name: str, head: str) -> str | None:
@@ -45,8 +50,9 @@ def import_history(
         fmt = detect_format(shown, head)
         if fmt is None:
             raise ScenarioError(
-                f"{shown}: not a recognised history (sacct -P, openb pod list, kubectl get pods "
-                "-o json, Helios cluster_log.csv, Acme trace); give --format"
+                f"{shown}: not a recognised history (sacct -P, openb pod list, Alibaba 2025 "
+                "serving trace, kubectl get pods -o json, Helios cluster_log.csv, Acme trace); "
+                "give --format"
             )
     return format_module(fmt).read_history(source, window, rules, name=name)
 

@@ -32,6 +32,7 @@ from .arrays import _Batch, _Jobs, _Placement, _Realtime, _Span
 from .as_run import _as_run
 from .classify import _classify, _priorities, _rt_id, _unique_ids
 from .options import ImportRules, ImportWindow
+from .rows import account_rows, too_big_reason
 from .table import DAY, HOUR, ImportResult, TraceInfo
 from .timeline import (
     _check_window_in_trace,
@@ -54,12 +55,12 @@ def import_table(
     window = window or ImportWindow()
     rules = rules or ImportRules()
     dropped = dict(info.dropped)
-    jobs, gpus, span = _gpu_jobs(table, info, window, dropped)
+    jobs, gpus, span, cpu_rows = _gpu_jobs(table, info, window, dropped)
     j = _read_jobs(jobs, gpus, info, span, rules)
     batch = _select_batch(j, span, dropped)
     rt = _realtime_demand(j, span, rules)
     G, gpus_source, peak = _cluster_size(window, info, j, batch, rt, span)
-    _drop_too_big(j, batch, G, dropped)
+    too_big = _drop_too_big(j, batch, G, dropped)
     placement = _place_batch(j, batch, span, G)
     sel = _window_order(batch, placement)
     batch_jobs, ids = _batch_jobs(j, sel, placement)
@@ -76,11 +77,15 @@ def import_table(
         j.gpus,
         j.priority,
         batch.running,
-        rt.total,
+        np.array([rt.demand[g] for g in rt.names]),
+        np.array([rt.served[g] for g in rt.names]),
         span.W0,
         span.W1,
         span.edges,
+        snapshot=info.snapshot,
     )
+    rows = account_rows(info, cpu_rows, j, batch, rt, span, too_big, G)
+    as_run["rows"] = rows
     notes = _notes(info, j, span, G, placement, as_run)
     summary = {
         "file": info.name,
@@ -94,7 +99,11 @@ def import_table(
         },
         "batch": _batch_summary(j, batch, placement, sel),
         "realtime": rt_summary,
-        "realtime_jobs": int((rt.live & (j.start < span.W1) & (j.held_until > span.W0)).sum()),
+        "realtime_jobs": int(_wanted_in(rt, span.W0, span.W1).sum()),
+        "rows": rows,
+        "rows_used": _rows_used(j, batch, rt, span),
+        "rounding": _rounding(window, as_run),
+        "snapshot": info.snapshot,
         "dropped": dropped,
         "priority_from": j.priority_source,
         "notes": notes,
@@ -104,20 +113,32 @@ def import_table(
 
 def _gpu_jobs(
     table: pd.DataFrame, info: TraceInfo, window: ImportWindow, dropped: dict[str, int]
-) -> tuple[pd.DataFrame, np.ndarray, _Span]:
-    """(the jobs with GPUs, their GPUs, the window); jobs without GPUs are counted in `dropped`
-    where they touch the window, like every other drop."""
+) -> tuple[pd.DataFrame, np.ndarray, _Span, np.ndarray]:
+    """(the jobs with GPUs, their GPUs, the window, the file rows of jobs without GPUs); jobs
+    without GPUs are counted in `dropped` where they touch the window, like every other drop."""
     gpus = table["gpus"].to_numpy(dtype=float)
     no_gpu = ~(gpus > 0)
     all_submit = table["submit"].to_numpy(dtype=float)
-    span = _Span(
-        _window_start(window, info, all_submit[~no_gpu]), window.step_seconds, window.steps
-    )
+    if info.snapshot:  # (no times: the window is the snapshot's own, from 0)
+        if window.start is not None:
+            raise ScenarioError(
+                f"{info.name}: the file has no times (a packing snapshot), so --start does "
+                "not apply; its pods are all present at the window start"
+            )
+        if not (~no_gpu).any():
+            raise ScenarioError(f"{info.name}: no pod with GPUs in the file; nothing to import")
+        W0 = 0.0
+    else:
+        W0 = _window_start(window, info, all_submit[~no_gpu])
+    span = _Span(W0, window.step_seconds, window.steps)
     ends = table["end"].to_numpy(dtype=float)
     touching = no_gpu & (all_submit < span.W1) & ~(ends <= span.W0)
+    if info.snapshot:
+        touching = no_gpu
     if touching.any():
         dropped["no GPUs"] = dropped.get("no GPUs", 0) + int(touching.sum())
-    return table.loc[~no_gpu].reset_index(drop=True), gpus[~no_gpu], span
+    cpu_rows = table["row"].to_numpy(dtype=np.int64)[no_gpu]
+    return table.loc[~no_gpu].reset_index(drop=True), gpus[~no_gpu], span, cpu_rows
 
 
 def _read_jobs(
@@ -128,6 +149,9 @@ def _read_jobs(
     start = jobs["start"].to_numpy(dtype=float)
     end = jobs["end"].to_numpy(dtype=float)
     limit = jobs["time_limit"].to_numpy(dtype=float)
+    if info.snapshot:  # every pod present at the start, holding its GPUs for the whole window
+        submit = np.full(len(jobs), span.W0)
+        limit = np.full(len(jobs), span.W1 - span.W0)
     trace_end = info.end
     if not math.isfinite(trace_end):
         stamps = np.concatenate([submit, start, end])
@@ -139,6 +163,9 @@ def _read_jobs(
     types, groups = _classify(jobs, rules)
     priority, priority_source = _priorities(jobs, rules)
     is_rt = types == REALTIME_TYPE
+    if info.service_column:  # one real-time job per service the format names
+        service = jobs[info.service_column].to_numpy(dtype=object)
+        groups = np.where(is_rt & (service != ""), service, groups)
     return _Jobs(
         table=jobs,
         gpus=gpus,
@@ -217,20 +244,44 @@ def _select_batch(j: _Jobs, span: _Span, dropped: dict[str, int]) -> _Batch:
 
 
 def _realtime_demand(j: _Jobs, span: _Span, rules: ImportRules) -> _Realtime:
-    """Each real-time group's demand in the window and up to `rules.history_days` before it."""
-    rt_live = j.is_rt & j.started
+    """Each real-time group's demand in the window and up to `rules.history_days` before it,
+    and what was served of it: demand from creation to deletion, served from scheduling."""
     history_from = max(span.W0 - rules.history_days * DAY, _first_time(j.submit, j.start))
-    group_names, rt_demand, rt_history = _realtime_series(
-        rt_live, j.groups, j.start, j.held_until, j.gpus, span.W0, span.step, span.T, history_from
+    wanted_from = np.where(np.isfinite(j.submit), j.submit, j.start)
+    wanted_until = np.where(np.isfinite(j.end), j.end, np.inf)
+    rt_rows = (
+        j.is_rt
+        & np.isfinite(wanted_from)
+        & (wanted_from < span.W1)
+        & (wanted_until > np.maximum(wanted_from, min(history_from, span.W0)))
     )
+    group_names, rt_demand, rt_history = _realtime_series(
+        rt_rows, j.groups, wanted_from, wanted_until, j.gpus, span.W0, span.step, span.T,
+        history_from,
+    )  # fmt: skip
+    ran = rt_rows & j.started
+    _, served, _ = _realtime_series(
+        ran, j.groups, j.start, j.held_until, j.gpus, span.W0, span.step, span.T, span.W0
+    )
+    zeros = np.zeros(span.T)
+    served = {g: served.get(g, zeros) for g in group_names}
     return _Realtime(
-        live=rt_live,
+        live=rt_rows,
+        wanted_from=wanted_from,
+        wanted_until=wanted_until,
         names=group_names,
         demand=rt_demand,
         history=rt_history,
         history_hours=len(next(iter(rt_history.values()), ())),
-        total=sum(rt_demand.values()) if rt_demand else np.zeros(span.T),
+        total=sum(rt_demand.values()) if rt_demand else zeros,
+        served=served,
+        served_total=sum(served.values()) if served else zeros,
     )
+
+
+def _wanted_in(rt: _Realtime, lo: float, hi: float) -> np.ndarray:
+    """The real-time rows whose demand overlaps [lo, hi)."""
+    return rt.live & (rt.wanted_from < hi) & (rt.wanted_until > lo)
 
 
 def _cluster_size(
@@ -241,8 +292,16 @@ def _cluster_size(
     use = (batch.in_window | rt.live) & j.started
     in_use_gpus = np.where(j.is_rt, j.gpus, j.block).astype(float)
     peak = peak_in_use(occupancy_start[use], j.held_until[use], in_use_gpus[use], span.W0, span.W1)
+    if info.snapshot:  # what the snapshot asks for at once
+        peak = float(j.block[batch.in_window].sum() + j.gpus[rt.live].sum())
     if window.gpus is not None:
         return window.gpus, "--gpus", peak
+    if info.snapshot and info.cluster_gpus:
+        return (
+            info.cluster_gpus,
+            "the node list's GPUs (the cluster the snapshot is packed on)",
+            peak,
+        )
     G = int(pow2_ceil(np.array([max(1.0, peak)]))[0])
     if G > MAX_GPUS:
         raise ScenarioError(
@@ -251,13 +310,15 @@ def _cluster_size(
     return G, "peak GPUs in use in the window, rounded up to a power of two", peak
 
 
-def _drop_too_big(j: _Jobs, batch: _Batch, G: int, dropped: dict[str, int]) -> None:
-    """Batch jobs whose block is larger than the cluster leave the window (counted)."""
+def _drop_too_big(j: _Jobs, batch: _Batch, G: int, dropped: dict[str, int]) -> np.ndarray:
+    """Batch jobs whose block is larger than the cluster leave the window (counted); returns
+    which they are."""
     too_big = batch.in_window & (j.block > G)
     if too_big.any():
-        dropped[f"needs more than the cluster's {G} GPUs"] = int(too_big.sum())
+        dropped[too_big_reason(G)] = int(too_big.sum())
     for selected in (batch.in_window, batch.running, batch.queued, batch.arriving):
         selected &= ~too_big  # (in place: the arrays are the batch's own)
+    return too_big
 
 
 def _place_batch(j: _Jobs, batch: _Batch, span: _Span, G: int) -> _Placement:
@@ -347,7 +408,7 @@ def _realtime_jobs(
                 else None,
             )
         )
-        in_win = m & (j.start < span.W1) & (j.held_until > span.W0)
+        in_win = m & _wanted_in(rt, span.W0, span.W1)
         rt_summary.append(
             {
                 "id": job_id,
@@ -395,6 +456,12 @@ def _notes(
             f"the window ends after the trace ({_time_label(j.trace_end, info.relative)}): jobs "
             "still running then are taken to run to their time limit (services: on)"
         )
+    if info.snapshot:
+        notes.append(
+            "read as a packing snapshot (the file has no times): every GPU pod is a job present "
+            "at the start that holds its GPUs for the whole window; nothing ran, so there is no "
+            "as-run to compare with"
+        )
     if as_run["over_capacity_steps"]:
         notes.append(
             f"as-run holds more than {G} GPUs at {as_run['over_capacity_steps']} step(s): the "
@@ -435,4 +502,27 @@ def _batch_summary(
         "not_pinned": int(len(placement.unpinned)),
         "rounded_up": int(rounded.sum()),
         "work_estimated": int((batch.in_window & j.estimated).sum()),
+    }
+
+
+def _rows_used(j: _Jobs, batch: _Batch, rt: _Realtime, span: _Span) -> dict[str, int]:
+    """What the used rows became: batch jobs of the window, real-time demand in it, and
+    real-time rows that are only the history before it."""
+    in_window = _wanted_in(rt, span.W0, span.W1)
+    return {
+        "batch": int(batch.in_window.sum()),
+        "realtime": int(in_window.sum()),
+        "realtime_history": int((rt.live & ~in_window).sum()),
+    }
+
+
+def _rounding(window: ImportWindow, as_run: dict[str, Any]) -> dict[str, Any]:
+    """How much scoring as-run on the plans' grid (each job rounded up to whole steps from the
+    step it started in) moved its value from the value of its real times."""
+    real, grid = as_run["value_real_times"], as_run["value"]
+    return {
+        "step_minutes": window.step_minutes,
+        "value_real_times": round(real, 3),
+        "value_on_grid": round(grid, 3),
+        "change": (grid / real - 1) if real > 0 else None,
     }

@@ -11,9 +11,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ...model import BATCH_TYPES, JOB_TYPES, MAX_GPUS, MAX_STEPS, REALTIME_TYPE, ScenarioError
+from ...model import (
+    BATCH_TYPES,
+    IMPORT_STEP_MINUTES,
+    JOB_TYPES,
+    MAX_GPUS,
+    MAX_STEPS,
+    REALTIME_TYPE,
+    ScenarioError,
+)
 from ..text import json_error, read_text
 from .table import RULE_FIELDS
+
+DEFAULT_STEP_MINUTES = IMPORT_STEP_MINUTES  # (the as-run is scored on the same grid)
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class ImportWindow:
 
     start: str | float | datetime | None = None
     days: float = 1.0
-    step_minutes: int = 60
+    step_minutes: int = DEFAULT_STEP_MINUTES
     gpus: int | None = None
 
     def __post_init__(self) -> None:

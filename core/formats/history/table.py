@@ -11,7 +11,7 @@ import pandas as pd
 
 from ...model import Scenario
 
-HISTORY_FORMATS = ("slurm", "openb", "kubectl", "helios", "acme")
+HISTORY_FORMATS = ("slurm", "openb", "alibaba-serving", "kubectl", "helios", "acme")
 MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large (the app takes MAX_HISTORY_UPLOAD_MB)
 SNIFF_BYTES = 8192
 HOUR = 3600.0
@@ -51,8 +51,14 @@ class TraceInfo:
     rows: int = 0
     cluster_gpus: int | None = None  # from a node list, where the format has one
     utc_offset: float = 0.0  # seconds the trace's wall-clock times are ahead of UTC
-    dropped: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)  # rows the reader did not keep, why
     notes: list[str] = field(default_factory=list)
+    # A pod list without times is a packing snapshot: every GPU pod present at the start and
+    # holding its GPUs for the whole window; nothing "ran", so it has no as-run to compare with.
+    snapshot: bool = False
+    # The column naming each real-time row's service where the format has one (the 2025 serving
+    # trace's app_name): real-time rows are grouped by it, one elastic job per service.
+    service_column: str | None = None
 
 
 @dataclass(frozen=True)
