@@ -556,7 +556,8 @@ billing=4,cpu=4,gres/gpu=2,mem=32G,node=1|1|gpu09
     )
     + (
         "2104|2104|train-4|alice|nlp|gpu|normal|500|2026-08-17T01:00:00|2026-08-17T01:00:00|"
-        "Unknown|Unknown|0|1200|PENDING||billing=8,cpu=8,gres/gpu=8,mem=64G,node=1|1|None assigned\n"
+        "Unknown|Unknown|0|1200|PENDING||billing=8,cpu=8,gres/gpu=8,mem=64G,node=1|1|"
+        "None assigned\n"
     )
 )
 DAY = ("--start", "2026-08-17T00:00:00", "--window-days", "1")
