@@ -682,6 +682,7 @@ def size(
     max_gpus: int | None = None,
     options: Mapping[str, Any] | None = None,
     progress: Callable[[int, dict[str, Any]], None] | None = None,
+    hold: BatchHold | None = None,
 ) -> dict[str, Any]:
     """The smallest multiple of `step` GPUs at which the plan meets every given target.
 
@@ -694,21 +695,35 @@ def size(
     every size tried; `progress(gpus, row)` hears each size as it is tried (its row has `meets`
     per target). A target above the ceiling is missed at every size: then no size is tried, and
     `failed` names the jobs that hold the ceiling down.
+
+    `hold` (from `hold_batch`, with no `completed` given): batch completion is a target too, at
+    the share the hold says, and `targets` says where it came from (`completed_from`). With no
+    completed target at all, `batch` says so and what share of the batch jobs completes at the
+    answer (`batch_outcome`): a size that meets coverage alone may starve the batch work.
     """
+    if hold is not None and completed is None:
+        completed = hold.completed
+    else:
+        hold = None
     step, top = _size_range(scenario, coverage, completed, step, max_gpus)
     bound = ceiling(scenario)
+    targets: dict[str, Any] = {
+        k: v for k, v in (("coverage", coverage), ("completed", completed)) if v is not None
+    }
+    if hold is not None:
+        targets.update(hold.fields())
     result: dict[str, Any] = {
         "gpus": None,
         "planner": planner,
         "step": step,
         "max_gpus": top,
-        "targets": {
-            k: v for k, v in (("coverage", coverage), ("completed", completed)) if v is not None
-        },
+        "targets": targets,
         "ceiling": {"coverage": bound.coverage, "completed": bound.completed},
     }
     unreachable = bound.misses(coverage, completed)
     if unreachable:
+        if completed is None:
+            result["batch"] = batch_outcome(None)
         return {**result, "failed": unreachable, "tried": []}
 
     tried: dict[int, dict[str, Any]] = {}
@@ -727,29 +742,7 @@ def size(
                 progress(gpus, row)
         return all(tried[gpus]["meets"].values())
 
-    # Exponential: the first size that meets, and the last one that did not.
-    low, high, gpus = 0, None, step
-    while True:
-        if evaluate(gpus):
-            high = gpus
-            break
-        low = gpus
-        if gpus >= top:
-            break
-        gpus = min(top, gpus * 2)
-    if high is not None:
-        # Binary search on multiples of step in (low, high].
-        while high - low > step:
-            middle = (low + high) // 2 // step * step
-            if middle <= low:
-                break
-            if evaluate(middle):
-                high = middle
-            else:
-                low = middle
-        # Verify below and walk down while the size one step below still meets the targets.
-        while high - step >= step and evaluate(high - step):
-            high -= step
+    high = _search(evaluate, step, top)
     result["gpus"] = high
     if high is None:
         worst = tried[top]
@@ -758,10 +751,123 @@ def size(
             for name, met in worst["meets"].items()
             if not met
         }
+    if completed is None:  # batch work is not a target: what share it gets at the answer
+        result["batch"] = batch_outcome(tried[top if high is None else high])
     result["tried"] = [
         {**tried[g], "meets": all(tried[g]["meets"].values())} for g in sorted(tried)
     ]
     return result
+
+
+def _search(evaluate: Callable[[int], bool], step: int, top: int) -> int | None:
+    """`size`'s search: the smallest multiple of `step` up to `top` that `evaluate` accepts and
+    one step below does not (None when `top` is not accepted)."""
+    # Exponential: the first size that meets, and the last one that did not.
+    low, high, gpus = 0, None, step
+    while True:
+        if evaluate(gpus):
+            high = gpus
+            break
+        low = gpus
+        if gpus >= top:
+            return None
+        gpus = min(top, gpus * 2)
+    # Binary search on multiples of step in (low, high].
+    while high - low > step:
+        middle = (low + high) // 2 // step * step
+        if middle <= low:
+            break
+        if evaluate(middle):
+            high = middle
+        else:
+            low = middle
+    # Verify below and walk down while the size one step below still meets the targets.
+    while high - step >= step and evaluate(high - step):
+        high -= step
+    return high
+
+
+@dataclass(frozen=True)
+class BatchHold:
+    """The batch completion `size` holds an answer at when only coverage is asked for: what
+    the real scheduler completed in a history's window (as-run), or the ceiling where as-run
+    completed more than any plan of the model can (its durations round up to whole steps)."""
+
+    completed: float  # the target held
+    completed_jobs: int  # as-run's
+    batch_jobs: int
+
+    @property
+    def as_run(self) -> float:
+        return self.completed_jobs / self.batch_jobs
+
+    def fields(self) -> dict[str, Any]:
+        """What `size`'s `targets` adds: where the completed target came from, as-run's count."""
+        out: dict[str, Any] = {
+            "completed_from": "as-run",
+            "as_run_completed_jobs": self.completed_jobs,
+            "as_run_batch_jobs": self.batch_jobs,
+        }
+        if self.completed < self.as_run - 1e-12:
+            out["as_run_completed"] = self.as_run  # (held at the ceiling instead)
+        return out
+
+    def note(self) -> str:
+        """One line for the user, said before the search."""
+        counted = f"{self.completed_jobs:,} of {self.batch_jobs:,} jobs"
+        if self.completed < self.as_run - 1e-12:
+            held = (
+                f"batch completion held at {self.completed:.1%}, the most any size reaches "
+                f"(as-run completed {self.as_run:.1%}, {counted})"
+            )
+        else:
+            held = f"batch completion held at as-run's {self.as_run:.1%} ({counted})"
+        return f"{held}; give --completed to choose another share, or --completed any"
+
+
+def hold_batch(scenario: Scenario, as_run: Mapping[str, Any] | None) -> BatchHold | None:
+    """The `BatchHold` of a history's window from its as-run metrics (`ImportResult.as_run`):
+    as-run's completed / batch jobs, at most the scenario's ceiling. None with no as-run or no
+    batch jobs in it (nothing to hold)."""
+    if not as_run or not as_run.get("batch_jobs"):
+        return None
+    done, total = int(as_run["completed_jobs"]), int(as_run["batch_jobs"])
+    return BatchHold(min(done / total, ceiling(scenario).completed), done, total)
+
+
+def batch_outcome(row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`size`'s `batch` when batch completion is not a target: the share of batch jobs that
+    completes in `row` (the answer, or the largest size tried when none meets the targets;
+    None where nothing was planned)."""
+    out: dict[str, Any] = {"target": False, "gpus": None, "completed_share": None}
+    out |= {"completed_jobs": None, "batch_jobs": None}
+    if row is not None and not row.get(ERROR_COLUMN):
+        out |= {
+            "gpus": row["gpus"],
+            "completed_share": completed_fraction(row),
+            "completed_jobs": row["completed_jobs"],
+            "batch_jobs": row["batch_jobs"],
+        }
+    return out
+
+
+def batch_note(result: Mapping[str, Any]) -> str | None:
+    """One line for a `size` result whose batch work is not a target (None when it is)."""
+    batch = result.get("batch")
+    if batch is None:
+        return None
+    said = "batch work is not a target"
+    if batch["completed_share"] is None:
+        return said
+    if not batch["batch_jobs"]:
+        return f"{said}; there are no batch jobs"
+    where = f"at {batch['gpus']:,} GPUs"
+    if result.get("gpus") is None:
+        where += " (the largest size tried)"
+    return (
+        f"{said}; {where} {batch['completed_share']:.1%} of batch jobs complete "
+        f"({batch['completed_jobs']:,} of {batch['batch_jobs']:,})"
+    )
 
 
 def check_targets(coverage: float | None, completed: float | None) -> None:

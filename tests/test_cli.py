@@ -536,6 +536,84 @@ def test_size_answers_on_a_history_window_as_on_its_imported_scenario(tmp_path):
     assert sizes(direct) == sizes(via_file) == [(8, False), (16, False), (24, True), (32, True)]
 
 
+# A day on a cluster (its peak in use, 26 GPUs, rounded up to 32): chat-api on 2 GPUs all day,
+# three 8-GPU trainings from 01:00 to 21:00 (72000 s, COMPLETED) and a fourth 20-hour one still
+# pending. By hand, as-run completed 3 of the 4 batch jobs in the window: 75%.
+STARVED_SACCT = (
+    """\
+JobIDRaw|JobID|JobName|User|Account|Partition|QOS|Priority|Submit|Eligible|Start|End|\
+ElapsedRaw|TimelimitRaw|State|AllocTRES|ReqTRES|NNodes|NodeList
+2000|2000|chat-api|svc|web|serving|normal|2000|2026-08-16T11:00:00|2026-08-16T11:00:00|\
+2026-08-16T12:00:00|Unknown|129600|UNLIMITED|RUNNING|billing=4,cpu=4,gres/gpu=2,mem=32G,node=1|\
+billing=4,cpu=4,gres/gpu=2,mem=32G,node=1|1|gpu09
+"""
+    + "".join(
+        f"210{i}|210{i}|train-{i}|alice|nlp|gpu|normal|500|2026-08-17T01:00:00|2026-08-17T01:00:00|"
+        "2026-08-17T01:00:00|2026-08-17T21:00:00|72000|1440|COMPLETED|"
+        "billing=8,cpu=8,gres/gpu=8,mem=64G,node=1|billing=8,cpu=8,gres/gpu=8,mem=64G,node=1|1|"
+        f"gpu0{i}\n"
+        for i in (1, 2, 3)
+    )
+    + (
+        "2104|2104|train-4|alice|nlp|gpu|normal|500|2026-08-17T01:00:00|2026-08-17T01:00:00|"
+        "Unknown|Unknown|0|1200|PENDING||billing=8,cpu=8,gres/gpu=8,mem=64G,node=1|1|"
+        "None assigned\n"
+    )
+)
+DAY = ("--start", "2026-08-17T00:00:00", "--window-days", "1")
+
+
+@pytest.mark.slow
+def test_size_with_only_coverage_holds_a_historys_batch_completion_at_as_run(tmp_path):
+    """Issue 53: coverage alone is met on 4 GPUs, where no training completes; on a history
+    `size` also holds batch completion at what the real scheduler completed, and says so."""
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text(STARVED_SACCT)
+    run = gpuplan("size", sacct, *DAY, "--coverage", "0.99", "--step", "4")
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    assert printed["targets"] == {
+        "coverage": 0.99,
+        "completed": 3 / 4,
+        "completed_from": "as-run",
+        "as_run_completed_jobs": 3,
+        "as_run_batch_jobs": 4,
+    }
+    assert "batch" not in printed  # (batch work is a target here)
+    tried = {row["gpus"]: row for row in printed["tried"]}
+    answer = tried[printed["gpus"]]
+    assert answer["meets"] and answer["completed_jobs"] / answer["batch_jobs"] >= 3 / 4
+    assert answer["rt_coverage"] >= 0.99
+    assert not tried[printed["gpus"] - 4]["meets"]  # (the step below completes fewer)
+    assert printed["gpus"] == 28  # three trainings side by side and chat-api's 2 GPUs
+    lines = run.stderr.splitlines()
+    assert lines[0] == (
+        "size: batch completion held at as-run's 75.0% (3 of 4 jobs); give --completed to "
+        "choose another share, or --completed any"
+    )
+    assert lines.count(lines[0]) == 1 and lines[1].startswith("size: 4 GPUs ")
+    # --completed any: coverage alone, and the result says plainly what batch work gets
+    anyway = gpuplan("size", sacct, *DAY, "--coverage", "0.99", "--step", "4", "--completed", "any")
+    assert anyway.returncode == 0, anyway.stderr
+    starved = json.loads(anyway.stdout)
+    assert starved["gpus"] == 4 and starved["targets"] == {"coverage": 0.99}
+    assert starved["batch"] == {
+        "target": False,
+        "gpus": 4,
+        "completed_share": 0.0,
+        "completed_jobs": 0,
+        "batch_jobs": 4,
+    }
+    assert "held at" not in anyway.stderr
+    assert anyway.stderr.splitlines()[-1] == (
+        "size: batch work is not a target; at 4 GPUs 0.0% of batch jobs complete (0 of 4)"
+    )
+    # a share given is the target, as before
+    given = gpuplan("size", sacct, *DAY, "--coverage", "0.99", "--completed", "0.5", "--step", "4")
+    assert json.loads(given.stdout)["targets"] == {"coverage": 0.99, "completed": 0.5}
+    assert "held at" not in given.stderr and "not a target" not in given.stderr
+
+
 @pytest.mark.slow
 def test_a_reader_that_stops_early_ends_the_output_quietly():
     """`gpuplan ... | head -1`: once the reader has gone, no "cannot write (Broken pipe)" error;

@@ -27,9 +27,11 @@ from core.sweep import (
     PARAMETER_COLUMNS,
     WORKER_ENV,
     SweepPoint,
+    batch_note,
     ceiling,
     ceiling_at,
     dask_client,
+    hold_batch,
     meets_targets,
     run_point,
     run_sweep,
@@ -521,6 +523,75 @@ def test_size_above_the_ceiling_tries_no_size_and_names_the_jobs(mixed):
     assert (
         "chat-api: demand above gpus_max 5 at 7 steps of 24 (peak 6.375)"
         in (busy["failed"]["coverage"])
+    )
+
+
+def test_size_with_coverage_alone_says_what_share_of_the_batch_jobs_completes(mixed):
+    """Issue 53: batch work that is not a target is named, with its share at the answer."""
+    result = size(mixed, coverage=0.99, step=8)
+    gpus = result["gpus"]
+    assert gpus is not None and result["targets"] == {"coverage": 0.99}
+    at = with_gpus(mixed, gpus)
+    values = metrics(at, solve(at, "allocator"))
+    assert result["batch"] == {
+        "target": False,
+        "gpus": gpus,
+        "completed_share": values["completed_jobs"] / values["batch_jobs"],
+        "completed_jobs": values["completed_jobs"],
+        "batch_jobs": values["batch_jobs"],
+    }
+    n, m = values["completed_jobs"], values["batch_jobs"]
+    assert batch_note(result) == (
+        f"batch work is not a target; at {gpus} GPUs {n / m:.1%} of batch jobs complete "
+        f"({n} of {m})"
+    )
+    assert "batch" not in size(mixed, coverage=0.99, completed=0.5, step=8)
+    # no size up to the limit: the share at the largest size tried, said as such
+    short = size(mixed, coverage=0.99, step=8, max_gpus=8)
+    assert short["gpus"] is None and short["batch"]["gpus"] == 8
+    assert "at 8 GPUs (the largest size tried)" in batch_note(short)
+
+
+def test_hold_batch_takes_as_runs_share_at_most_the_ceiling(mixed):
+    bound = ceiling(mixed).completed  # 9 of 11
+    hold = hold_batch(mixed, {"completed_jobs": 5, "batch_jobs": 11})
+    assert hold is not None and hold.completed == 5 / 11
+    assert hold.note().startswith("batch completion held at as-run's 45.5% (5 of 11 jobs)")
+    held = size(mixed, coverage=0.99, step=8, hold=hold)
+    assert held["targets"]["completed"] == 5 / 11 and held["targets"]["completed_from"] == "as-run"
+    assert "batch" not in held
+    tried = {row["gpus"]: row for row in held["tried"]}
+    assert tried[held["gpus"]]["completed_jobs"] >= 5
+    # a share given on the command line wins over the hold
+    assert size(mixed, completed=0.5, step=8, hold=hold)["targets"] == {"completed": 0.5}
+    # as-run completed more than any plan can: held at the ceiling, and said so
+    above = hold_batch(mixed, {"completed_jobs": 11, "batch_jobs": 11})
+    assert above is not None and above.completed == bound < 1.0
+    assert above.fields()["as_run_completed"] == 1.0
+    assert "the most any size reaches (as-run completed 100.0%, 11 of 11 jobs)" in above.note()
+    assert hold_batch(mixed, {"completed_jobs": 0, "batch_jobs": 0}) is None  # nothing to hold
+    assert hold_batch(mixed, None) is None
+
+
+@pytest.mark.slow
+def test_size_cli_on_a_scenario_with_coverage_alone_says_batch_is_not_a_target(mixed):
+    result = gpuplan("size", MIXED, "--coverage", "0.99", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    gpus = printed["gpus"]
+    at = with_gpus(mixed, gpus)
+    values = metrics(at, solve(at, "allocator"))
+    n, m = values["completed_jobs"], values["batch_jobs"]
+    assert printed["batch"] == {
+        "target": False,
+        "gpus": gpus,
+        "completed_share": pytest.approx(n / m),
+        "completed_jobs": n,
+        "batch_jobs": m,
+    }
+    assert result.stderr == (
+        f"size: batch work is not a target; at {gpus} GPUs {n / m:.1%} of batch jobs complete "
+        f"({n} of {m})\n"
     )
 
 

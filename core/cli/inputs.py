@@ -156,12 +156,20 @@ def input_arguments(
 def read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
     """The command's INPUT as a Scenario: scenario JSON, the CSV pair or a history window.
     `pair_gpus`: the CSV pair's cluster where the command has no window --gpus (sweep)."""
+    return read_input_with_history(args, pair_gpus)[0]
+
+
+def read_input_with_history(
+    args: argparse.Namespace, pair_gpus: int | None = None
+) -> tuple[Any, Any]:
+    """`read_input`, and the ImportResult of a scheduler history (its as-run metrics; None for
+    a scenario or the CSV pair)."""
     from ..formats import HISTORY_FORMATS, detect, head_of, read
 
     paths = [Path(p) for p in args.scenario]
     gpus = getattr(args, "cluster_gpus", None)
     if len(paths) == 2 and all(_tabular(p) for p in paths):
-        return read(paths, base=_pair_host(args, paths, gpus or pair_gpus))
+        return read(paths, base=_pair_host(args, paths, gpus or pair_gpus)), None
     if len(paths) >= 2:  # (two JSON files are not a pair: say what is)
         raise ScenarioError(
             f"{', '.join(p.name for p in paths)}: give one scenario or history file, or "
@@ -190,8 +198,8 @@ def read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
                 "pair; a scenario carries its own cluster and horizon (change them on the "
                 "Workload page, or with gpuplan sweep --gpus)"
             )
-        return read(paths[0], fmt)
-    from ..formats.history import ImportRules, ImportWindow
+        return read(paths[0], fmt), None
+    from ..formats.history import ImportRules, ImportWindow, import_history
 
     days = getattr(args, "window_days", None) or getattr(args, "days", 1.0)
     start: Any = args.start
@@ -206,7 +214,8 @@ def read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     say_reading(paths[0], getattr(args, "no_progress", False))
-    return read(paths[0], fmt, window=window, rules=rules)
+    imported = import_history(paths[0], fmt, window, rules)  # (as formats.read reads it)
+    return imported.scenario, imported
 
 
 def _tabular(path: Path) -> bool:

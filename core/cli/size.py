@@ -9,13 +9,19 @@ from typing import Any
 
 from ..planners import FAST, PLANNER_NAMES, planner_options
 from .arguments import EXIT_OK, number, positive_float
-from .inputs import input_arguments, read_input
+from .inputs import input_arguments, read_input_with_history
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     input_arguments(parser)
     parser.add_argument("--coverage", metavar="X", help="rt_coverage target in [0, 1]")
-    parser.add_argument("--completed", metavar="Y", help="completed/batch jobs target in [0, 1]")
+    parser.add_argument(
+        "--completed",
+        metavar="Y",
+        help="completed/batch jobs target in [0, 1]. With only --coverage, a scheduler "
+        "history holds it at as-run's share (what the real scheduler completed in the window); "
+        "'any' makes batch work no target, and the result says what share it gets",
+    )
     parser.add_argument("--planner", choices=PLANNER_NAMES, default=FAST)
     parser.add_argument("--step", metavar="S", default="8")
     parser.add_argument("--max-gpus", metavar="N")
@@ -27,15 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..formats import json_safe
-    from ..sweep import check_targets, size
+    from ..sweep import batch_note, check_targets, hold_batch, size
 
     step = number("--step", args.step, integer=True)
     max_gpus = number("--max-gpus", args.max_gpus, integer=True)
     coverage = number("--coverage", args.coverage)
-    completed = number("--completed", args.completed)
+    any_completed = args.completed is not None and args.completed.strip().lower() == "any"
+    completed = None if any_completed else number("--completed", args.completed)
     check_targets(coverage, completed)  # (before a large history is read)
-    scenario = read_input(args)
+    scenario, imported = read_input_with_history(args)
     options = planner_options(args.planner, time_limit=args.time_limit)
+    hold = None
+    if completed is None and not any_completed and imported is not None:
+        hold = hold_batch(scenario, imported.as_run)
+        if hold is not None:
+            print(f"size: {hold.note()}", file=sys.stderr, flush=True)
 
     def tried(gpus: int, row: dict[str, Any]) -> None:  # each size as it is planned, on stderr
         missed = [name for name, ok in row["meets"].items() if not ok]
@@ -53,8 +65,12 @@ def run(args: argparse.Namespace) -> int:
         max_gpus=max_gpus,
         options=options,
         progress=None if args.no_progress else tried,
+        hold=hold,
     )
     print(json.dumps(json_safe(result), indent=2))
+    note = batch_note(result)
+    if note is not None:
+        print(f"size: {note}", file=sys.stderr)
     if result["gpus"] is None:
         for name, reason in result["failed"].items():
             if result["tried"]:
