@@ -829,8 +829,8 @@ def hold_batch(scenario: Scenario, as_run: Mapping[str, Any] | None) -> BatchHol
     """The `BatchHold` of a history's window from its as-run metrics (`ImportResult.as_run`):
     as-run's completed / batch jobs, at most the scenario's ceiling. None with no as-run or no
     batch jobs in it (nothing to hold)."""
-    if not as_run or not as_run.get("batch_jobs"):
-        return None
+    if not as_run or not as_run.get("batch_jobs") or as_run.get("snapshot"):
+        return None  # (a packing snapshot has no as-run: nothing ran)
     done, total = int(as_run["completed_jobs"]), int(as_run["batch_jobs"])
     return BatchHold(min(done / total, ceiling(scenario).completed), done, total)
 

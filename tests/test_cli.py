@@ -612,6 +612,22 @@ def test_size_with_only_coverage_holds_a_historys_batch_completion_at_as_run(tmp
     given = gpuplan("size", sacct, *DAY, "--coverage", "0.99", "--completed", "0.5", "--step", "4")
     assert json.loads(given.stdout)["targets"] == {"coverage": 0.99, "completed": 0.5}
     assert "held at" not in given.stderr and "not a target" not in given.stderr
+    # the scenario `gpuplan import` wrote holds the same, from the as_run.json beside it
+    out = tmp_path / "day" / "scenario.json"
+    imported = gpuplan("import", sacct, *DAY[:2], "--out", out, "--no-progress")
+    assert imported.returncode == 0, imported.stderr
+    via_file = gpuplan("size", out, "--coverage", "0.99", "--step", "4")
+    assert via_file.returncode == 0, via_file.stderr
+    assert json.loads(via_file.stdout)["targets"] == printed["targets"]
+    assert json.loads(via_file.stdout)["gpus"] == 28
+    assert via_file.stderr.splitlines()[0] == lines[0] + " (as-run from as_run.json)"
+    # ... but not once its batch jobs were edited: then batch work is plainly no target
+    edited = json.loads(out.read_text())
+    edited["jobs"] = [j for j in edited["jobs"] if j["id"] != "2104"]
+    out.write_text(json.dumps(edited))
+    changed = gpuplan("size", out, "--coverage", "0.99", "--step", "4")
+    assert changed.returncode == 0, changed.stderr
+    assert "held at" not in changed.stderr and "not a target" in changed.stderr
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,8 @@ def read_input_with_history(
                 "pair; a scenario carries its own cluster and horizon (change them on the "
                 "Workload page, or with gpuplan sweep --gpus)"
             )
-        return read(paths[0], fmt), None
+        scenario = read(paths[0], fmt)
+        return scenario, as_run_beside(paths[0], scenario)
     from ..formats.history import ImportRules, ImportWindow, import_history
 
     days = getattr(args, "window_days", None) or getattr(args, "days", 1.0)
@@ -216,6 +218,34 @@ def read_input_with_history(
     say_reading(paths[0], getattr(args, "no_progress", False))
     imported = import_history(paths[0], fmt, window, rules)  # (as formats.read reads it)
     return imported.scenario, imported
+
+
+@dataclass(frozen=True)
+class AsRunBeside:
+    """The as-run record `gpuplan import` wrote beside a scenario file (what `size` holds batch
+    completion at when only coverage is asked for)."""
+
+    as_run: dict[str, Any]
+    path: Path
+
+
+def as_run_beside(path: Path, scenario: Any) -> AsRunBeside | None:
+    """The as-run of this scenario file: `as_run.json` beside it naming it, or
+    `<stem>.as_run.json`; None where there is none, it is unreadable, or it no longer fits the
+    scenario (its batch jobs were edited since the import)."""
+    import json
+
+    for candidate in (path.with_name("as_run.json"), path.with_name(f"{path.stem}.as_run.json")):
+        try:
+            record = json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("scenario") != path.name:
+            continue
+        if record.get("batch_jobs") != len(scenario.batch_jobs):
+            return None
+        return AsRunBeside(record, candidate)
+    return None
 
 
 def _tabular(path: Path) -> bool:

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if completed is None and not any_completed and imported is not None:
         hold = hold_batch(scenario, imported.as_run)
         if hold is not None:
-            print(f"size: {hold.note()}", file=sys.stderr, flush=True)
+            source = f" (as-run from {imported.path.name})" if hasattr(imported, "path") else ""
+            print(f"size: {hold.note()}{source}", file=sys.stderr, flush=True)
 
     def tried(gpus: int, row: dict[str, Any]) -> None:  # each size as it is planned, on stderr
         missed = [name for name, ok in row["meets"].items() if not ok]
