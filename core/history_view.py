@@ -71,6 +71,7 @@ class WindowDefaults:
     first: str
     last: str
     span_hours: float
+    snapshot: bool = False  # a pod list without times: no start to choose
 
 
 def read_upload(name: str, data: bytes, format: str = "auto") -> Trace:
@@ -113,6 +114,8 @@ def default_window(trace: Trace) -> WindowDefaults:
     """The window the importer picks without --start (the day holding the median submit time),
     in the form the start control takes, with the trace's span."""
     table, info = trace.table, trace.info
+    if info.snapshot:  # (no times: the window opens at 0 and only its length is chosen)
+        return WindowDefaults(True, 0.0, "0 h", "0 h", 0.0, snapshot=True)
     gpu = table["gpus"].to_numpy(dtype=float) > 0
     submit = table["submit"].to_numpy(dtype=float)[gpu]
     w0 = _window_start(ImportWindow(), info, submit)
@@ -154,7 +157,12 @@ def count_rows(summary: dict[str, Any]) -> pd.DataFrame:
         ("    pinned on their GPUs", b["pinned"]),
         ("    not pinned (wait at step 0)", b["not_pinned"]),
         ("GPUs rounded up to a power of two", b["rounded_up"]),
-        ("work estimated from the time limit", b["work_estimated"]),
+        (
+            "work: the whole window (a snapshot)"
+            if summary.get("snapshot")
+            else "work estimated from the time limit",
+            b["work_estimated"],
+        ),
         ("real-time jobs (become demand)", summary["realtime_jobs"]),
     ]
     dropped = summary["dropped"]

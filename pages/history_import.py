@@ -108,9 +108,13 @@ def _render_body() -> None:
         st.error(f"**The rules were not used.** {e}")
         return
     info = trace.info
+    span = (
+        "a packing snapshot (no times)"
+        if defaults.snapshot
+        else f"trace from {defaults.first} to {defaults.last}"
+    )
     st.markdown(
-        f"**{trace.name}**: {trace.label} · {info.rows:,} rows · trace from {defaults.first} "
-        f"to {defaults.last}"
+        f"**{trace.name}**: {trace.label} · {info.rows:,} rows · {span}"
         + (f" · the trace's cluster has {info.cluster_gpus:,} GPUs" if info.cluster_gpus else "")
     )
     window = _window_controls(trace, defaults, rules)
@@ -176,8 +180,18 @@ def _window_controls(trace: Trace, defaults: Any, rules: ImportRules | None) -> 
     suffix = hashlib.sha256(token.encode()).hexdigest()[:8]  # new file: controls start over
     c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
     with c1:
-        if defaults.relative:
-            start: str | float | None = st.number_input(
+        if defaults.snapshot:
+            start: str | float | None = None
+            st.text_input(
+                "Start",
+                value="the snapshot (no times)",
+                disabled=True,
+                key=f"hi_start_s_{suffix}",
+                help="A pod list without times is a packing snapshot: every GPU pod is present "
+                "at the start and holds its GPUs for the whole window.",
+            )
+        elif defaults.relative:
+            start = st.number_input(
                 "Start (hours from the trace start)",
                 min_value=0.0,
                 value=float(defaults.start),
@@ -325,11 +339,19 @@ def _show_preview(trace: Trace, result: Any) -> None:
             column_config={"jobs": st.column_config.NumberColumn("jobs", format="localized")},
         )
     with chart_col:
-        st.plotly_chart(
-            charts.history_demand_figure(chart_frame(result, trace), w["gpus"]),
-            key="hi_chart",
-            config={"displayModeBar": False},
-        )
+        if summary.get("snapshot"):  # (no time axis: nothing ran to chart)
+            st.info(
+                f"A snapshot has no time axis to chart: its {b['jobs']:,} GPU pods ask for "
+                f"{w['peak_gpus_in_use']:,.0f} GPUs at once (on power-of-two blocks), on a "
+                f"cluster of {w['gpus']:,} ({w['gpus_source']}). Set GPUs to the cluster to "
+                "pack it on, and load it to see how each planner packs it."
+            )
+        else:
+            st.plotly_chart(
+                charts.history_demand_figure(chart_frame(result, trace), w["gpus"]),
+                key="hi_chart",
+                config={"displayModeBar": False},
+            )
     if summary["realtime"]:
         st.dataframe(
             realtime_rows(summary).round({"GPU-hours": 1}),

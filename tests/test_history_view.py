@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from core import charts
@@ -222,8 +223,11 @@ def test_history_demand_figure_stacks_what_ran_under_the_cluster_size(sacct_trac
     ]
     for trace, column in zip(stacked, [*rt_ids, "as_run_batch_gpus"], strict=True):
         assert list(trace.y) == list(frame[column])
-    (cluster,) = [t for t in fig.data if t.stackgroup is None]
+    (cluster,) = [t for t in fig.data if t.name.startswith("cluster")]
     assert list(cluster.y) == [G, G]
+    # 1071 and 1080 waited to start: the line of what was served shows the shortfall
+    (served,) = [t for t in fig.data if t.name == "real-time served (as run)"]
+    assert list(served.y) == list(frame["as_run_realtime_gpus"])
     # the stack's top is the groups' demand; what really ran of it is no more, and less only
     # where a service waited to be scheduled (1071 and 1080, 5 minutes each)
     wanted, held = frame[rt_ids].sum(axis=1), frame["as_run_realtime_gpus"]
@@ -250,3 +254,20 @@ def test_as_run_bars_are_grey_and_last_and_leave_the_planners_alone(sacct_trace)
     assert util.y[2] == pytest.approx(result.as_run["utilization"] / fifo["utilization"] * 100)
     assert value.y[2] == pytest.approx(result.as_run["value"] / fifo["value"] * 100)
     assert util.text[2] == f"{result.as_run['utilization']:.1%}"
+
+
+def test_history_demand_figure_sums_the_smaller_of_many_services():
+    steps = 4
+    frame = pd.DataFrame({"step": range(steps)})
+    for k in range(10):  # services of 1..10 GPUs, every step
+        frame[f"rt-app_{k}"] = float(k + 1)
+    frame["as_run_batch_gpus"] = 0.0
+    frame["as_run_realtime_gpus"] = frame[[f"rt-app_{k}" for k in range(10)]].sum(axis=1)
+    fig = charts.history_demand_figure(frame, 64)
+    stacked = [t for t in fig.data if t.stackgroup == "held"]
+    names = [t.name.removeprefix("real-time demand: ") for t in stacked][:-1]
+    # the five largest one by one, the other five summed (1 + 2 + 3 + 4 + 5 = 15 GPUs)
+    assert names == ["rt-app_9", "rt-app_8", "rt-app_7", "rt-app_6", "rt-app_5", "5 other services"]
+    assert list(stacked[5].y) == [15.0] * steps
+    assert sum(t.y[0] for t in stacked) == 55.0  # every GPU wanted is still in the stack
+    assert not [t for t in fig.data if t.name == "real-time served (as run)"]  # all served

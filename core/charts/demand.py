@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -215,9 +216,15 @@ def demand_figure(scenario: Scenario) -> go.Figure:
     return fig
 
 
+SHOWN_GROUPS = 6  # real-time groups drawn one by one; past it the rest are summed
+
+
 def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
-    """A history window's GPUs in use per step, stacked: each real-time group's demand (what its
-    services held, time-weighted) under the batch GPUs really held, against the cluster size.
+    """A history window's GPUs per step, stacked: each real-time group's demand (what its
+    services wanted, creation to deletion, time-weighted) under the batch GPUs really held,
+    against the cluster size; a line shows the real-time GPUs really served where that is less
+    than the demand (pods never scheduled, or scheduled late). Past `SHOWN_GROUPS` groups the
+    largest are drawn and the rest summed, so the legend stays readable.
 
     `frame` is `core.formats.history.demand_frame` (optionally with an `hours` column for traces
     with relative times): one column per real-time job, `as_run_batch_gpus`, `as_run_realtime_gpus`.
@@ -233,6 +240,12 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
         for c in frame.columns
         if c not in ("step", "time", "hours", "as_run_batch_gpus", "as_run_realtime_gpus")
     ]
+    if len(groups) > SHOWN_GROUPS:
+        by_size = sorted(groups, key=lambda g: -float(frame[g].sum()))
+        kept, rest = by_size[: SHOWN_GROUPS - 1], by_size[SHOWN_GROUPS - 1 :]
+        others = f"{len(rest)} other services"
+        frame = frame.assign(**{others: frame[rest].sum(axis=1)})
+        groups = [*kept, others]
     fig = go.Figure()
     for k, group in enumerate(groups):
         fig.add_trace(
@@ -267,14 +280,28 @@ def history_demand_figure(frame: pd.DataFrame, gpus: int) -> go.Figure:
             hoverinfo="skip",
         )
     )
-    held = frame["as_run_batch_gpus"].to_numpy() + frame["as_run_realtime_gpus"].to_numpy()
+    served = frame["as_run_realtime_gpus"].to_numpy()
+    wanted = frame[groups].sum(axis=1).to_numpy() if groups else np.zeros(len(frame))
+    if (wanted - served > 1e-3).any():  # (what ran of it, where the cluster fell short)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=served,
+                name="real-time served (as run)",
+                mode="lines",
+                line={"shape": "hv", "width": 1.5, "color": "#212529", "dash": "dash"},
+                hovertemplate="%{x}: %{y:.1f} GPUs served<extra>as run</extra>",
+            )
+        )
+    held = frame["as_run_batch_gpus"].to_numpy() + wanted
     peak = float(held.max(initial=0.0))
     fig.update_layout(
-        height=340,
-        title="GPUs in use in the window, as run",
-        margin={"l": 50, "r": 10, "t": 50, "b": 10},
+        # (the legend under the time axis, a row per entry: the plot keeps its height)
+        height=340 + 22 * len(fig.data),
+        title="GPUs wanted (real-time) and held (batch) in the window",
+        margin={"l": 50, "r": 10, "t": 40, "b": 10},
         plot_bgcolor="white",
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0.4},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
         yaxis={"title": "GPUs", "gridcolor": "#eee", "range": [0, max(gpus, peak) * 1.08 + 0.5]},
         xaxis={"title": x_title, "gridcolor": "#eee"},
     )

@@ -118,3 +118,43 @@ def test_the_sacct_fixture_imports_and_shows_as_run(app_url, page):  # noqa: F81
     as_run = expected.as_run
     assert f"{as_run['completed_jobs']}/{as_run['batch_jobs']}" in card
     assert "Over what really ran" in card and "Allocator (fast)" in card
+
+
+SERVING = TRACES / "alibaba_v2025_dlrm_even_apps.csv"
+SNAPSHOT = TRACES / "openb_pod_list_multigpu20.csv"
+
+
+@pytest.mark.skipif(not SERVING.is_file(), reason=f"the real serving trace is not at {SERVING}")
+def test_the_serving_trace_previews_every_row_and_as_run_coverage(app_url, page):  # noqa: F811
+    expander = open_import(page, app_url, SERVING)
+    expected = import_history(SERVING)
+    s, a = expected.summary, expected.as_run
+    text = expander.inner_text()
+    assert "Serving instances (Alibaba 2025 trace)" in text
+    rows = s["rows"]
+    assert f"File rows: {rows['total']:,} = {rows['used']:,} used" in text
+    assert f"real-time coverage {a['rt_coverage']:.1%}" in text
+    cards = expander.get_by_test_id("stMetric")
+    assert cards.filter(has_text="Real-time groups").inner_text().endswith(str(len(s["realtime"])))
+    expander.locator(".js-plotly-plot").first.wait_for(timeout=30000)
+    screenshot(page, "history_serving_preview")
+    card = load_and_compare(page, "history_serving")
+    assert f"{a['rt_coverage']:.1%}" in card
+
+
+@pytest.mark.skipif(not SNAPSHOT.is_file(), reason=f"the real pod snapshot is not at {SNAPSHOT}")
+def test_a_pod_list_without_times_previews_as_a_snapshot_without_as_run(app_url, page):  # noqa: F811
+    expander = open_import(page, app_url, SNAPSHOT)
+    text = expander.inner_text()
+    assert "Read as a packing snapshot (the file has no times)" in text
+    assert "File rows: 8,324 = 7,236 used + 1,088 no GPUs" in text
+    screenshot(page, "history_snapshot_preview")
+    page.get_by_role("button", name="Load this window").click()
+    settle(page)
+    page.get_by_text("This window is the active workload").wait_for(timeout=30000)
+    go(page, "Plan & compare", "Plan & compare")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=120000)
+    settle(page)
+    no_exception(page)
+    assert page.locator(".st-key-plan_as_run").count() == 0  # nothing ran: no as-run card
+    screenshot(page, "history_snapshot_plan")
