@@ -14,8 +14,13 @@ chosen by hand per series.
 
 The weights are Bates and Granger's: the inverse of each member's mean squared error, one set
 per lead range (short leads favour the level, long ones the shape).
-The interval's half-width per lead range is the conformal quantile of the combination's own
-errors at those origins, floored by seasonal naive's period-over-period moves.
+The interval is split-conformal with normalised scores (Lei et al., "Distribution-free
+predictive inference for regression", 2018): each origin's errors are divided by the series'
+local scale there (its mean hour-to-hour change over the week before), the quantile of those
+per lead range times the local scale now is the half-width, floored by seasonal naive's
+period-over-period moves over the last two periods. So the interval narrows when the series
+calms down and widens when it gets rough, rather than carrying an old incident's errors.
+NAIVE_FLOOR was chosen on the development series only (the rule in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ SMOOTHING_HOURS = 1  # the smoothed seasonal naive averages each hour with this 
 # Lead-time ranges (hours, inclusive): one set of weights and one interval quantile each
 LEAD_RANGES = ((1, 24), (25, 72), (73, 168), (169, 10**9))
 MIN_RANGE_ERRORS = 12  # fewer errors than this in a range: the range before it is used
-NAIVE_FLOOR = 1.15  # the interval is at least this share of seasonal naive's own error quantile
+NAIVE_FLOOR = 1.05  # the interval is at least this share of seasonal naive's own error quantile
+FLOOR_PERIODS = 2  # ... over the last this many periods (each period's moves from the one before)
+SCALE_HOURS = WEEK  # the local scale: the mean hour-to-hour change over this many hours ...
+SCALE_SHARE = 0.1  # ... plus this share of the whole history's (an idle week is not certainty)
 CORRECTION_HOURS = 6  # the last hours whose error the forecast carries forward ...
 CORRECTION_DECAY = 0.9  # ... fading by this factor per hour ahead
 
@@ -115,10 +123,14 @@ def fit(y: np.ndarray, scored: np.ndarray, horizon: int, period: int, level: flo
     by_lead = _per_lead(weights, ranges, lead_cap)
     combined = np.einsum("ml,oml->ol", by_lead, past)
     residuals = np.abs(actual - combined)
+    scale = np.array([local_scale(y, int(o)) for o in starts]).reshape(-1, 1)
+    scores = residuals / scale  # normalised: comparable between calm and rough origins
     mean = np.einsum("ml,ml->l", _per_lead(weights, ranges, horizon), members(y, horizon, period))
     mean = mean + _correction(combined, actual, n - starts[-1] if len(starts) else 0, horizon)
-    half, calibrated = _half_width(residuals, ranges, horizon, level)
-    floor = _naive_floor(scored, y, period, max(horizon, lead_cap), level)
+    half, calibrated = _half_width(scores, ranges, horizon, level)
+    half = half * local_scale(y, n)
+    recent = FLOOR_PERIODS * period
+    floor = _naive_floor(scored[-recent:], y[-recent:], period, max(horizon, lead_cap), level)
     half = np.maximum(half, floor[:horizon])
     seen = np.isfinite(errors)
     member_mae = np.array(
@@ -136,7 +148,7 @@ def fit(y: np.ndarray, scored: np.ndarray, horizon: int, period: int, level: flo
         member_mae=member_mae,
         mae=float(residuals[finite].mean()) if finite.any() else math.nan,
         origins=len(starts),
-        coverage=_measured_coverage(residuals, ranges, lead_cap, level, floor),
+        coverage=_measured_coverage(scores, scale[:, 0], ranges, lead_cap, level, floor),
         calibrated=calibrated,
     )
 
@@ -240,26 +252,38 @@ def _naive_floor(
     return NAIVE_FLOOR * quantile * np.sqrt(np.minimum(leads, DAY) / DAY)
 
 
+def local_scale(y: np.ndarray, origin: int) -> float:
+    """How rough the series is just before `origin`: its mean hour-to-hour change over the
+    SCALE_HOURS before it, plus SCALE_SHARE of the whole history's (never zero)."""
+    whole = float(np.abs(np.diff(y)).mean()) if len(y) > 2 else 0.0
+    window = y[max(0, origin - SCALE_HOURS) : origin]
+    recent = float(np.abs(np.diff(window)).mean()) if len(window) > 2 else whole
+    return recent + SCALE_SHARE * whole + 1e-9 * max(1.0, float(np.abs(y).max(initial=0.0)))
+
+
 def _measured_coverage(
-    residuals: np.ndarray,
+    scores: np.ndarray,
+    scale: np.ndarray,
     ranges: list[tuple[int, int]],
     lead_cap: int,
     level: float,
     floor: np.ndarray,
 ) -> float:
     """The interval's coverage at each origin when calibrated on the other origins alone
-    (leave one origin out), pooled over every scored hour: what to expect of it next week."""
-    rows = residuals.shape[0]
+    (leave one origin out), pooled over every scored hour: what to expect of it next week.
+    `scores` are the origins' normalised errors, `scale` each origin's local scale."""
+    rows = scores.shape[0]
     if rows < 3:
         return math.nan
     inside = []
     for row in range(rows):
-        others = np.delete(residuals, row, axis=0)
+        others = np.delete(scores, row, axis=0)
         half, calibrated = _half_width(others, ranges, lead_cap, level)
         if not calibrated:
             return math.nan
-        half = np.maximum(half, floor[:lead_cap])
-        seen = np.isfinite(residuals[row])
-        inside.append(residuals[row][seen] <= half[seen])
+        half = np.maximum(half * scale[row], floor[:lead_cap])
+        residual = scores[row] * scale[row]
+        seen = np.isfinite(residual)
+        inside.append(residual[seen] <= half[seen])
     hours = np.concatenate(inside)
     return float(hours.mean()) if len(hours) else math.nan
