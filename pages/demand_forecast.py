@@ -40,11 +40,12 @@ def _sample_history(path: str, mtime: float) -> tuple[pd.Series, list[str]]:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _forecast(
     history: pd.Series, horizon: int, level: float
-) -> tuple[pd.DataFrame, str, list[str]]:
-    """Pure and keyed by its inputs (the series, horizon, level): the forecast, the model, and
-    the report's lines (anomalies repaired, members combined, trend, interval)."""
+) -> tuple[pd.DataFrame, str, list[str], str]:
+    """Pure and keyed by its inputs (the series, horizon, level): the forecast, the model, the
+    report's lines (anomalies repaired, members combined, trend, interval) and its headline
+    (which member won, the backtest against seasonal naive, the measured coverage)."""
     frame, report = forecast_series(history, horizon, level, report=True)
-    return frame, str(frame.attrs.get("model", "")), report.lines()
+    return frame, str(frame.attrs.get("model", "")), report.lines(), report.headline()
 
 
 # --- the history -------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ window = views.aligned_hours(history.index[-1], s)
 unit = views.traffic_unit(history.name)
 with st.spinner("Fitting the weekly profile ..."):
     try:
-        forecast, model, report_lines = _forecast(history, window.horizon, float(level))
+        forecast, model, report_lines, headline = _forecast(history, window.horizon, float(level))
     except ScenarioError as e:
         st.error(f"{history_name}: {views.without_name_prefix(history_name, str(e))}")
         st.stop()
@@ -146,6 +147,7 @@ st.caption(
     f"model: **{model}**; band: the central {level:.0%} interval (its upper "
     f"edge is the {quantile:.0%} quantile); shaded: the scenario's horizon. {window.note}"
 )
+st.markdown(f"**How well it forecasts this history**: {headline}.")
 with st.expander("How the forecast was made: repairs, anomalies, members, interval"):
     st.markdown("\n".join(f"- {line}" for line in report_lines) or "Nothing to report.")
 

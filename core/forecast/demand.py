@@ -111,6 +111,22 @@ class ForecastReport:
     cap: float | None = None
     warnings: tuple[str, ...] = ()
 
+    def headline(self) -> str:
+        """One sentence: which member won, its backtest against seasonal naive on this history,
+        and the interval's measured coverage (what the page shows above the details)."""
+        parts = [f"most weight on {self.winner}" if self.winner else f"model {self.model}"]
+        if math.isfinite(self.backtest_ratio):
+            parts.append(
+                f"at {self.calibration_origins} earlier origins of this history its error is "
+                f"{self.backtest_ratio:.2f}x seasonal naive's"
+            )
+        if math.isfinite(self.measured_coverage):
+            parts.append(
+                f"the {self.level:.0%} interval held {self.measured_coverage:.0%} of hours there "
+                "(each origin left out of its own calibration)"
+            )
+        return "; ".join(parts)
+
     def lines(self) -> list[str]:
         """One line each, for the command line and the page."""
         out = [f"model: {self.model}"]
@@ -151,8 +167,9 @@ def forecast_series(
 ) -> pd.DataFrame | tuple[pd.DataFrame, ForecastReport]:
     """Mean, central `level` interval and risk scale for the next `horizon` hours.
 
-    The mean weights three members (ensemble.py: seasonal naive, the last day's level, the last
-    week's daily profile; a day is the period below a week and two days of history) by their
+    The mean weights four members (ensemble.py: seasonal naive, the same smoothed, the last
+    day's level, the last week's daily profile; a day is the period below a week and two days
+    of history) by their
     errors at the history's own earlier origins, per lead range, after outages and spikes are
     repaired (on a series that is rarely idle). The interval is split-conformal from the same
     errors. `cap` bounds every output (mean, lower, upper) from above, as zero does from below.
@@ -232,8 +249,9 @@ def _report(
     if result.calibrated:
         interval = (
             f"split-conformal {level:.0%} from the combination's errors at {result.origins} "
-            f"earlier origins, by lead range, at least {NAIVE_FLOOR:g}x seasonal naive's "
-            "period-over-period moves"
+            "earlier origins, each over the series' roughness there and scaled to its "
+            f"roughness now, by lead range, at least {NAIVE_FLOOR:g}x seasonal naive's "
+            "period-over-period moves of the last two weeks"
         )
     else:
         interval = (

@@ -251,6 +251,14 @@ def test_every_page_opens_with_its_explanation_and_charts(app_url, page):
         assert page.get_by_test_id("stCaptionContainer").first.inner_text().strip()
         if url_path in CHART_PAGES:
             page.locator(".js-plotly-plot").first.wait_for(timeout=30000)  # drawn after the run
+        if url_path == "demand_forecast":  # which member won, its backtest, its coverage
+            said = (
+                page.get_by_test_id("stMarkdownContainer")
+                .filter(has_text="How well it forecasts this history")
+                .first.inner_text()
+            )
+            assert "most weight on" in said and "x seasonal naive's" in said
+            assert "interval held" in said
         screenshot(page, url_path or "workload")
 
 

@@ -648,6 +648,11 @@ def test_report_says_the_winner_the_backtest_and_the_measured_coverage(noisy_wee
     text = "\n".join(report.lines())
     assert "most weight: s" in text and "of the weight)" in text
     assert "against seasonal naive's" in text and "measured on this history" in text
+    # the page's one sentence carries the same three figures
+    headline = report.headline()
+    assert headline.startswith(f"most weight on {report.winner}")
+    assert f"{report.backtest_ratio:.2f}x seasonal naive's" in headline
+    assert f"held {report.measured_coverage:.0%} of hours" in headline
 
 
 @pytest.mark.slow
