@@ -729,6 +729,14 @@ def test_any_history_imports_and_plans_legally(rows, gpus):
     event(f"pinned {min(b['pinned'], 2)}, not pinned {min(b['not_pinned'], 1)}")
     assert b["jobs"] == len(scenario.batch_jobs)
     assert b["pinned"] == sum(j.running is not None for j in scenario.batch_jobs)
+    # every row used or skipped, once; what ran of the serving demand is never more than it
+    rows_seen = result.summary["rows"]
+    assert rows_seen["used"] + sum(rows_seen["skipped"].values()) == rows_seen["total"] == len(rows)
+    per_step = result.as_run["per_step"]
+    served, wanted = np.array(per_step["realtime_gpus"]), np.array(per_step["realtime_demand"])
+    assert (served <= wanted + 1e-9).all() and 0 <= result.as_run["rt_coverage"] <= 1
+    demand = sum((np.array(j.demand) for j in scenario.realtime_jobs), np.zeros(len(wanted)))
+    assert demand == pytest.approx(wanted, abs=1e-3)  # the planners' demand is as-run's
     for planner in ("fifo", "allocator"):
         assert check(scenario, solve(scenario, planner)) == []
     assert result.as_run["utilization"] >= 0
