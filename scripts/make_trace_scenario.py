@@ -40,13 +40,10 @@ NODES = 420
 SCALE = 6.0 / NODES  # GPUs per active node
 
 
-def main() -> None:
-    trace = pd.read_csv(TRACES / "philly_active_nodes_hourly.csv", parse_dates=["timestamp"])
-    nodes = trace.set_index("timestamp")["active_nodes"].asfreq("h").interpolate()
-    assert nodes.index[HISTORY_HOURS] == pd.Timestamp("2017-10-30 00:00")  # a Monday
-    gpus = (nodes * SCALE).round(2)
-    history = gpus.iloc[:HISTORY_HOURS].tolist()
-    actual = gpus.iloc[HISTORY_HOURS : HISTORY_HOURS + DAYS * 24].tolist()
+def rolling_workload(history: list[float], actual: list[float], serving_id: str) -> dict:
+    """The cluster, policy and jobs of a rolling scenario around a real serving series: the
+    serving job (`history` before step 0, `demand` revealed hour by hour) beside rolling-surge's
+    batch work and its second wave (scripts/rolling_real_demand.py builds its windows so too)."""
     held = min(max(math.ceil(history[-1]), 2), 8)
     base = json.loads(SOURCE.read_text(encoding="utf-8"))
     batch = [job for job in base["jobs"] if job["type"] != "realtime"]
@@ -61,7 +58,7 @@ def main() -> None:
         if "running" not in job
     ]
     serving = {
-        "id": "philly-serving",
+        "id": serving_id,
         "type": "realtime",
         "priority": 8,
         "gpus_min": 2,
@@ -72,6 +69,20 @@ def main() -> None:
         "demand": actual,
         "history": history,
     }
+    return {
+        "cluster": dict(base["cluster"]),
+        "policy": dict(base["policy"]),
+        "jobs": [serving, *batch, *second_wave],
+    }
+
+
+def main() -> None:
+    trace = pd.read_csv(TRACES / "philly_active_nodes_hourly.csv", parse_dates=["timestamp"])
+    nodes = trace.set_index("timestamp")["active_nodes"].asfreq("h").interpolate()
+    assert nodes.index[HISTORY_HOURS] == pd.Timestamp("2017-10-30 00:00")  # a Monday
+    gpus = (nodes * SCALE).round(2)
+    history = gpus.iloc[:HISTORY_HOURS].tolist()
+    actual = gpus.iloc[HISTORY_HOURS : HISTORY_HOURS + DAYS * 24].tolist()
     scenario = {
         "name": "rolling-philly",
         "description": (
@@ -79,9 +90,7 @@ def main() -> None:
             "Philly's active nodes scaled to GPUs, 27 days of history with a real outage; "
             "two waves of batch work."
         ),
-        "cluster": dict(base["cluster"]),
-        "policy": dict(base["policy"]),
-        "jobs": [serving, *batch, *second_wave],
+        **rolling_workload(history, actual, "philly-serving"),
     }
     OUT.write_text(json.dumps(scenario, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT}")

@@ -19,7 +19,6 @@ series the forecaster was not chosen on, forecast_backtest.HELD_OUT).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import runpy
 import sys
@@ -36,8 +35,8 @@ from core.formats.scenario_json import scenario_from_dict  # noqa: E402
 from core.rolling import simulate  # noqa: E402
 
 BACKTEST = runpy.run_path(str(ROOT / "scripts" / "forecast_backtest.py"))
-SOURCE = ROOT / "data" / "scenarios" / "rolling-surge.json"
-DAYS = 3
+TRACE_SCENARIO = runpy.run_path(str(ROOT / "scripts" / "make_trace_scenario.py"))
+DAYS = TRACE_SCENARIO["DAYS"]
 HISTORY = 3 * 168  # hours of history before each window
 PEAK_GPUS = 10.5  # the series' busiest hour, scaled
 
@@ -49,35 +48,9 @@ def scenario_for(series: pd.Series, start: int, name: str) -> dict:
     scale = PEAK_GPUS / max(float(span.max()), 1e-9)
     gpus = np.round(span * scale, 2)
     history, actual = gpus[:HISTORY].tolist(), gpus[HISTORY:].tolist()
-    held = min(max(math.ceil(history[-1]), 2), 8)
-    base = json.loads(SOURCE.read_text(encoding="utf-8"))
-    batch = [job for job in base["jobs"] if job["type"] != "realtime"]
-    second_wave = [
-        {
-            **job,
-            "id": f"{job['id']}-late",
-            "arrival_step": min(DAYS * 24 - 1, job["arrival_step"] + 6),
-            "priority": max(1, 10 - job["priority"]),
-        }
-        for job in batch
-        if "running" not in job
-    ]
-    serving = {
-        "id": "serving",
-        "type": "realtime",
-        "priority": 8,
-        "gpus_min": 2,
-        "gpus_max": 12,
-        "swap_cap": 2,
-        "previous_gpus": list(range(16 - held, 16)),
-        "demand": actual,
-        "history": history,
-    }
     return {
         "name": f"rolling-{name}",
-        "cluster": dict(base["cluster"]),
-        "policy": dict(base["policy"]),
-        "jobs": [serving, *batch, *second_wave],
+        **TRACE_SCENARIO["rolling_workload"](history, actual, "serving"),
     }
 
 
