@@ -6,6 +6,7 @@ runs); the tests only assert properties of the plans.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
@@ -25,6 +26,8 @@ from .model import (
     Scenario,
     ScenarioError,
 )
+from .nodes import GpuType, NodeGroup
+from .nodes import block_starts as nodes_block_starts
 from .plan import check, metrics, report
 from .planners import BASELINE, FAST, planner_spec, solve
 
@@ -284,6 +287,98 @@ def small_case(
         rt_coverage_target=slo,
     )
     return Scenario(f"small-{seed}", Cluster(G, 60, T), tuple(jobs), policy)
+
+
+def node_case(seed: int, realtime: int | None = None) -> Scenario:
+    """A small contended scenario on node groups (SPEC section 8) drawn from `seed`: 2-3 groups
+    of 1, 2, 4 or 8 GPUs a node (4-16 GPUs in all) and 2-3 GPU types of speeds 0.3-1 and
+    memories 16-80 GB; 4-8 batch jobs, some allowed only some types, needing memory, with
+    their own speed on a type, or held to one node, one of them maybe running; 0-2 real-time
+    jobs, some on some types only. The heterogeneous cases of scripts/allocator_gap.py and of
+    the Hypothesis properties."""
+    rng = random.Random(seed)
+    n_types = rng.choice([2, 2, 3])
+    names = ["fast", "mid", "slow"][:n_types]
+    speeds = {"fast": 1.0, "mid": rng.choice([0.5, 0.6, 0.75]), "slow": rng.choice([0.3, 0.4])}
+    memory = {"fast": 80, "mid": rng.choice([40, 48]), "slow": rng.choice([16, 24])}
+    types = tuple(
+        GpuType(n, speeds[n], memory[n], {"fast": 3.0, "mid": 1.5, "slow": 0.8}[n]) for n in names
+    )
+    while True:
+        n_groups = rng.choice([2, 2, 3])
+        groups = []
+        for k in range(n_groups):
+            per_node = rng.choice([1, 2, 4, 4, 8])
+            groups.append(NodeGroup(f"g{k}", rng.choice(names), per_node, rng.choice([1, 1, 2])))
+        total = sum(g.gpus for g in groups)
+        if 4 <= total <= 16:
+            break
+    cluster = Cluster(total, 60, rng.choice([8, 12, 16]), gpu_types=types, nodes=tuple(groups))
+    T = cluster.horizon_steps
+    jobs: list = []
+    n_jobs = rng.randint(4, 8)
+    n_realtime = rng.choice([0, 1, 1, 2]) if realtime is None else realtime
+    for k in range(n_jobs):
+        low = rng.choice([g for g in (1, 1, 2, 4) if g <= total])
+        high = rng.choice([g for g in (1, 2, 4, 8) if low <= g <= total])
+        extra: dict = {}
+        roll = rng.random()
+        if roll < 0.25:
+            extra["gpu_types"] = tuple(rng.sample(names, rng.randint(1, n_types)))
+        elif roll < 0.4:
+            extra["min_gpu_memory_gb"] = rng.choice([20, 32, 44])
+        if rng.random() < 0.25:
+            extra["speed"] = ((rng.choice(names), rng.choice([0.5, 0.8, 1.2])),)
+        if rng.random() < 0.25:
+            extra["multi_node"] = False
+        job = BatchJob(
+            f"b{k}",
+            rng.choice(BATCH_TYPES),
+            rng.choice([1, 2, 3, 4, 5, 8]),
+            low,
+            high,
+            gpu_hours=float(rng.choice([2, 4, 6, 8, 12, 16, 24])),
+            arrival_step=rng.randint(0, T // 2),
+            **extra,
+        )
+        if _node_holds(cluster, job):
+            jobs.append(job)
+    for r in range(n_realtime):
+        extra = {}
+        if rng.random() < 0.5:
+            extra["gpu_types"] = tuple(rng.sample(names, rng.randint(1, n_types)))
+        gpus_max = rng.randint(1, 4)
+        level, phase = rng.uniform(0.5, gpus_max), rng.random() * 2 * math.pi
+        demand = tuple(
+            min(
+                float(gpus_max),
+                round(max(0.0, level * (1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1),
+            )
+            for t in range(T)
+        )
+        job = RealtimeJob(
+            f"rt{r}", rng.choice([2, 4, 8]), 0, gpus_max, rng.randint(1, 3), demand, **extra
+        )
+        jobs.append(job)
+    if jobs and rng.random() < 0.4:  # one batch job already running, on a legal block
+        k = rng.randrange(len(jobs))
+        job = jobs[k]
+        if isinstance(job, BatchJob):
+            g = job.gpus_min
+            starts = nodes_block_starts(cluster, job, g)
+            if starts:
+                first = (starts & -starts).bit_length() - 1
+                jobs[k] = dataclasses.replace(
+                    job, running=Running(first, g, rng.randint(1, T // 2))
+                )
+    rng.shuffle(jobs)
+    policy = Policy(penalty_weight=rng.choice([5, 8, 10]), decay=rng.choice([0.97, 0.9, 1.0]))
+    return Scenario(f"nodes-{seed}", cluster, tuple(jobs), policy)
+
+
+def _node_holds(cluster: Cluster, job: BatchJob) -> bool:
+    """Whether some allowed group holds the job at gpus_min (the scenario refuses it else)."""
+    return bool(nodes_block_starts(cluster, job, job.gpus_min))
 
 
 def run_generated(

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
+from . import nodes
+from .nodes import GpuType, NodeGroup
+
 # Limits checked before anything proportional to the grid is allocated (SPEC section 3).
 MAX_GPUS = 65_536
 MAX_STEPS = 10_080
@@ -122,6 +125,10 @@ class Cluster:
     step_minutes: int = 60
     horizon_steps: int = 24
     start: datetime | None = None
+    # SPEC section 8 (`core.nodes`): the GPU types and the groups of nodes; both empty for a
+    # cluster of identical GPUs.
+    gpu_types: tuple[GpuType, ...] = ()
+    nodes: tuple[NodeGroup, ...] = ()
 
     def __post_init__(self) -> None:
         _check_number("cluster", "gpus", self.gpus, integer=True, minimum=1)
@@ -145,6 +152,17 @@ class Cluster:
         object.__setattr__(self, "horizon_steps", int(self.horizon_steps))
         if self.start is not None:
             _check_start(self.start, self.step_minutes)
+        object.__setattr__(self, "gpu_types", tuple(self.gpu_types))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        _check_nodes(self)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether the cluster describes nodes (section 8) rather than one pool of GPUs."""
+        return bool(self.nodes)
+
+    def gpu_type(self, name: str) -> GpuType | None:
+        return next((t for t in self.gpu_types if t.name == name), None)
 
     @property
     def step_hours(self) -> float:
@@ -153,6 +171,57 @@ class Cluster:
     @property
     def cells(self) -> int:
         return self.gpus * self.horizon_steps
+
+
+def _check_nodes(c: Cluster) -> None:
+    """Section 8's rules on the types and groups: names, speeds, and GPUs that add up."""
+    if not c.nodes:
+        if c.gpu_types:
+            raise ScenarioError("cluster: gpu_types is given without nodes (nodes name the types)")
+        return
+    names: set[str] = set()
+    for k, t in enumerate(c.gpu_types):
+        if not isinstance(t, GpuType):
+            raise ScenarioError(f"cluster: gpu_types[{k}] must be a GPU type")
+        owner = f"cluster: gpu type {shown(str(t.name))[:40]!r}"
+        if not isinstance(t.name, str) or not t.name.strip() or _text_problem(t.name):
+            raise ScenarioError(f"cluster: gpu type name {_short(t.name)} must be a non-empty name")
+        if t.name in names:
+            raise ScenarioError(f"{owner}: is listed twice")
+        names.add(t.name)
+        _check_number(owner, "speed", t.speed, strictly_positive=True)
+        for name in ("memory_gb", "cost_per_gpu_hour"):
+            if getattr(t, name) is not None:
+                _check_number(owner, name, getattr(t, name), minimum=0)
+    groups: set[str] = set()
+    total = 0
+    for k, n in enumerate(c.nodes):
+        if not isinstance(n, NodeGroup):
+            raise ScenarioError(f"cluster: nodes[{k}] must be a node group")
+        if not isinstance(n.group, str) or not n.group.strip() or _text_problem(n.group):
+            raise ScenarioError(f"cluster: nodes[{k}]: group {_short(n.group)} must be a name")
+        owner = f"cluster: group {n.group!r}"
+        if n.group in groups:
+            raise ScenarioError(f"{owner}: is listed twice")
+        groups.add(n.group)
+        if n.gpu_type not in names:
+            known = ", ".join(sorted(names)) or "none"
+            raise ScenarioError(
+                f"{owner}: gpu_type {_short(n.gpu_type)} is not in gpu_types (known: {known})"
+            )
+        _check_number(owner, "gpus_per_node", n.gpus_per_node, integer=True, minimum=1)
+        _check_number(owner, "count", n.count, integer=True, minimum=0)
+        total += int(n.gpus_per_node) * int(n.count)
+    if total != c.gpus:
+        raise ScenarioError(
+            f"cluster: gpus is {c.gpus} but the nodes hold {total} "
+            f"({' + '.join(f'{n.count} x {n.gpus_per_node} in {n.group}' for n in c.nodes)})"
+        )
+    object.__setattr__(
+        c,
+        "nodes",
+        tuple(NodeGroup(n.group, n.gpu_type, int(n.gpus_per_node), int(n.count)) for n in c.nodes),
+    )
 
 
 def _check_start(start: object, step_minutes: int) -> None:
@@ -234,11 +303,19 @@ class BatchJob:
     gpu_hours_actual: float | None = None  # true work, known only to the rolling simulation
     team: str | None = None
     deadline_step: int | None = None  # the step by which the job should have completed
+    # SPEC section 8: the GPU types it may use (None: all), the memory it needs, its own speed
+    # per type ((type, factor) pairs), and whether its block may span nodes.
+    gpu_types: tuple[str, ...] | None = None
+    min_gpu_memory_gb: float | None = None
+    speed: tuple[tuple[str, float], ...] | None = None
+    multi_node: bool = True
 
     def __post_init__(self) -> None:
         _check_id(self.id)
         owner = f"job '{self.id}'"
         _check_team(owner, self.team)
+        _check_type_fields(self, owner)
+        _check_speed_fields(self, owner)
         if self.deadline_step is not None:
             _check_number(owner, "deadline_step", self.deadline_step, integer=True, minimum=0)
             object.__setattr__(self, "deadline_step", int(self.deadline_step))
@@ -273,11 +350,6 @@ class BatchJob:
             object.__setattr__(self, "running", r)  # integral floats (2.0) as ints
             if not is_power_of_two(r.gpus):
                 raise ScenarioError(f"{owner}: running.gpus {r.gpus} is not a power of two")
-            if r.gpu_start % r.gpus:
-                raise ScenarioError(
-                    f"{owner}: running.gpu_start {r.gpu_start} is not aligned to its block of "
-                    f"{r.gpus} (gpu_start must be a multiple of gpus)"
-                )
         object.__setattr__(self, "gpus_min", int(self.gpus_min))
         object.__setattr__(self, "gpus_max", int(self.gpus_max))
         object.__setattr__(self, "arrival_step", int(self.arrival_step))
@@ -307,11 +379,14 @@ class RealtimeJob:
     history: tuple[float, ...] | None = None  # hourly values before step 0, seeds forecasts
     type: JobType = field(default=REALTIME_TYPE)
     team: str | None = None
+    gpu_types: tuple[str, ...] | None = None  # SPEC section 8, as for batch jobs
+    min_gpu_memory_gb: float | None = None
 
     def __post_init__(self) -> None:
         _check_id(self.id)
         owner = f"job '{self.id}'"
         _check_team(owner, self.team)
+        _check_type_fields(self, owner)
         if self.type != REALTIME_TYPE:
             raise ScenarioError(f"{owner}: type {self.type!r} is not 'realtime'")
         _check_number(owner, "priority", self.priority, strictly_positive=True)
@@ -363,6 +438,45 @@ def _check_id(job_id: object) -> None:
     problem = _text_problem(job_id)
     if problem:
         raise ScenarioError(f"job id {shown(job_id[:40])!r}: {problem}")
+
+
+def _check_type_fields(job: BatchJob | RealtimeJob, owner: str) -> None:
+    """gpu_types (distinct names) and min_gpu_memory_gb; whether the names exist is the
+    scenario's check, which knows the cluster."""
+    if job.gpu_types is not None:
+        names = job.gpu_types
+        if isinstance(names, str) or not isinstance(names, Sequence):
+            raise ScenarioError(f"{owner}: gpu_types must be a list of GPU type names")
+        if not names:
+            raise ScenarioError(f"{owner}: gpu_types is empty (leave it out to allow every type)")
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ScenarioError(f"{owner}: gpu_types holds {_short(name)}, not a type name")
+        if len(set(names)) != len(names):
+            raise ScenarioError(f"{owner}: gpu_types lists a type twice")
+        object.__setattr__(job, "gpu_types", tuple(names))
+    if job.min_gpu_memory_gb is not None:
+        _check_number(owner, "min_gpu_memory_gb", job.min_gpu_memory_gb, minimum=0)
+
+
+def _check_speed_fields(job: BatchJob, owner: str) -> None:
+    """A batch job's own speed per type (stored as (name, factor) pairs) and multi_node."""
+    if job.speed is not None:
+        pairs = job.speed.items() if isinstance(job.speed, dict) else job.speed
+        checked = []
+        for pair in pairs:
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ScenarioError(f"{owner}: speed must map GPU type names to factors")
+            name, factor = pair
+            if not isinstance(name, str):
+                raise ScenarioError(f"{owner}: speed keys must be GPU type names")
+            _check_number(owner, f"speed[{name!r}]", factor, strictly_positive=True)
+            checked.append((name, float(factor)))
+        object.__setattr__(job, "speed", tuple(checked))
+    if not isinstance(job.multi_node, bool):
+        raise ScenarioError(
+            f"{owner}: multi_node must be true or false, got {_short(job.multi_node)}"
+        )
 
 
 def _check_team(owner: str, team: object) -> None:
@@ -445,6 +559,19 @@ class Scenario:
     def duration(self, job: BatchJob, gpus: int) -> int:
         return duration_steps(job, gpus, self.cluster.step_minutes)
 
+    def duration_at(self, job: BatchJob, gpus: int, gpu_start: int) -> int:
+        """Steps on the block of `gpus` from GPU gpu_start: at its group's speed (section 8)."""
+        if not self.cluster.nodes:
+            return duration_steps(job, gpus, self.cluster.step_minutes)
+        speed = nodes.placement_speed(self, job, gpu_start)
+        return nodes.duration_on(job, gpus, self.cluster.step_minutes, speed)
+
+    def speed_at(self, job: BatchJob, gpu_start: int) -> float:
+        """The job's work per GPU-hour on the group of GPU gpu_start (1 without nodes)."""
+        if not self.cluster.nodes:
+            return 1.0
+        return nodes.placement_speed(self, job, gpu_start)
+
     def replace(self, **changes: object) -> Scenario:
         """A copy with some fields changed, validated again."""
         from dataclasses import replace
@@ -476,6 +603,10 @@ def _job_in_cluster_problems(s: Scenario, job: Job):
     """One job against the cluster: sizes, demand length, work the horizon can hold."""
     G, T = s.cluster.gpus, s.cluster.horizon_steps
     owner = f"job '{job.id}'"
+    problem = _type_problem(s.cluster, job, owner)
+    if problem:
+        yield problem
+        return
     if job.gpus_max > G:
         yield f"{owner}: gpus_max {job.gpus_max} is larger than the cluster's {G} GPUs"
     if isinstance(job, RealtimeJob):
@@ -502,6 +633,71 @@ def _job_in_cluster_problems(s: Scenario, job: Job):
                 f"{owner}: running block [{r.gpu_start}, {r.gpu_start + r.gpus}) lies "
                 f"outside the cluster's {G} GPUs"
             )
+        elif s.cluster.nodes:
+            problem = nodes.block_problem(s.cluster, job, r.gpu_start, r.gpus)
+            if problem:
+                yield f"{owner}: running {problem}"
+        elif r.gpu_start % r.gpus:
+            yield (
+                f"{owner}: running.gpu_start {r.gpu_start} is not aligned to its block of "
+                f"{r.gpus} (gpu_start must be a multiple of gpus)"
+            )
+
+
+def _type_problem(c: Cluster, job: Job, owner: str) -> str | None:
+    """Section 8 on one job: its type names exist, and some allowed group can hold it."""
+    known = nodes.type_names(c)
+    named = [("gpu_types", n) for n in job.gpu_types or ()]
+    if isinstance(job, BatchJob):
+        named += [("speed", n) for n, _ in job.speed or ()]
+    for what, name in named:
+        if name not in known:
+            return (
+                f"{owner}: {what} names {name!r}, which is not a GPU type of the cluster "
+                f"(known: {', '.join(known)})"
+            )
+    plain = job.gpu_types is None and job.min_gpu_memory_gb is None
+    if plain and (isinstance(job, RealtimeJob) or job.multi_node or not c.nodes):
+        return None
+    allowed = nodes.allowed_groups(c, job)
+    if not allowed:
+        why = []
+        if job.gpu_types is not None:
+            why.append(f"gpu_types {', '.join(job.gpu_types)}")
+        if job.min_gpu_memory_gb is not None:
+            why.append(f"min_gpu_memory_gb {job.min_gpu_memory_gb:g}")
+        return f"{owner}: no GPU of the cluster is allowed by its {' and '.join(why)}"
+    if isinstance(job, RealtimeJob):
+        room = sum(g.gpus for g in allowed)
+        if room < job.gpus_min:
+            return (
+                f"{owner}: gpus_min {job.gpus_min} is more than the {room} GPUs of its "
+                f"allowed types"
+            )
+        return None
+    g = job.running.gpus if job.running is not None else job.gpus_min
+    if not nodes.block_starts(c, job, g, allowed):
+        where = ", ".join(f"{x.name} ({x.gpus_per_node} a node x {x.count})" for x in allowed)
+        return f"{owner}: gpus_min {g} fits no allowed group as one block: {where}" + (
+            "; multi_node is false" if not job.multi_node else ""
+        )
+    return None
+
+
+def _typed_room_problems(s: Scenario, holder: dict[int, str]):
+    """Each service's gpus_min fits in the GPUs of its allowed types left free at step 0."""
+    busy = 0
+    for g in holder:
+        busy |= 1 << g
+    for job in s.realtime_jobs:
+        held = len(job.previous_gpus) if job.previous_gpus is not None else 0
+        room = (nodes.allowed_gpus(s.cluster, job) & ~busy).bit_count()
+        if job.gpus_min - held > room:
+            yield (
+                f"job '{job.id}': gpus_min {job.gpus_min} needs {job.gpus_min - held} more "
+                f"GPUs of its allowed types at step 0 than the {room} left free by running "
+                f"jobs and previous_gpus"
+            )
 
 
 def _pinned_problems(s: Scenario):
@@ -513,6 +709,14 @@ def _pinned_problems(s: Scenario):
             gpus = range(job.running.gpu_start, job.running.gpu_start + job.running.gpus)
         elif isinstance(job, RealtimeJob) and job.previous_gpus:
             gpus = job.previous_gpus
+            if s.cluster.nodes:
+                allowed = nodes.allowed_gpus(s.cluster, job)
+                outside = [g for g in gpus if g < G and not allowed >> g & 1]
+                if outside:
+                    yield (
+                        f"job '{job.id}': previous_gpus lists GPU {outside[0]}, of a type the "
+                        f"job may not use"
+                    )
         else:
             continue
         for g in gpus:
@@ -537,6 +741,8 @@ def _pinned_problems(s: Scenario):
                     f"{job.swap_cap} it cannot reach gpus_min {job.gpus_min} at step 0"
                 )
         needed += max(0, job.gpus_min - held)
+    if s.cluster.nodes:
+        yield from _typed_room_problems(s, holder)
     if needed > free_at_start:
         yield (
             f"scenario: real-time gpus_min needs {needed} more GPUs at step 0 than the "

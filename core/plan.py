@@ -8,11 +8,20 @@ grid alone, so all planners are measured on the same definitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import numpy as np
 
 from .model import BatchJob, Policy, RealtimeJob, Scenario, is_power_of_two
+from .nodes import (
+    allowed_gpus,
+    block_problem,
+    group_of_gpu,
+    group_starts,
+    groups_of,
+    type_allowed,
+    type_names,
+)
 
 IDLE = -1
 
@@ -180,6 +189,21 @@ def check(scenario: Scenario, plan: Plan) -> list[Violation]:
 
 def _check_realtime(scenario: Scenario, grid: np.ndarray, j: int, job: RealtimeJob):
     held = grid == j  # (G, T)
+    if scenario.cluster.nodes:
+        allowed = allowed_gpus(scenario.cluster, job)
+        rows = np.array([allowed >> g & 1 for g in range(grid.shape[0])], dtype=bool)
+        wrong = held & ~rows[:, None]
+        if wrong.any():
+            g, t = (int(x[0]) for x in np.nonzero(wrong))
+            group = group_of_gpu(scenario.cluster, g)
+            yield Violation(
+                3,
+                job.id,
+                g,
+                t,
+                f"holds a GPU of type '{group.gpu_type.name}' (group '{group.name}'), "
+                f"which the job may not use",
+            )
     counts = held.sum(axis=0)
     for t in np.nonzero((counts < job.gpus_min) | (counts > job.gpus_max))[0]:
         yield Violation(
@@ -207,6 +231,21 @@ def _check_realtime(scenario: Scenario, grid: np.ndarray, j: int, job: RealtimeJ
         )
 
 
+def _shape_problem(
+    scenario: Scenario, job: BatchJob, low: int, high: int, count: int
+) -> str | None:
+    if high - low + 1 != count:
+        return f"GPUs {low}..{high} are not one contiguous block"
+    if not is_power_of_two(count) or (low % count and not scenario.cluster.nodes):
+        return (
+            f"block [{low}, {high + 1}) of {count} GPUs is not a power-of-two block aligned to "
+            f"its size"
+        )
+    if scenario.cluster.nodes:
+        return block_problem(scenario.cluster, job, low, count)
+    return None
+
+
 def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.ndarray):
     if len(steps) == 0:
         if job.running is not None:
@@ -225,26 +264,12 @@ def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.
     start = int(held_steps[0])
     b, n = int(lows[0]), int(per_step[0])
 
-    # 3: at each step the job's GPUs form one contiguous, aligned, power-of-two block.
+    # 3: at each step the job's GPUs form one contiguous, aligned, power-of-two block (on a
+    # cluster with nodes: a legal block of an allowed group, section 8).
     for t, low, high, count in zip(held_steps, lows, highs, per_step, strict=True):
-        if high - low + 1 != count:
-            yield Violation(
-                3,
-                job.id,
-                int(low),
-                int(t),
-                f"GPUs {int(low)}..{int(high)} are not one contiguous block",
-            )
-            return
-        if not is_power_of_two(int(count)) or low % count:
-            yield Violation(
-                3,
-                job.id,
-                int(low),
-                int(t),
-                f"block [{int(low)}, {int(high) + 1}) of {int(count)} GPUs is not a "
-                f"power-of-two block aligned to its size",
-            )
+        problem = _shape_problem(scenario, job, int(low), int(high), int(count))
+        if problem:
+            yield Violation(3, job.id, int(low), int(t), problem)
             return
     # 2: the block size is allowed (running work: exactly the inherited block).
     if job.running is not None:
@@ -288,7 +313,7 @@ def _check_batch(scenario: Scenario, job: BatchJob, gpus: np.ndarray, steps: np.
             start,
             f"starts at step {start}, before its arrival_step {job.arrival_step}",
         )
-    expected = min(scenario.duration(job, n), T - start)
+    expected = min(scenario.duration_at(job, n, b), T - start)
     held = int(held_steps[-1]) - start + 1
     if held != expected:
         yield Violation(
@@ -333,6 +358,8 @@ class Metrics(TypedDict):
     cost_per_value: float | None
     team_fairness: float | None
     late_jobs: int | None
+    # SPEC section 8, on a cluster with nodes only: per GPU type (`by_gpu_type`).
+    by_gpu_type: NotRequired[dict[str, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -389,7 +416,7 @@ def job_outcomes(
         p = placements.get(job.id)
         finish = None
         if p is not None:
-            end = p.start_step + scenario.duration(job, p.gpus)
+            end = p.start_step + scenario.duration_at(job, p.gpus, p.gpu_start)
             finish = end if end <= T else None
         out.append(JobOutcome(job, p, finish is not None, finish, float(held[j]) * hours))
     return out
@@ -443,7 +470,8 @@ def team_outcomes(
         o = outcomes[job.id]
         row["batch"] += 1
         row["gpu_hours"] += o.delivered_gpu_hours
-        row["value"] += job.priority * o.delivered_gpu_hours
+        speed = scenario.speed_at(job, o.placement.gpu_start) if o.placement else 1.0
+        row["value"] += job.priority * speed * o.delivered_gpu_hours
         row["completed"] += int(o.completed)
         if o.wait_steps is not None:
             row["waits"].append(o.wait_steps * hours)
@@ -486,6 +514,8 @@ def fragmented_cells(
     G, T = plan.grid.shape
     idle = plan.grid == IDLE
     placements = batch_placements(scenario, plan) if placements is None else placements
+    if scenario.cluster.nodes:
+        return _fragmented_on_nodes(scenario, idle, placements)
     smallest = np.full(T, G + 1, dtype=np.int64)
     steps = np.arange(T)
     for job in scenario.batch_jobs:
@@ -504,6 +534,82 @@ def fragmented_cells(
         blocks = free_blocks(part, g)  # (blocks, steps)
         in_block[: len(blocks) * g] = np.repeat(blocks, g, axis=0)
         out[at] = (part & ~in_block).sum(axis=0)
+    return out
+
+
+def _fragmented_on_nodes(
+    scenario: Scenario, idle: np.ndarray, placements: dict[str, Placement]
+) -> np.ndarray:
+    """Section 8's fragmentation, per group: g* is the smallest gpus_min among the waiting jobs
+    that may use the group's type, and the group's idle GPUs count where they lie in no fully
+    idle legal block of g* (whole nodes when g* is larger than a node)."""
+    G, T = idle.shape
+    steps = np.arange(T)
+    out = np.zeros(T, dtype=np.int64)
+    waiting = []
+    for job in scenario.batch_jobs:
+        if job.running is not None:
+            continue
+        p = placements.get(job.id)
+        started = p.start_step if p is not None else T
+        waiting.append((job, (steps >= job.arrival_step) & (steps < started)))
+    for group in groups_of(scenario.cluster):
+        if group.gpus == 0:
+            continue
+        smallest = np.full(T, G + 1, dtype=np.int64)
+        for job, at in waiting:
+            if type_allowed(job, group.gpu_type):
+                smallest[at] = np.minimum(smallest[at], job.gpus_min)
+        part_all = idle[group.offset : group.end]
+        for g in np.unique(smallest[smallest <= G]):
+            g = int(g)
+            at = np.nonzero(smallest == g)[0]
+            part = part_all[:, at]
+            in_block = np.zeros_like(part)
+            starts = group_starts(group, g) >> group.offset
+            while starts:
+                b = (starts & -starts).bit_length() - 1
+                starts &= starts - 1
+                whole = part[b : b + g].all(axis=0)
+                in_block[b : b + g] |= whole[None, :]
+            out[at] += (part & ~in_block).sum(axis=0)
+    return out
+
+
+def by_gpu_type(scenario: Scenario, plan: Plan, counts: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Section 8's per-type metrics: GPUs, utilization (batch cells plus real-time cells that
+    serve demand), allocated fraction, idle GPU-hours and cost (the type's price, else the
+    policy's; None when neither is set)."""
+    c = scenario.cluster
+    T, hours = c.horizon_steps, c.step_hours
+    grid = plan.grid
+    rt_index = {scenario.job_index(j.id): j for j in scenario.realtime_jobs}
+    # Each real-time job's served share of what it holds, per step.
+    share = np.ones((len(scenario.jobs) + 1, T))
+    for j, job in rt_index.items():
+        held = counts[j].astype(float)
+        demand = np.asarray(job.demand, dtype=float)
+        share[j] = np.where(held > 0, np.minimum(held, demand) / np.maximum(held, 1), 0.0)
+    held_cell = grid != IDLE
+    served_cell = np.where(held_cell, share[grid, np.arange(T)[None, :]], 0.0)
+    out: dict[str, dict[str, Any]] = {}
+    for name in type_names(c):
+        rows = [g for g in groups_of(c) if g.gpu_type.name == name]
+        gpus = sum(g.gpus for g in rows)
+        cells = gpus * T
+        held = sum(int(held_cell[g.offset : g.end].sum()) for g in rows)
+        served = sum(float(served_cell[g.offset : g.end].sum()) for g in rows)
+        gtype = rows[0].gpu_type if rows else c.gpu_type(name)
+        price = gtype.cost_per_gpu_hour if gtype is not None else None
+        if price is None:
+            price = scenario.policy.gpu_hour_cost
+        out[name] = {
+            "gpus": gpus,
+            "utilization": served / cells if cells else 0.0,
+            "allocated_fraction": held / cells if cells else 0.0,
+            "idle_gpu_hours": (cells - held) * hours,
+            "cost": cells * hours * price if price is not None else None,
+        }
     return out
 
 
@@ -540,7 +646,7 @@ def plan_rank(scenario: Scenario, plan: Plan) -> tuple[bool, float, float]:
     """Where a plan ranks under the coverage rule every planner follows: (coverage target met
     or none set, coverage where it is missed, objective); higher is better. `ranks_above`
     compares two."""
-    v = plan_value(scenario, holdings(scenario, plan))
+    v = plan_value(scenario, holdings(scenario, plan), job_speeds(scenario, plan))
     met = v.slo_met(scenario.policy) is not False
     return met, 0.0 if met else v.coverage, v.objective
 
@@ -553,12 +659,31 @@ def ranks_above(key: tuple[bool, float, float], than: tuple[bool, float, float])
     return key[2] > than[2] + 1e-9 * max(1.0, abs(than[2]))
 
 
-def plan_value(scenario: Scenario, counts: np.ndarray) -> Value:
-    """`Value` of the holdings `counts` (jobs x steps, as `holdings` gives them)."""
+def job_speeds(
+    scenario: Scenario, plan: Plan, placements: dict[str, Placement] | None = None
+) -> np.ndarray | None:
+    """Per job, its speed on the group it holds (section 8: a batch cell earns priority x
+    speed); None on a cluster without nodes, where every speed is 1."""
+    if not scenario.cluster.nodes:
+        return None
+    placements = batch_placements(scenario, plan) if placements is None else placements
+    out = np.ones(len(scenario.jobs), dtype=float)
+    for j, job in enumerate(scenario.jobs):
+        p = placements.get(job.id)
+        if p is not None and isinstance(job, BatchJob):
+            out[j] = scenario.speed_at(job, p.gpu_start)
+    return out
+
+
+def plan_value(scenario: Scenario, counts: np.ndarray, speeds: np.ndarray | None = None) -> Value:
+    """`Value` of the holdings `counts` (jobs x steps, as `holdings` gives them); `speeds`
+    per job (`job_speeds`) on a cluster with nodes."""
     policy = scenario.policy
     held = counts.astype(float)
     is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
     priority = np.array([j.priority for j in scenario.jobs], dtype=float)
+    if speeds is not None:
+        priority = priority * np.where(is_batch, speeds, 1.0)
     discount = policy.decay ** np.arange(scenario.cluster.horizon_steps, dtype=float)
 
     batch_held = held[is_batch]
@@ -599,10 +724,13 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
     counts = holdings(scenario, plan)
     is_batch = np.array([isinstance(j, BatchJob) for j in scenario.jobs], dtype=bool)
     priority = np.array([j.priority for j in scenario.jobs], dtype=float)
-    v = plan_value(scenario, counts)
+    placements = batch_placements(scenario, plan)
+    speeds = job_speeds(scenario, plan, placements)
+    if speeds is not None:
+        priority = priority * speeds
+    v = plan_value(scenario, counts, speeds)
     batch_cells, served_total = v.batch_cells, v.served
 
-    placements = batch_placements(scenario, plan)
     outcomes = job_outcomes(scenario, plan, placements, counts)
     completed = sum(o.completed for o in outcomes)
     started = sum(o.started for o in outcomes)
@@ -614,9 +742,16 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
     idle_hours = float((plan.grid == IDLE).sum()) * hours
     price = policy.gpu_hour_cost
     cost = cells * hours * price if price is not None else None
+    types = by_gpu_type(scenario, plan, counts) if c.nodes else None
+    if types is not None:
+        # a type's price overrides the policy's for its GPUs; the cost is known when every
+        # GPU has one, and its idle cost is priced per type
+        costs = [t["cost"] for t in types.values() if t["gpus"]]
+        cost = sum(costs) if all(x is not None for x in costs) else None
+        price = cost / (cells * hours) if cost is not None else None
     teams = team_outcomes(scenario, plan, counts, outcomes)
     deadlines = [o for o in outcomes if o.job.deadline_step is not None]
-    return {
+    out: Metrics = {
         "planner": plan.planner,
         "utilization": (batch_cells + served_total) / cells,
         "allocated_fraction": (batch_cells + v.rt_allocated) / cells,
@@ -641,6 +776,9 @@ def metrics(scenario: Scenario, plan: Plan) -> Metrics:
         "team_fairness": jain_index([t.gpu_hours for t in teams]) if teams else None,
         "late_jobs": sum(bool(o.late) for o in deadlines) if deadlines else None,
     }
+    if types is not None:
+        out["by_gpu_type"] = types
+    return out
 
 
 def report(scenario: Scenario, plan: Plan) -> dict[str, Any]:

@@ -24,12 +24,16 @@ from ..model import (
     clipped,
     shown,
 )
+from ..nodes import GpuType, NodeGroup
 from .cells import plain_number
 from .text import json_error
 
 FORMAT = "json"
 
-_CLUSTER_KEYS = {"gpus", "step_minutes", "horizon_steps", "start"}
+_CLUSTER_KEYS = {"gpus", "step_minutes", "horizon_steps", "start", "gpu_types", "nodes"}
+_TYPE_KEYS = {"speed", "memory_gb", "cost_per_gpu_hour"}
+_NODE_KEYS = {"group", "gpu_type", "gpus_per_node", "count"}
+_TYPED_KEYS = {"gpu_types", "min_gpu_memory_gb"}  # section 8, on every job
 _POLICY_KEYS = {
     "penalty_weight",
     "decay",
@@ -49,6 +53,9 @@ _BATCH_KEYS = {
     "gpu_hours_actual",
     "team",
     "deadline_step",
+    *_TYPED_KEYS,
+    "speed",
+    "multi_node",
 }
 _REALTIME_KEYS = {
     "id",
@@ -61,6 +68,7 @@ _REALTIME_KEYS = {
     "previous_gpus",
     "history",
     "team",
+    *_TYPED_KEYS,
 }
 _RUNNING_KEYS = {"gpu_start", "gpus", "remaining_steps"}
 
@@ -117,15 +125,8 @@ def scenario_from_dict(raw: Any) -> Scenario:
         raise ScenarioError("the top level must be an object with cluster, policy and jobs")
     _no_unknown("scenario", raw, {"name", "description", "cluster", "policy", "jobs"})
     cluster_raw = _mapping("cluster", raw.get("cluster"))
-    _no_unknown("cluster", cluster_raw, _CLUSTER_KEYS)
-    _require("cluster", cluster_raw, ("gpus",))
     # The cluster is validated (limits included) before any job is looked at.
-    cluster = Cluster(
-        gpus=cluster_raw["gpus"],
-        step_minutes=cluster_raw.get("step_minutes", 60),
-        horizon_steps=cluster_raw.get("horizon_steps", 24),
-        start=_timestamp("cluster", "start", cluster_raw.get("start")),
-    )
+    cluster = cluster_from_dict(cluster_raw)
     policy_raw = _mapping("policy", raw.get("policy", {}))
     _no_unknown("policy", policy_raw, _POLICY_KEYS)
     policy = Policy(**policy_raw)
@@ -151,6 +152,117 @@ def scenario_from_dict(raw: Any) -> Scenario:
         policy=policy,
         description=description,
     )
+
+
+def cluster_from_dict(raw: dict) -> Cluster:
+    """The `cluster` object (also what `--cluster FILE.json` holds): section 8's gpu_types and
+    nodes when given, and then `gpus` may be left out."""
+    _no_unknown("cluster", raw, _CLUSTER_KEYS)
+    types, groups = _types_and_nodes(raw)
+    if groups:
+        total = sum(g.gpus_per_node * g.count for g in groups)
+        gpus = raw.get("gpus", total)
+    else:
+        _require("cluster", raw, ("gpus",))
+        gpus = raw["gpus"]
+    return Cluster(
+        gpus=gpus,
+        step_minutes=raw.get("step_minutes", 60),
+        horizon_steps=raw.get("horizon_steps", 24),
+        start=_timestamp("cluster", "start", raw.get("start")),
+        gpu_types=types,
+        nodes=groups,
+    )
+
+
+def _types_and_nodes(raw: dict) -> tuple[tuple[GpuType, ...], tuple[NodeGroup, ...]]:
+    types_raw = _mapping("cluster: gpu_types", raw.get("gpu_types", {}))
+    types = []
+    for name, spec in types_raw.items():
+        owner = f"cluster: gpu type {clipped(name)!r}"
+        spec = _mapping(owner, spec)
+        _no_unknown(owner, spec, _TYPE_KEYS)
+        for key, value in spec.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ScenarioError(f"{owner}: {key} must be a number, got {clipped(repr(value))}")
+        types.append(GpuType(name, **spec))
+    nodes_raw = raw.get("nodes", [])
+    if not isinstance(nodes_raw, list):
+        raise ScenarioError("cluster: nodes must be a list of node groups")
+    groups = []
+    for k, node in enumerate(nodes_raw):
+        node = _mapping(f"cluster: nodes[{k}]", node)
+        _no_unknown(f"cluster: nodes[{k}]", node, _NODE_KEYS)
+        _require(f"cluster: nodes[{k}]", node, ("group", "gpu_type", "gpus_per_node", "count"))
+        for key in ("gpus_per_node", "count"):
+            value = node[key]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ScenarioError(
+                    f"cluster: group {clipped(str(node['group']))!r}: {key} must be a number, "
+                    f"got {clipped(repr(value))}"
+                )
+        groups.append(NodeGroup(**node))
+    return tuple(types), tuple(groups)
+
+
+def cluster_to_dict(c: Cluster) -> dict[str, Any]:
+    cluster: dict[str, Any] = {
+        "gpus": c.gpus,
+        "step_minutes": c.step_minutes,
+        "horizon_steps": c.horizon_steps,
+    }
+    if c.start is not None:
+        cluster["start"] = c.start.isoformat()
+    if c.nodes:
+        cluster["gpu_types"] = {
+            t.name: {
+                "speed": plain_number(t.speed),
+                **{
+                    key: plain_number(getattr(t, key))
+                    for key in ("memory_gb", "cost_per_gpu_hour")
+                    if getattr(t, key) is not None
+                },
+            }
+            for t in c.gpu_types
+        }
+        cluster["nodes"] = [
+            {
+                "group": n.group,
+                "gpu_type": n.gpu_type,
+                "gpus_per_node": n.gpus_per_node,
+                "count": n.count,
+            }
+            for n in c.nodes
+        ]
+    return cluster
+
+
+def _typed_fields(owner: str, raw: dict) -> dict[str, Any]:
+    """A job's section 8 fields as the model takes them."""
+    out: dict[str, Any] = {}
+    if raw.get("gpu_types") is not None:
+        if not isinstance(raw["gpu_types"], list):
+            raise ScenarioError(f"{owner}: gpu_types must be a list of GPU type names")
+        out["gpu_types"] = tuple(raw["gpu_types"])
+    if raw.get("min_gpu_memory_gb") is not None:
+        out["min_gpu_memory_gb"] = raw["min_gpu_memory_gb"]
+    if raw.get("speed") is not None:
+        out["speed"] = tuple(_mapping(f"{owner}: speed", raw["speed"]).items())
+    if "multi_node" in raw:
+        out["multi_node"] = raw["multi_node"]
+    return out
+
+
+def _typed_to_dict(job: Job, out: dict[str, Any]) -> None:
+    if job.gpu_types is not None:
+        out["gpu_types"] = list(job.gpu_types)
+    if job.min_gpu_memory_gb is not None:
+        out["min_gpu_memory_gb"] = plain_number(job.min_gpu_memory_gb)
+    if isinstance(job, BatchJob):
+        if job.speed is not None:
+            out["speed"] = {name: plain_number(f) for name, f in job.speed}
+        if not job.multi_node:
+            out["multi_node"] = False
 
 
 def job_from_dict(raw: Any, position: int) -> Job:
@@ -186,6 +298,7 @@ def job_from_dict(raw: Any, position: int) -> Job:
             previous_gpus=tuple(previous) if previous is not None else None,
             history=tuple(history) if history is not None else None,
             team=raw.get("team"),
+            **_typed_fields(owner, raw),
         )
         for field in ("demand", "history"):
             for i, value in enumerate(getattr(job, field) or ()):
@@ -214,18 +327,12 @@ def job_from_dict(raw: Any, position: int) -> Job:
         gpu_hours_actual=raw.get("gpu_hours_actual"),
         team=raw.get("team"),
         deadline_step=raw.get("deadline_step"),
+        **_typed_fields(owner, raw),
     )
 
 
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
-    c = scenario.cluster
-    cluster: dict[str, Any] = {
-        "gpus": c.gpus,
-        "step_minutes": c.step_minutes,
-        "horizon_steps": c.horizon_steps,
-    }
-    if c.start is not None:
-        cluster["start"] = c.start.isoformat()
+    cluster = cluster_to_dict(scenario.cluster)
     p = scenario.policy
     return {
         "name": scenario.name,
@@ -262,6 +369,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
             out["history"] = [None if math.isnan(h) else plain_number(h) for h in job.history]
         if job.team is not None:
             out["team"] = job.team
+        _typed_to_dict(job, out)
         return out
     out = {
         "id": job.id,
@@ -278,6 +386,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         out["team"] = job.team
     if job.deadline_step is not None:
         out["deadline_step"] = job.deadline_step
+    _typed_to_dict(job, out)
     if job.running is not None:
         r = job.running
         out["running"] = {

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..nodes import Group, group_starts
+
 
 def bool_to_bitsets(free: np.ndarray) -> list[int]:
     """One bitset per step from a (gpus x steps) boolean grid (bit g: row g is True)."""
@@ -107,10 +109,26 @@ class FreeBlocks:
     """Free GPUs per step and, per block size, the aligned free blocks of each step (cached;
     a placement makes the cache of its steps stale). Free only shrinks."""
 
-    def __init__(self, free: np.ndarray | list[int], gpus: int, steps: int):
+    def __init__(
+        self,
+        free: np.ndarray | list[int],
+        gpus: int,
+        steps: int,
+        align: dict[int, int] | None = None,
+        shared: bool = False,
+    ):
+        """`align`: per size, the legal first GPUs (default: the multiples of the size; a node
+        group's own, `core.nodes.group_starts`, for a view of one group). `shared`: keep the
+        list `free` itself, which other views of the same cluster share (`NodeFree`)."""
         self.gpus, self.steps = gpus, steps
-        self.free = bool_to_bitsets(free) if isinstance(free, np.ndarray) else list(free)
-        self.align = aligned_starts(gpus)
+        if isinstance(free, np.ndarray):
+            self.free = bool_to_bitsets(free)
+        else:
+            self.free = free if shared else list(free)
+        self.align = aligned_starts(gpus) if align is None else align
+        # the GPUs a block of 1 may use: all of them, or a group's
+        self.singles = self.align.get(1, 0)
+        self.every = self.singles == (1 << gpus) - 1
         # cache[g]: per step, the aligned free blocks of g, or None where a placement made it
         # stale; made on a size's first search. The blocks of 1 are the free GPUs themselves.
         self.cache: dict[int, list[int | None]] = {1: self.free}  # type: ignore[dict-item]
@@ -129,7 +147,10 @@ class FreeBlocks:
         block of g is two free halves, so it comes from the half size's entry when that one is
         fresh (sizes are usually searched smallest first)."""
         if g == 1:
-            return self.free.__getitem__
+            if self.every:
+                return self.free.__getitem__
+            free, singles = self.free, self.singles
+            return lambda t: free[t] & singles
         free, align = self.free, self.align[g]
         cache = self.cache.setdefault(g, [None] * self.steps)
         half = g // 2
@@ -208,10 +229,49 @@ class FreeBlocks:
         free = self.free
         for t in range(start, end):
             free[t] &= block
+        self.stale(start, end)
+
+    def stale(self, start: int, end: int) -> None:
+        """Forget the cached blocks of steps [start, end) (their free GPUs changed)."""
         stale = [None] * (end - start)
         for g, masks in self.cache.items():
             if g > 1:  # the blocks of 1 are `free`, just updated
                 masks[start:end] = stale
+
+
+class NodeFree:
+    """The free GPUs of a cluster with node groups, seen through one `FreeBlocks` per group
+    (and multi_node setting): each view searches its group's legal blocks, all share one list
+    of free bitsets, and a placement in any view makes the others' caches stale."""
+
+    def __init__(self, free: np.ndarray | list[int], gpus: int, steps: int):
+        self.gpus, self.steps = gpus, steps
+        self.free = bool_to_bitsets(free) if isinstance(free, np.ndarray) else free
+        self.views: dict[tuple[int, bool], FreeBlocks] = {}
+
+    def view(self, group: Group, multi_node: bool = True) -> FreeBlocks:
+        """The view of one `core.nodes.Group` (made on first use)."""
+        key = (group.index, multi_node)
+        view = self.views.get(key)
+        if view is None:
+            align = {}
+            g = 1
+            while g <= group.gpus:
+                starts = group_starts(group, g, multi_node)
+                if starts:
+                    align[g] = starts
+                g *= 2
+            view = self.views[key] = FreeBlocks(self.free, self.gpus, self.steps, align, True)
+        return view
+
+    def take(self, gpu_start: int, g: int, start: int, end: int) -> None:
+        """GPUs [gpu_start, gpu_start + g) are no longer free over steps [start, end)."""
+        block = ~(((1 << g) - 1) << gpu_start)
+        free = self.free
+        for t in range(start, end):
+            free[t] &= block
+        for view in self.views.values():
+            view.stale(start, end)
 
 
 def top_bits(mask: int, count: int) -> int:

@@ -14,8 +14,9 @@ import math
 import numpy as np
 
 from ..model import BatchJob, RealtimeJob, Scenario
+from ..nodes import allowed_gpus, needs_nodes, options
 from ..plan import IDLE, Plan, pin_running
-from .blocks import FreeBlocks, bitsets_to_bool, mask_of, top_bits
+from .blocks import FreeBlocks, NodeFree, bitsets_to_bool, mask_of, top_bits
 
 
 def plan_fifo(scenario: Scenario, params: object = None) -> Plan:
@@ -41,6 +42,9 @@ def _plan_queue(scenario: Scenario, *, in_order: bool, name: str) -> Plan:
         key=lambda item: item[:2],
     )
     steps = scenario.cluster.horizon_steps
+    if needs_nodes(scenario):
+        _place_on_nodes(scenario, grid, queue, in_order)
+        return plan
     free = FreeBlocks(grid == IDLE, scenario.cluster.gpus, steps)
     previous_start = 0
     for arrival, i, job in queue:
@@ -60,6 +64,36 @@ def _plan_queue(scenario: Scenario, *, in_order: bool, name: str) -> Plan:
         free.take(gpu_start, gpus, start, end)
         previous_start = start
     return plan
+
+
+def _place_on_nodes(
+    scenario: Scenario, grid: np.ndarray, queue: list[tuple[int, int, BatchJob]], in_order: bool
+) -> None:
+    """The same queue on a cluster with node groups (SPEC section 8): the earliest feasible
+    start over every allowed group and size, at the job's speed there; ties to the larger
+    size, then the lower GPU index."""
+    steps = scenario.cluster.horizon_steps
+    free = NodeFree(grid == IDLE, scenario.cluster.gpus, steps)
+    previous_start = 0
+    for arrival, i, job in queue:
+        earliest = max(arrival, previous_start) if in_order else arrival
+        best = None  # (start, -size, gpu, duration)
+        for option in options(scenario, job):
+            view = free.view(option.group, job.multi_node)
+            found = view.earliest(option.gpus, option.duration, earliest)
+            if found is None:
+                continue
+            key = (found[0], -option.gpus, (found[1] & -found[1]).bit_length() - 1)
+            if best is None or key < best[:3]:
+                best = (*key, option.duration)
+        if best is None:
+            continue
+        start, minus_size, gpu_start, duration = best
+        gpus = -minus_size
+        end = min(start + duration, steps)
+        grid[gpu_start : gpu_start + gpus, start:end] = i
+        free.take(gpu_start, gpus, start, end)
+        previous_start = start
 
 
 def peak_reservation(job: RealtimeJob) -> int:
@@ -82,7 +116,7 @@ def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
     only shrink) and not spoken for by another real-time job. GPUs still needed by later jobs'
     gpus_min are left.
     """
-    G, T = scenario.cluster.gpus, scenario.cluster.horizon_steps
+    T = scenario.cluster.horizon_steps
     rt = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
     running = 0
     for job in scenario.batch_jobs:
@@ -97,7 +131,7 @@ def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
         previous = mask_of(job.previous_gpus or ())
         target = peak_reservation(job)
         kept = top_bits(previous, target)
-        candidates = ((1 << G) - 1) & ~running & ~spoken_for
+        candidates = allowed_gpus(scenario.cluster, job) & ~running & ~spoken_for
         room = max(0, candidates.bit_count() - sum(still_needed[k + 1 :]))
         reserved = kept | top_bits(candidates, min(room, max(0, target - kept.bit_count())))
         spoken_for |= reserved

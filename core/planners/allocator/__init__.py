@@ -26,6 +26,7 @@ when it was measured is in docs/benchmarks.md.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
@@ -33,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...model import MAX_NUMBER, BatchJob, RealtimeJob, Scenario
+from ...nodes import needs_nodes
 from ...plan import (
     Plan,
     discounts,
@@ -45,6 +47,7 @@ from ...plan import (
 from ..blocks import (
     bitsets_to_bool,
 )
+from ..nodes import plan_on_nodes
 from .bound import _FluidBound
 from .kicks import _OTHER_SERVING, _kick
 from .layouts import BatchHeldFirst, FillBrokenBlocks, KeepHighGpusFree, KeepLowGpusFree
@@ -89,6 +92,11 @@ __all__ = [
 ]
 
 
+# On clusters with node groups (`core.planners.nodes`): thorough's packings and kicks.
+THOROUGH_PACKS = 600
+THOROUGH_KICKS = 300
+
+
 def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) -> Plan:
     """Plan with the fast allocator; the result always passes `core.plan.check`.
 
@@ -100,6 +108,8 @@ def plan_allocator(scenario: Scenario, params: AllocatorParams | None = None) ->
     baselines' plans: the better legal one comes back (its stats' `guard` names the baseline
     when that one won).
     """
+    if needs_nodes(scenario):
+        return plan_on_nodes(scenario)
     return _plan(scenario, params or AllocatorParams(), True)
 
 
@@ -110,6 +120,12 @@ def plan_thorough(scenario: Scenario, params: ThoroughParams | None = None) -> P
     plan (that is its first plan). `stats["time_limit_reached"]` says whether the limit cut
     the search short."""
     params = params or ThoroughParams()
+    if needs_nodes(scenario):
+        started = time.monotonic()
+        deadline = started + params.time_limit if params.time_limit > 0 else None
+        plan = plan_on_nodes(scenario, THOROUGH_PACKS, THOROUGH_KICKS, "thorough", deadline)
+        plan.stats["time_limit_reached"] = deadline is not None and time.monotonic() > deadline
+        return plan
     watch = Watch(params.time_limit, params.progress, params.progress_every_s)
     plan = _plan(scenario, params, True, watch)
     plan.stats["time_limit_reached"] = watch.reached

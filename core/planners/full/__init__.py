@@ -94,6 +94,7 @@ from typing import Any
 import numpy as np
 
 from ...model import BatchJob, RealtimeJob, Scenario
+from ...nodes import needs_nodes
 from ...plan import IDLE, Plan, check, metrics, objective, plan_rank, ranks_above
 from .. import SolveStatus
 from .model import _estimate_terms, _FullModel
@@ -286,7 +287,13 @@ def _build_and_solve(scenario, params, clock, warm, warm_legal, warm_objective, 
     shaped: dict[str, Any] | None = None
     # The shape bound first, though the full model may not fit in the time left: it is small,
     # and where the warm start reaches it, it proves the optimum without the full model.
-    if (model.placements or model.realtime) and clock.left() > clock.MIN_PHASE_S:
+    # (On a cluster with node groups a shape's duration depends on its group's speed, which
+    # the shape model does not know: there the full model's own bound is the proof.)
+    if (
+        (model.placements or model.realtime)
+        and clock.left() > clock.MIN_PHASE_S
+        and not needs_nodes(scenario)
+    ):
         shaped = _shape_bound(model, params, clock, reporter, start, base)
         if shaped["infeasible"]:
             # The shape model relaxes the full one: no solution there, no plan here (or none

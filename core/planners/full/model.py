@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...model import BatchJob, RealtimeJob, Scenario
+from ...nodes import allowed_gpus, group_starts, groups_of, needs_nodes, options
 from ...plan import IDLE, free_blocks, pin_running
 from .phases import _SolverPhases
 from .shapes import _ShapeModel
@@ -49,18 +50,28 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
         for i, job in enumerate(scenario.jobs):
             if isinstance(job, BatchJob) and job.running is not None:
                 cells_per_step = (pinned == i).sum(axis=0)
-                self.constant += (
-                    self.reward_weight * job.priority * float(cells_per_step @ self.discount)
-                )
+                weight = job.priority
+                if scenario.cluster.nodes:
+                    weight = weight * scenario.speed_at(job, job.running.gpu_start)
+                self.constant += self.reward_weight * weight * float(cells_per_step @ self.discount)
 
         # Placements: (job index, size, block, start, end); end exclusive, cut at T.
         self.placements: list[tuple[int, int, int, int, int]] = []
         self.rewards: list[float] = []
         self.terms = 0
         cumulative = np.concatenate([[0.0], np.cumsum(self.discount)])
+        # Blocks by size: block k of size g starts at block_start[g][k]; block_of[g][gpu] is
+        # the block of g holding that GPU (-1: none). Without nodes block k is [k*g, (k+1)*g).
+        self.block_start: dict[int, list[int]] = {}
+        self.block_of: dict[int, np.ndarray] = {}
+        on_nodes = needs_nodes(scenario)
+        if on_nodes:
+            self._node_placements(cumulative)
         for i, job in enumerate(scenario.jobs):
             if not isinstance(job, BatchJob) or job.running is not None:
                 continue
+            if on_nodes:
+                break
             for size in job.sizes():
                 if size > self.G:
                     continue
@@ -86,11 +97,74 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
         self.realtime = [
             (i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)
         ]
+        # where each real-time job may hold GPUs: free cells of its allowed types
+        self.allowed = [self.free.copy() for _ in self.realtime]
+        if scenario.cluster.nodes:
+            for k, (_i, job) in enumerate(self.realtime):
+                mask = allowed_gpus(scenario.cluster, job)
+                rows = np.array([mask >> g & 1 for g in range(self.G)], dtype=bool)
+                self.allowed[k] &= rows[:, None]
         self.terms += len(self.realtime) * int(self.free.sum()) * 3
         self.model: Any = None
         self.infeasible = False  # a constraint without variables that cannot hold
         self.n_variables = 0
         self.n_constraints = 0
+
+    def _node_placements(self, cumulative: np.ndarray) -> None:
+        """The placements on a cluster with node groups (SPEC section 8): every legal block of
+        an allowed group, the duration and the reward at the job's speed there."""
+        scenario, c = self.scenario, self.scenario.cluster
+        sizes = sorted({g for job in scenario.batch_jobs for g in job.sizes()})
+        for size in sizes:
+            starts = 0
+            for group in groups_of(c):
+                starts |= group_starts(group, size)
+            first = [b for b in range(self.G) if starts >> b & 1]
+            self.block_start[size] = first
+            of = np.full(self.G, -1, dtype=np.int64)
+            for k, b in enumerate(first):
+                of[b : b + size] = k
+            self.block_of[size] = of
+        for i, job in enumerate(scenario.jobs):
+            if not isinstance(job, BatchJob) or job.running is not None:
+                continue
+            for option in options(scenario, job):
+                size = option.gpus
+                index = {b: k for k, b in enumerate(self.block_start[size])}
+                firsts = [b for b in self.block_start[size] if option.starts >> b & 1]
+                if not firsts:
+                    continue
+                blocks = np.stack([self.free[b : b + size].all(axis=0) for b in firsts])
+                busy_before = np.concatenate(
+                    [np.zeros((len(firsts), 1), dtype=np.int64), np.cumsum(~blocks, axis=1)],
+                    axis=1,
+                )
+                for start in range(job.arrival_step, self.T):
+                    end = min(start + option.duration, self.T)
+                    ok = busy_before[:, end] - busy_before[:, start] == 0
+                    reward = (
+                        self.reward_weight
+                        * job.priority
+                        * option.speed
+                        * size
+                        * float(cumulative[end] - cumulative[start])
+                    )
+                    for r in np.nonzero(ok)[0]:
+                        self.placements.append((i, size, index[firsts[r]], start, end))
+                        self.rewards.append(reward)
+                        self.terms += end - start
+
+    def first_gpu(self, size: int, block: int) -> int:
+        """The first GPU of block `block` of `size`."""
+        if self.block_start:
+            return self.block_start[size][block]
+        return block * size
+
+    def block_holding(self, size: int, gpu: int) -> int:
+        """The block of `size` that holds GPU `gpu` (-1: none)."""
+        if self.block_of:
+            return int(self.block_of[size][gpu])
+        return gpu // size
 
     # -- building --------------------------------------------------------------------------
 
@@ -105,7 +179,7 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
             for k in range(len(self.realtime))
             for g in range(self.G)
             for t in range(self.T)
-            if self.free[g, t]
+            if self.allowed[k][g, t]
         ]
         m.hold = pyo.Var(self.hold_cells, domain=pyo.Binary)
         m.count = pyo.Var(
@@ -153,8 +227,9 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
             for t in range(self.T):
                 if not self.free[g, t]:
                     continue
-                terms = [m.busy[s, g // s, t] for s in sizes if (s, g // s, t) in active]
-                terms += [m.hold[k, g, t] for k in range(n_rt)]
+                keys = [(s, self.block_holding(s, g), t) for s in sizes]
+                terms = [m.busy[key] for key in keys if key in active]
+                terms += [m.hold[k, g, t] for k in range(n_rt) if self.allowed[k][g, t]]
                 if len(terms) > 1:
                     m.rows.add(pyo.quicksum(terms) <= 1)
 
@@ -163,7 +238,7 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
         pyo, m = self.pyo, self.model
         for k, (_i, job) in enumerate(self.realtime):
             for t in range(self.T):
-                held = [m.hold[k, g, t] for g in range(self.G) if self.free[g, t]]
+                held = [m.hold[k, g, t] for g in range(self.G) if self.allowed[k][g, t]]
                 if not held:  # every GPU is pinned: the job holds none
                     self.infeasible |= job.gpus_min > 0
                     m.count[k, t].fix(0, skip_validation=True)
@@ -224,7 +299,7 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
         """hold[k, g, t] as a variable, or a constant where the cell is pinned or before 0."""
         if t < 0:
             return 1.0 if g in (self.realtime[k][1].previous_gpus or ()) else 0.0
-        return self.model.hold[k, g, t] if self.free[g, t] else 0.0
+        return self.model.hold[k, g, t] if self.allowed[k][g, t] else 0.0
 
     def _objective(self) -> None:
         """J: discounted batch reward minus weighted real-time shortfall, pinned work constant."""
@@ -247,7 +322,8 @@ class _FullModel(_ShapeModel, _WarmStart, _SolverPhases):
         for p, (i, size, block, start, end) in enumerate(self.placements):
             value = m.place[p].value
             if value is not None and value > 0.5:
-                grid[block * size : (block + 1) * size, start:end] = i
+                first = self.first_gpu(size, block)
+                grid[first : first + size, start:end] = i
         for k, g, t in self.hold_cells:
             value = m.hold[k, g, t].value
             if value is not None and value > 0.5:

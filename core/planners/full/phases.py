@@ -199,7 +199,8 @@ class _SolverPhases:
         for key in sorted(by_shape, key=lambda key: (key[2], -key[1])):
             for p in by_shape[key]:  # blocks in ascending order
                 i, size, block, start, end = self.placements[p]
-                cells = grid[block * size : (block + 1) * size, start:end]
+                first = self.first_gpu(size, block)
+                cells = grid[first : first + size, start:end]
                 if (cells == IDLE).all():
                     cells[:] = i
                     packed.add(p)

@@ -86,7 +86,7 @@ class _WarmStart:
                 continue
             low = int(gpus.min())
             size = int(gpus.max()) - low + 1
-            p = lookup.get((i, size, low // size, int(steps.min())))
+            p = lookup.get((i, size, self.block_holding(size, low), int(steps.min())))
             if p is not None:
                 chosen.append(p)
         return chosen

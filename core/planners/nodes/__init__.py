@@ -1,0 +1,136 @@
+"""The allocator on a cluster with node groups, GPU types and speeds (SPEC section 8).
+
+Three steps, each its own module: serving takes a lane of GPUs per service on its allowed types,
+the ones batch work values least, and follows demand within swap_cap (`serving`); the batch
+jobs are packed in an order, each at the option (size, group, earliest start) where it delivers
+most at its speed there, best fit within nodes (`packing`); the order is searched, counted in
+packings so that a scenario always gets the same plan (`search`). On small clusters the queue
+baselines' plans are compared too and the better legal plan returned (the guard).
+
+`plan_allocator` and `plan_thorough` come here for every cluster that lists nodes; a cluster
+without nodes keeps the section 1 allocator, whose plans are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import Scenario
+from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
+from ..blocks import bool_to_bitsets
+from .packing import NodePacker
+from .search import search
+from .serving import LANE_RULES, SERVICE_ORDERS, serving_sets
+
+# Packing budget in option-steps (a job's options x the horizon, summed over the jobs): a
+# packing costs about that many bitset operations. Small problems get up to MAX_PACKS packings,
+# large ones fewer, and the largest (an openb day: 1,800 jobs on 6,212 GPUs) one ordering.
+PACK_BUDGET = 400_000
+MAX_PACKS = 60
+GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
+
+
+def plan_on_nodes(
+    scenario: Scenario,
+    packs: int | None = None,
+    kicks: int = 0,
+    name: str = "allocator",
+    deadline: float | None = None,
+) -> Plan:
+    """The node-aware allocator's plan (always legal); `packs`, `kicks` and a deadline (a
+    `time.monotonic()` value) set its effort (`plan_thorough` raises them)."""
+    c = scenario.cluster
+    G, T = c.gpus, c.horizon_steps
+    base = Plan.empty(scenario, name)
+    pin_running(scenario, base.grid)
+    running = bool_to_bitsets(base.grid != IDLE)
+    discount = discounts(scenario)
+    # Each way of laying out serving, screened with one packing; the best is searched.
+    layouts = [("slow-small", "priority", False)]
+    if scenario.realtime_jobs:
+        layouts = [
+            (rule, order, priced)
+            for priced in (False, True)
+            for order in SERVICE_ORDERS
+            for rule in LANE_RULES
+        ]
+    screened, seen = [], set()
+    for rule, order, priced in layouts:
+        serving = serving_sets(scenario, running, rule, order, priced)
+        key = tuple(tuple(s) for s in serving.values())
+        if key in seen:
+            continue
+        seen.add(key)
+        packer = NodePacker(scenario, _free(G, T, running, serving), discount)
+        grid = _grid(base.grid, serving, packer.pack(_one_order(packer))[0])
+        screened.append((plan_rank(scenario, Plan(grid)), serving, packer))
+    best_rank, serving, packer = max(screened, key=lambda item: _sortable(item[0]))
+    units = sum(len(o) for o in packer.options.values()) * T
+    if packs is None:
+        packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
+    if packs > 1:
+        placed, _ = search(packer, packs, kicks, deadline)
+    else:
+        placed, _ = packer.pack(_one_order(packer))
+    plan = Plan(_grid(base.grid, serving, placed), name)
+    plan.stats["packings"] = sum(item[2].packs for item in screened)
+    if G * T <= GUARD_CELLS:
+        plan = _guard(scenario, plan)
+    return plan
+
+
+def _sortable(rank: tuple[bool, float, float]) -> tuple[float, float, float]:
+    return (float(rank[0]), rank[1], rank[2])
+
+
+def _free(G: int, T: int, running: list[int], serving: dict[int, list[int]]) -> list[int]:
+    """Per step, the GPUs neither running work nor serving holds."""
+    every = (1 << G) - 1
+    out = []
+    for t in range(T):
+        held = running[t]
+        for sets in serving.values():
+            held |= sets[t]
+        out.append(every & ~held)
+    return out
+
+
+def _grid(pinned: np.ndarray, serving: dict[int, list[int]], placed) -> np.ndarray:
+    grid = pinned.copy()
+    for i, sets in serving.items():
+        for t, mask in enumerate(sets):
+            grid[_bits(mask), t] = i
+    for p in placed:
+        grid[p.gpu_start : p.gpu_start + p.gpus, p.start : p.end] = p.job
+    return grid
+
+
+def _one_order(packer: NodePacker) -> list[int]:
+    from .search import starting_orders
+
+    return starting_orders(packer)[0]
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
+
+
+def _guard(scenario: Scenario, plan: Plan) -> Plan:
+    """The better of the plan and the queue baselines' (by the coverage rule, then J)."""
+    from ..fifo import plan_backfill, plan_fifo
+
+    best, best_rank = plan, plan_rank(scenario, plan)
+    for baseline in (plan_fifo, plan_backfill):
+        other = baseline(scenario)
+        rank = plan_rank(scenario, other)
+        if ranks_above(rank, best_rank):
+            best, best_rank = other, rank
+            best.stats["guard"] = other.planner
+    if best is not plan:
+        best = Plan(best.grid.copy(), plan.planner, {**plan.stats, **best.stats})
+    return best

@@ -1,0 +1,187 @@
+"""Serving on a cluster with node groups: each service's GPUs per step, on its allowed types.
+
+A service follows its demand (every unit served, clipped to its range), raised ahead of each
+rise so that moving `swap_cap` GPUs a step still reaches it. Its GPUs come from a lane of its
+own: the GPUs of its allowed types where batch work delivers least (the slowest types first,
+for the batch jobs' sake), from the top of each group down, so the rest of each group stays in
+whole nodes for batch blocks. A lane holds the service's peak and never a GPU of another
+service, so services never contend; batch work uses every lane GPU a service does not hold at
+a step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...model import RealtimeJob, Scenario
+from ...nodes import allowed_gpus, allowed_groups, job_speed
+from ..blocks import mask_of
+
+
+def counts_path(job: RealtimeJob, steps: int, room: int, worth: float | None = None) -> list[int]:
+    """GPUs per step: demand rounded up within [gpus_min, gpus_max] and `room`, raised ahead of
+    rises and kept up before falls so that no step moves more than swap_cap GPUs, starting from
+    previous_gpus where given (the first step may then fall short of a rise it cannot reach).
+    With `worth` (what a GPU-step of batch work earns, against `penalty x priority` per unit
+    short), a step's fraction of a unit is served only where its shortfall would cost more."""
+    cap = job.swap_cap
+    top = min(job.gpus_max, room)
+
+    def units(d: float) -> int:
+        whole = math.floor(d + 1e-9)
+        if d - whole > 1e-9 and (worth is None or (d - whole) * job.priority > worth):
+            whole += 1
+        return whole
+
+    want = [min(max(units(d), job.gpus_min), top) for d in job.demand[:steps]]
+    path = list(want)
+    for t in range(steps - 2, -1, -1):  # raised ahead of each rise
+        path[t] = max(path[t], path[t + 1] - cap)
+    previous = len(job.previous_gpus) if job.previous_gpus is not None else None
+    for t in range(steps):  # within reach of the step before
+        before = previous if t == 0 else path[t - 1]
+        if before is None:
+            continue
+        path[t] = min(path[t], before + cap)
+        path[t] = max(path[t], before - cap, job.gpus_min)
+        path[t] = min(path[t], top)
+    return path
+
+
+# How a service's lane ranks the groups it may use, and in which order services choose.
+LANE_RULES = ("slow-small", "small-slow")
+SERVICE_ORDERS = ("priority", "constrained")
+
+
+def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -> list[int]:
+    """The GPUs a service prefers, best first: its allowed groups from the one batch work
+    values least (the lowest best speed any batch job has there) and, among those, the one of
+    the smallest nodes (which breaks no large block); "small-slow" ranks by node size first.
+    Each group from its top GPU down; its previous GPUs first of all."""
+    batch = scenario.batch_jobs
+    groups = allowed_groups(scenario.cluster, job)
+
+    def batch_worth(group) -> float:
+        speeds = [job_speed(b, group.gpu_type) for b in batch]
+        return max(speeds, default=group.gpu_type.speed)
+
+    if rule == "slow-small":
+        order = sorted(groups, key=lambda g: (batch_worth(g), g.gpus_per_node, -g.index))
+    else:
+        order = sorted(groups, key=lambda g: (g.gpus_per_node, batch_worth(g), -g.index))
+    gpus = [gpu for g in order for gpu in range(g.end - 1, g.offset - 1, -1)]
+    previous = set(job.previous_gpus or ())
+    return [g for g in gpus if g in previous] + [g for g in gpus if g not in previous]
+
+
+def serving_sets(
+    scenario: Scenario,
+    running: list[int],
+    rule: str = "slow-small",
+    services: str = "priority",
+    priced: bool = False,
+) -> dict[int, list[int]]:
+    """Per service (by grid index), its GPUs at every step as bitsets. `running`: per step,
+    the GPUs running batch jobs hold. Services take their lanes by priority, or ("constrained")
+    those with the fewest allowed GPUs first. `priced`: fractions of a unit are served only
+    where the shortfall costs more than batch work earns (`counts_path`)."""
+    worth = None
+    if priced:
+        penalty = scenario.policy.penalty_weight
+        best = max(
+            (
+                b.priority * job_speed(b, g.gpu_type)
+                for b in scenario.batch_jobs
+                for g in allowed_groups(scenario.cluster, b)
+            ),
+            default=0.0,
+        )
+        worth = best / penalty if penalty > 0 else math.inf
+    T = scenario.cluster.horizon_steps
+    taken = 0  # GPUs in other services' lanes
+    for job in scenario.realtime_jobs:
+        taken |= mask_of(job.previous_gpus or ())
+    out: dict[int, list[int]] = {}
+
+    def key(i: int):
+        # services that must hold GPUs (gpus_min) take their lanes first, so that one that may
+        # hold none never leaves another short of its minimum
+        job = scenario.jobs[i]
+        if services == "constrained":
+            return (
+                job.gpus_min == 0,
+                allowed_gpus(scenario.cluster, job).bit_count(),
+                -job.priority,
+                i,
+            )
+        return (job.gpus_min == 0, -job.priority, i)
+
+    order_of = sorted(
+        (i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)), key=key
+    )
+    for i in order_of:
+        job = scenario.jobs[i]
+        own = mask_of(job.previous_gpus or ())
+        lane_pref = lane_order(scenario, job, rule)
+        order = [g for g in lane_pref if own >> g & 1 or not taken >> g & 1]
+        path = counts_path(job, T, len(order), worth)
+        lane = _lane(order, own, path, running)
+        path = counts_path(job, T, len(lane), worth)
+        taken |= mask_of(lane)
+        out[i] = _walk(job, lane, path, running)
+    return out
+
+
+def _lane(order: list[int], own: int, path: list[int], running: list[int]) -> list[int]:
+    """The first GPUs of `order` (its previous GPUs always) until at every step as many of
+    them are free of running work as the path holds."""
+    short = list(path)
+    lane = []
+    for g in order:
+        if not any(n > 0 for n in short) and not own >> g & 1:
+            break
+        lane.append(g)
+        for t, mask in enumerate(running):
+            if not mask >> g & 1:
+                short[t] -= 1
+    return lane
+
+
+def _walk(job: RealtimeJob, lane: list[int], path: list[int], running: list[int]) -> list[int]:
+    """The service's GPUs per step: the first `path[t]` lane GPUs free of running work, reached
+    from the step before within swap_cap (forced moves first)."""
+    current = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
+    out = []
+    for t, count in enumerate(path):
+        free = [g for g in lane if not running[t] >> g & 1]
+        target = mask_of(free[:count])
+        if current is None:
+            current = target
+        else:
+            current = _toward(current & ~running[t], target, free, job, count)
+        out.append(current)
+    return out
+
+
+def _toward(current: int, target: int, free: list[int], job: RealtimeJob, count: int) -> int:
+    """Move from `current` toward `target` spending at most swap_cap gains plus releases:
+    first to the right size, then trading a GPU the target does not hold for one it does."""
+    budget = job.swap_cap
+    size = current.bit_count()
+    gains = [g for g in free if target >> g & 1 and not current >> g & 1]
+    gains += [g for g in free if not target >> g & 1 and not current >> g & 1]  # spare GPUs
+    releases = [g for g in reversed(free) if current >> g & 1 and not target >> g & 1]
+    releases += [g for g in reversed(free) if current >> g & 1 and target >> g & 1]
+    while budget and size < count and gains:
+        current |= 1 << gains.pop(0)
+        size, budget = size + 1, budget - 1
+    while budget and size > count and releases:
+        current &= ~(1 << releases.pop(0))
+        size, budget = size - 1, budget - 1
+    wrong = [g for g in reversed(free) if current >> g & 1 and not target >> g & 1]
+    right = [g for g in free if target >> g & 1 and not current >> g & 1]
+    while budget >= 2 and wrong and right:
+        current &= ~(1 << wrong.pop(0))
+        current |= 1 << right.pop(0)
+        budget -= 2
+    return current
