@@ -370,7 +370,7 @@ class JobOutcome:
     placement: Placement | None
     completed: bool  # its block ends within the horizon
     finish_step: int | None  # step after its last step of work (end exclusive), when completed
-    delivered_gpu_hours: float
+    delivered_gpu_hours: float  # work done: GPU-hours held, times the speed there (section 8)
 
     @property
     def started(self) -> bool:
@@ -415,10 +415,13 @@ def job_outcomes(
             continue
         p = placements.get(job.id)
         finish = None
+        delivered = float(held[j]) * hours
         if p is not None:
             end = p.start_step + scenario.duration_at(job, p.gpus, p.gpu_start)
             finish = end if end <= T else None
-        out.append(JobOutcome(job, p, finish is not None, finish, float(held[j]) * hours))
+            if scenario.cluster.nodes:  # work in reference GPU-hours (section 8)
+                delivered *= scenario.speed_at(job, p.gpu_start)
+        out.append(JobOutcome(job, p, finish is not None, finish, delivered))
     return out
 
 
@@ -470,8 +473,7 @@ def team_outcomes(
         o = outcomes[job.id]
         row["batch"] += 1
         row["gpu_hours"] += o.delivered_gpu_hours
-        speed = scenario.speed_at(job, o.placement.gpu_start) if o.placement else 1.0
-        row["value"] += job.priority * speed * o.delivered_gpu_hours
+        row["value"] += job.priority * o.delivered_gpu_hours
         row["completed"] += int(o.completed)
         if o.wait_steps is not None:
             row["waits"].append(o.wait_steps * hours)

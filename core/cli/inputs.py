@@ -152,6 +152,28 @@ def input_arguments(
             "a power of two; needed for a CSV pair)",
         )
     window.add_argument("--rules", metavar="R.json", help="a history's type/priority rules")
+    cluster_argument(command)
+
+
+def cluster_argument(command: argparse.ArgumentParser) -> None:
+    """--cluster FILE.json (SPEC section 8): a cluster object replacing the input's cluster."""
+    command.add_argument(
+        "--cluster",
+        dest="cluster_file",
+        metavar="FILE.json",
+        help="a cluster object (GPUs, or gpu_types and nodes) that replaces the input's "
+        "cluster; its step and horizon where it gives them",
+    )
+
+
+def on_cluster_file(args: argparse.Namespace, scenario: Any) -> Any:
+    """The scenario on --cluster's cluster, when one is given."""
+    path = getattr(args, "cluster_file", None)
+    if path is None:
+        return scenario
+    from ..formats.cluster_file import read_cluster_file, with_cluster
+
+    return with_cluster(scenario, read_cluster_file(Path(path)), Path(path).name)
 
 
 def read_input(args: argparse.Namespace, pair_gpus: int | None = None) -> Any:
@@ -164,7 +186,14 @@ def read_input_with_history(
     args: argparse.Namespace, pair_gpus: int | None = None
 ) -> tuple[Any, Any]:
     """`read_input`, and the ImportResult of a scheduler history (its as-run metrics; None for
-    a scenario or the CSV pair)."""
+    a scenario or the CSV pair), on --cluster's cluster where one is given."""
+    scenario, imported = _read_input_with_history(args, pair_gpus)
+    return on_cluster_file(args, scenario), imported
+
+
+def _read_input_with_history(
+    args: argparse.Namespace, pair_gpus: int | None = None
+) -> tuple[Any, Any]:
     from ..formats import HISTORY_FORMATS, detect, head_of, read
 
     paths = [Path(p) for p in args.scenario]

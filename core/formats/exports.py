@@ -14,7 +14,7 @@ from ..model import Scenario
 from ..plan import Plan, holdings, job_outcomes, report, team_outcomes
 from ..tables import step_time
 from .cells import plain_number, write_csv
-from .grid import grid_to_csv
+from .grid import gpu_nodes, grid_to_csv
 
 AS_RUN_COLUMN = "as-run"  # summary.csv's column of what the real scheduler did (as_run "planner")
 
@@ -40,12 +40,14 @@ def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
 
     `end_step` is exclusive; `wait_steps` is blank for jobs not started or already running;
     times are step boundaries from `cluster.start`. With deadlines: `deadline_step` and
-    `lateness_hours` (0 on time, blank when it does not complete); with teams: `team`.
+    `lateness_hours` (0 on time, blank when it does not complete); with teams: `team`; on a
+    cluster with nodes (SPEC section 8): `gpu_type` and `nodes` (space-separated node names).
     """
     hours = scenario.cluster.step_hours
     outcomes = job_outcomes(scenario, plan)
     deadlines = any(o.job.deadline_step is not None for o in outcomes)
     teams = any(o.job.team is not None for o in outcomes)
+    nodes = gpu_nodes(scenario) if scenario.cluster.nodes else None
     rows = []
     for o in outcomes:
         job, p = o.job, o.placement
@@ -70,13 +72,24 @@ def assignments_to_csv(scenario: Scenario, plan: Plan) -> str:
             row["lateness_hours"] = "" if lateness is None else plain_number(lateness * hours)
         if teams:
             row["team"] = job.team or ""
+        if nodes:
+            row["gpu_type"], row["nodes"] = _where(scenario, p, nodes) if p else ("", "")
         rows.append(row)
     columns = ASSIGNMENT_COLUMNS
     if deadlines:
         columns += ("deadline_step", "lateness_hours")
     if teams:
         columns += ("team",)
+    if nodes:
+        columns += ("gpu_type", "nodes")
     return write_csv(rows, columns)
+
+
+def _where(scenario: Scenario, p: Any, nodes: tuple[list[str], list[str]]) -> tuple[str, str]:
+    """A block's GPU type and its nodes ("h100x8-0", or "a10x4-0 a10x4-1" across nodes)."""
+    node, gpu_type = nodes
+    held = list(dict.fromkeys(node[g] for g in range(p.gpu_start, p.gpu_start + p.gpus)))
+    return gpu_type[p.gpu_start], " ".join(held)
 
 
 def summary_to_csv(

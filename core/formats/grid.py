@@ -11,6 +11,7 @@ from datetime import timedelta
 import numpy as np
 
 from ..model import Scenario, ScenarioError
+from ..nodes import groups_of
 from ..plan import IDLE, Conflict, Plan
 from .cells import number_cell, plain_number, read_csv, text_cell, write_csv
 
@@ -35,7 +36,7 @@ def grid_to_csv(scenario: Scenario, plan: Plan) -> str:
     order = np.lexsort((gpus, steps))
     ids = [job.id for job in scenario.jobs]
     types = [job.type for job in scenario.jobs]
-    rows = (
+    rows = [
         {
             "step": int(steps[k]),
             "gpu": int(gpus[k]),
@@ -44,8 +45,24 @@ def grid_to_csv(scenario: Scenario, plan: Plan) -> str:
             "type": types[plan.grid[gpus[k], steps[k]]],
         }
         for k in order
-    )
-    return write_csv(rows, (*GRID_COLUMNS, "time", "type"))
+    ]
+    columns: tuple[str, ...] = (*GRID_COLUMNS, "time", "type")
+    if scenario.cluster.nodes:  # section 8: which node and GPU type each cell is on
+        node, gpu_type = gpu_nodes(scenario)
+        for row in rows:
+            row["node"], row["gpu_type"] = node[row["gpu"]], gpu_type[row["gpu"]]
+        columns += ("node", "gpu_type")
+    return write_csv(rows, columns)
+
+
+def gpu_nodes(scenario: Scenario) -> tuple[list[str], list[str]]:
+    """Per GPU, its node (`<group>-<index>`) and its GPU type."""
+    node, gpu_type = [], []
+    for group in groups_of(scenario.cluster):
+        for g in range(group.offset, group.end):
+            node.append(group.node_name(group.node_of(g)))
+            gpu_type.append(group.gpu_type.name)
+    return node, gpu_type
 
 
 def plan_from_grid_csv(scenario: Scenario, text: str, name: str = "grid.csv") -> Plan:
@@ -55,7 +72,7 @@ def plan_from_grid_csv(scenario: Scenario, text: str, name: str = "grid.csv") ->
     lines = sum(1 for line in text.splitlines() if line.strip()) - 1
     if lines > G * T * 2:
         raise ScenarioError(f"{name}: {lines:,} rows for a grid of {G * T:,} cells")
-    _, rows = read_csv(text, name, GRID_COLUMNS, ("time", "type"))
+    _, rows = read_csv(text, name, GRID_COLUMNS, ("time", "type", "node", "gpu_type"))
     plan = Plan.empty(scenario, planner="imported")
     conflicts = []
     for line, row in rows:

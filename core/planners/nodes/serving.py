@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ...model import RealtimeJob, Scenario
-from ...nodes import allowed_gpus, allowed_groups, job_speed
+from ...nodes import allowed_gpus, allowed_groups, job_speed, type_allowed
 from ..blocks import mask_of
 
 
@@ -55,23 +55,31 @@ SERVICE_ORDERS = ("priority", "constrained")
 
 def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -> list[int]:
     """The GPUs a service prefers, best first: its allowed groups from the one batch work
-    values least (the lowest best speed any batch job has there) and, among those, the one of
+    values least (the lowest speed batch work gets there, weighted by priority x work) and,
+    among those, the one of
     the smallest nodes (which breaks no large block); "small-slow" ranks by node size first.
-    Each group from its top GPU down; its previous GPUs first of all."""
+    Each group from its top GPU down. (A service that holds other GPUs at the start moves to
+    these as its swap budget allows: `_walk`.)"""
     batch = scenario.batch_jobs
     groups = allowed_groups(scenario.cluster, job)
 
     def batch_worth(group) -> float:
-        speeds = [job_speed(b, group.gpu_type) for b in batch]
-        return max(speeds, default=group.gpu_type.speed)
+        # the speed batch work gets there, weighted by each job's priority x work (a job that
+        # may not use the group counts 0): a group no batch job may use is worth nothing
+        weights = [b.priority * b.gpu_hours for b in batch]
+        speeds = [
+            job_speed(b, group.gpu_type) if type_allowed(b, group.gpu_type) else 0.0 for b in batch
+        ]
+        total = sum(weights)
+        if total <= 0:
+            return group.gpu_type.speed
+        return sum(w * v for w, v in zip(weights, speeds, strict=True)) / total
 
     if rule == "slow-small":
         order = sorted(groups, key=lambda g: (batch_worth(g), g.gpus_per_node, -g.index))
     else:
         order = sorted(groups, key=lambda g: (g.gpus_per_node, batch_worth(g), -g.index))
-    gpus = [gpu for g in order for gpu in range(g.end - 1, g.offset - 1, -1)]
-    previous = set(job.previous_gpus or ())
-    return [g for g in gpus if g in previous] + [g for g in gpus if g not in previous]
+    return [gpu for g in order for gpu in range(g.end - 1, g.offset - 1, -1)]
 
 
 def serving_sets(
@@ -138,13 +146,13 @@ def _lane(order: list[int], own: int, path: list[int], running: list[int]) -> li
     short = list(path)
     lane = []
     for g in order:
-        if not any(n > 0 for n in short) and not own >> g & 1:
+        if not any(n > 0 for n in short):
             break
         lane.append(g)
         for t, mask in enumerate(running):
             if not mask >> g & 1:
                 short[t] -= 1
-    return lane
+    return lane + [g for g in order if own >> g & 1 and g not in lane]
 
 
 def _walk(job: RealtimeJob, lane: list[int], path: list[int], running: list[int]) -> list[int]:
