@@ -690,6 +690,8 @@ def _typed_room_problems(s: Scenario, holder: dict[int, str]):
     for g in holder:
         busy |= 1 << g
     for job in s.realtime_jobs:
+        if job.gpu_types is None and job.min_gpu_memory_gb is None:
+            continue  # every GPU: the check below on the whole cluster says it
         held = len(job.previous_gpus) if job.previous_gpus is not None else 0
         room = (nodes.allowed_gpus(s.cluster, job) & ~busy).bit_count()
         if job.gpus_min - held > room:

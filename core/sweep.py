@@ -61,6 +61,13 @@ def with_gpus(scenario: Scenario, gpus: int) -> Scenario:
     _check_gpus(gpus)
     gpus = int(gpus)
     cluster = scenario.cluster
+    if cluster.nodes:
+        if gpus == cluster.gpus:
+            return scenario
+        raise ScenarioError(
+            f"sweep: the cluster is node groups ({cluster.gpus} GPUs): it changes size by its "
+            f"node counts (sweep --nodes GROUP=LIST, size --vary GROUP=LIST), not to {gpus} GPUs"
+        )
     if gpus * cluster.horizon_steps > MAX_CELLS:
         raise ScenarioError(
             f"sweep: {gpus} GPUs x {cluster.horizon_steps} steps exceeds the limit of "
@@ -211,10 +218,17 @@ class SweepPoint:
     work_scale: float = 1.0
     penalty_weight: float = 8.0
     decay: float = 0.97
+    # SPEC section 8: node counts per group ((group, count) pairs; `gpus` is then theirs)
+    nodes: tuple[tuple[str, int], ...] | None = None
 
     def apply(self, scenario: Scenario) -> Scenario:
         """The base scenario moved to this point (raises ScenarioError when it is invalid)."""
-        moved = with_gpus(scenario, self.gpus)
+        if self.nodes is not None:
+            from .mix import with_nodes
+
+            moved = with_nodes(scenario, self.nodes)
+        else:
+            moved = with_gpus(scenario, self.gpus)
         if self.demand_scale != 1:
             moved = scale_demand(moved, self.demand_scale)
         if self.work_scale != 1:
@@ -230,9 +244,29 @@ def sweep_points(
     work_scale: Sequence[float] | None = None,
     penalty_weight: Sequence[float] | None = None,
     decay: Sequence[float] | None = None,
+    nodes: Mapping[str, Sequence[int]] | None = None,
 ) -> list[SweepPoint]:
-    """The product of the lists in the order given (gpus outermost); an omitted list is the
-    scenario's own value (1 for the scales). Empty lists and bad values raise ScenarioError."""
+    """The product of the lists in the order given (gpus, or the node mixes, outermost); an
+    omitted list is the scenario's own value (1 for the scales). `nodes`: {group: counts}, the
+    mixes of `core.mix.mixes`, instead of gpus. Empty lists and bad values raise
+    ScenarioError."""
+    if nodes is not None:
+        if gpus is not None:
+            raise ScenarioError("sweep: give --gpus or --nodes, not both")
+        from .mix import mix_gpus, mixes
+
+        rest = sweep_points(
+            scenario,
+            demand_scale=demand_scale,
+            work_scale=work_scale,
+            penalty_weight=penalty_weight,
+            decay=decay,
+        )
+        return [
+            replace(point, gpus=mix_gpus(scenario, mix), nodes=mix)
+            for mix in mixes(scenario, nodes)
+            for point in rest
+        ]
     check_point_lists(
         gpus=gpus,
         demand_scale=demand_scale,
@@ -330,15 +364,35 @@ def run_point(
 ) -> dict[str, Any]:
     """One row: the point's parameters, then every metric of the plan, then `error` ("" when
     the point is valid and the plan legal). Runs in a Dask worker; pure apart from the clock."""
+    row: dict[str, Any] = {**asdict(point), "planner": planner}
+    mix = row.pop("nodes")
+    if mix is not None:
+        row.update({f"nodes_{group}": count for group, count in mix})
+    out = run_point_on(scenario, point.apply, planner, options)
+    return {**row, **{k: v for k, v in out.items() if k not in row}}
+
+
+def run_point_on(
+    scenario: Scenario,
+    transform: Callable[[Scenario], Scenario],
+    planner: str,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`run_point`'s metrics and `error` for the scenario `transform` makes (an invalid one is
+    an error row); `cost_per_hour` too on a cluster of node groups."""
     from .plan import check, report
     from .planners import planner_spec, solve
 
-    row: dict[str, Any] = {**asdict(point), "planner": planner}
+    row: dict[str, Any] = {}
     try:
-        moved = point.apply(scenario)
+        moved = transform(scenario)
     except ScenarioError as exc:
         row[ERROR_COLUMN] = str(exc)
         return row
+    if moved.cluster.nodes:
+        from .mix import cost_per_hour
+
+        row["cost_per_hour"] = cost_per_hour(moved)
     if planner_spec(planner).exact:  # the MIP planner: HiGHS on one thread in this process
         single_threaded_highs()
     try:
@@ -348,6 +402,9 @@ def run_point(
         return row
     values = report(moved, plan)  # the keys of metrics.json
     values.pop("planner", None)
+    for name, per_type in values.pop("by_gpu_type", {}).items():  # flat, for the CSV
+        values[f"utilization_{name}"] = per_type["utilization"]
+        values[f"cost_{name}"] = per_type["cost"]
     row.update(values)
     violations = check(moved, plan)
     row[ERROR_COLUMN] = (

@@ -21,6 +21,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cluster sizes, e.g. 8,16,32 (default: the input's own; a CSV pair is read on the "
         "largest, a history's running work placed again on each)",
     )
+    parser.add_argument(
+        "--nodes",
+        metavar="GROUP=LIST",
+        action="append",
+        help="node counts of a group of the cluster, e.g. a10x4=0,2,4 (repeatable: every "
+        "combination is a point; instead of --gpus)",
+    )
     parser.add_argument("--demand-scale", metavar="L", help="real-time demand factors, e.g. 1,1.2")
     parser.add_argument("--work-scale", metavar="L", help="batch gpu_hours factors, e.g. 1,1.5")
     parser.add_argument("--penalty", metavar="L", help="penalty weights, e.g. 5,8")
@@ -44,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
+    from ..mix import parse_vary
     from ..sweep import (
         check_point_lists,
         dask_client,
@@ -73,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     check_point_lists(**lists)  # (before a large history is read)
     sizes = lists["gpus"]
     scenario = read_input(args, pair_gpus=max(sizes) if sizes else None)
-    points = sweep_points(scenario, **lists)
+    nodes = parse_vary(args.nodes, scenario, "--nodes") if args.nodes else None
+    points = sweep_points(scenario, **lists, nodes=nodes)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     options = {p: planner_options(p, time_limit=args.time_limit) for p in planners}
