@@ -50,13 +50,12 @@ from .model import (
     MAX_CELLS,
     MAX_STEPS,
     BatchJob,
-    Cluster,
     RealtimeJob,
     Running,
     Scenario,
     ScenarioError,
-    duration_steps,
 )
+from .nodes import allowed_gpus, duration_on
 from .plan import IDLE, Plan, batch_placements, check, metrics
 from .planners import planner_spec, solve
 
@@ -544,11 +543,12 @@ def _window_scenario(
             picked.append(((job.arrival_step, i), i, window_job))  # fifo keeps arrival order
     picked.sort(key=lambda item: item[0])
     start = actual.cluster.start
-    cluster = Cluster(
-        actual.cluster.gpus,
-        actual.cluster.step_minutes,
-        steps,
-        start + timedelta(minutes=actual.cluster.step_minutes * t0) if start is not None else None,
+    cluster = replace(  # (its nodes and GPU types too, SPEC section 8)
+        actual.cluster,
+        horizon_steps=steps,
+        start=start + timedelta(minutes=actual.cluster.step_minutes * t0)
+        if start is not None
+        else None,
     )
     window = Scenario(
         name=f"{actual.name}@{t0}",
@@ -584,6 +584,7 @@ def _execute(
     step_minutes = actual.cluster.step_minutes
     is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
     realtime = sorted(held_before, key=lambda i: (-actual.jobs[i].priority, i))
+    allowed = _allowed_rows(actual, realtime)
     lent = 0
     for t in range(t0, end):
         column = planned[:, t - t0].copy()
@@ -609,7 +610,7 @@ def _execute(
         for i in realtime:
             job = actual.jobs[i]
             demand = float(job.demand[t]) if realtime_on_idle else None
-            extra, legal = _serve_on_idle(column, i, job, demand, held_before[i])
+            extra, legal = _serve_on_idle(column, i, job, demand, held_before[i], allowed.get(i))
             if not legal and t > t0:  # at t0 the window started from what it held: a planner bug
                 return t - t0, "swap_cap", lent
             added += extra
@@ -617,17 +618,30 @@ def _execute(
         for i, (gpu_start, gpus, start) in placements.items():
             if start == t and i not in started:
                 job = actual.jobs[i]
+                speed = actual.speed_at(job, gpu_start)
                 started[i] = _Started(
                     gpu_start,
                     gpus,
                     t,
-                    t + actual.duration(job, gpus),
-                    t + duration_steps(source.jobs[i], gpus, step_minutes),
+                    t + actual.duration_at(job, gpus, gpu_start),
+                    t + duration_on(source.jobs[i], gpus, step_minutes, speed),
                 )
         grid[:, t] = column
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
     return end - t0, "scheduled", lent
+
+
+def _allowed_rows(actual: Scenario, services: list[int]) -> dict[int, np.ndarray]:
+    """Per service, the GPUs of its allowed types (none listed without node groups: all)."""
+    if not actual.cluster.nodes:
+        return {}
+    G = actual.cluster.gpus
+    out = {}
+    for i in services:
+        mask = allowed_gpus(actual.cluster, actual.jobs[i])
+        out[i] = np.array([mask >> g & 1 for g in range(G)], dtype=bool)
+    return out
 
 
 def _serve_on_idle(
@@ -636,6 +650,7 @@ def _serve_on_idle(
     job: RealtimeJob,
     demand: float | None,
     before: tuple[int, ...] | None,
+    allowed: np.ndarray | None = None,
 ) -> tuple[int, bool]:
     """Give real-time job `i` idle GPUs of this step's `column` (in place) where it needs them.
 
@@ -645,8 +660,12 @@ def _serve_on_idle(
     still keeps idle GPUs it held where the plan would otherwise release more than `swap_cap`
     (the plan could not know it had taken them). Returns the cells added and whether the step
     is within the swap cap. `before` is what it held the step before (None: step 0 without
-    `previous_gpus`, which is free).
+    `previous_gpus`, which is free). `allowed`: the GPUs of its types (SPEC section 8; None:
+    every GPU).
     """
+    idle = column == IDLE
+    if allowed is not None:
+        idle &= allowed
     mine = column == i
     held = int(mine.sum())
     want = held if demand is None else math.ceil(round(float(demand), 9))
@@ -657,7 +676,7 @@ def _serve_on_idle(
         prev = np.zeros(len(column), dtype=bool)
         prev[list(before)] = True
         swaps = int((prev != mine).sum())
-        for g in np.nonzero((column == IDLE) & prev)[0]:
+        for g in np.nonzero(idle & prev)[0]:
             if held >= job.gpus_max or (held >= want and swaps <= job.swap_cap):
                 break
             column[g] = i
@@ -665,7 +684,7 @@ def _serve_on_idle(
             swaps -= 1
         free = job.swap_cap - swaps
     added = held - int(mine.sum())
-    for g in np.nonzero(column == IDLE)[0]:
+    for g in np.nonzero(idle & (column == IDLE))[0]:
         if held >= want or free <= 0:
             break
         column[g] = i

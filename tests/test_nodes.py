@@ -435,3 +435,14 @@ def test_a_job_held_to_one_node_or_slower_gpus_makes_the_nodes_count():
     assert needs_nodes(dataclasses.replace(s, jobs=(batch("j", 4, 8, 8, speed=(("g", 2.0),)),)))
     running = dataclasses.replace(s.jobs[0], running=Running(4, 4, 1), multi_node=True)
     assert not needs_nodes(dataclasses.replace(s, jobs=(running,)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_rolling_horizon_runs_legal_plans_on_node_groups(seed):
+    from core.bench import node_case
+    from core.rolling import simulate
+
+    scenario = node_case(seed, realtime=1)
+    result = simulate(scenario, days=1, planner="allocator", window_hours=8)
+    assert check(result.scenario, result.plan) == []
+    assert result.scenario.cluster.nodes == scenario.cluster.nodes
