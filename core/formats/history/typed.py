@@ -4,10 +4,11 @@ Where the cluster comes from, first match wins:
 - `--gpus G`: G plain GPUs, as before section 8; the jobs' types are ignored (a note says so);
 - a node list (openb `--nodes`): its groups, every GPU of it;
 - jobs whose types name what they ran on (sacct's typed GRES, a pod's `nvidia.com/gpu.product`)
-  and no node list: one group per type, one node each, of the peak GPUs the window's jobs of
-  that type held at once rounded up to a power of two (at least the largest block of that
-  type), plus a group `untyped` for the jobs the history gives no type, so every job fits where
-  it ran; the history says nothing of nodes, so no job is split across any;
+  and no node list: one group per type, one node each, of the peak GPUs the window's jobs that
+  may use that type held at once, rounded up to a power of two, plus a group `untyped` sized
+  the same way for the jobs the history gives no type (they may use every group), so what ran
+  fits; the history says nothing of nodes, so no job is split across any. A job larger than
+  every group it may use is skipped and counted (like a job larger than a plain cluster);
 - otherwise (no types, or openb's gpu_spec without a node list): plain GPUs, as before.
 """
 
@@ -88,7 +89,7 @@ def typing_of(
             continue
         ran = mine & np.isfinite(start)
         peak = peak_in_use(start[ran], held_until[ran], in_use[ran], W0, W1)
-        size = int(pow2_ceil(np.array([max(1.0, peak, float(in_use[mine].max()))]))[0])
+        size = int(pow2_ceil(np.array([max(1.0, peak)]))[0])
         groups.append(NodeGroup(name, name, size, 1))
     total = sum(g.gpus for g in groups)
     if total > MAX_GPUS:
