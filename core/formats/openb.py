@@ -104,8 +104,6 @@ def read_table(
     info = TraceInfo(name=shown, format=FORMAT, relative=True, rows=n, snapshot=snapshot)
     if "gpu_spec" in frame.columns:
         table["gpu_types"] = _gpu_spec(frame["gpu_spec"])
-    if nodes is not None:
-        table = _on_node_list(table, info, read_node_list(nodes), rows, gpus)
     if not snapshot:
         submit = parse_numbers(frame["creation_time"], shown, "creation_time", rows, minimum=None)
         start = parse_numbers(frame["scheduled_time"], shown, "scheduled_time", rows, minimum=None)
@@ -115,6 +113,8 @@ def read_table(
         stamps = np.concatenate([submit, start, end])
         stamps = stamps[np.isfinite(stamps)]
         info.end = float(stamps.max()) if len(stamps) else float("nan")
+    if nodes is not None:
+        table = _on_node_list(table, info, read_node_list(nodes), rows, gpus)
     info.cluster_gpus = info.node_list["gpus"] if info.node_list else _cluster_gpus(source, None)
     if info.cluster_gpus:
         info.notes.append(f"the node list gives the trace's cluster {info.cluster_gpus:,} GPUs")
