@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpus", type=int, metavar="G", help="cluster size (default: peak in use, power of two)"
     )
+    parser.add_argument(
+        "--nodes",
+        metavar="NODES.csv",
+        help="openb node list (sn,cpu_milli,memory_mib,gpu,model): the cluster's node groups, "
+        "one per model and GPUs per node; gpu_spec becomes the pods' gpu_types",
+    )
     parser.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
     parser.add_argument("--out", type=out_file, required=True, metavar="scenario.json")
     parser.add_argument(
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     said = say_reading(Path(args.file), args.no_progress, "import: ")
     started = time.perf_counter()
-    result = import_history(args.file, args.format, window, rules)
+    result = import_history(args.file, args.format, window, rules, nodes=args.nodes)
     if said:
         print(f"import: read in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     out = Path(args.out)

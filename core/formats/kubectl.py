@@ -7,6 +7,13 @@ request is given: Kubernetes sets one from the other for extended resources). Su
 (a pod still running has no end). The namespace stands for the partition and, unless a `team`
 label is set, for the team; `status.qosClass`, `spec.priorityClassName` and `spec.priority` feed
 the priority rules.
+
+GPU types (SPEC section 8): a `spec.nodeSelector` on `nvidia.com/gpu.product` (the label NVIDIA's
+GPU feature discovery sets) gives the pod's `gpu_types`, as does a required node affinity on it:
+the `In` values of its `nodeSelectorTerms` (terms are alternatives: a term without the key
+allows any product); both given, the products both allow. `NotIn`, `Exists` and preferred
+affinities do not restrict the types. The list has no nodes, so without --gpus the import builds
+the cluster from the history: one group per product (`core.formats.history.typed`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from .text import json_error
 
 FORMAT = "kubectl"
 GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT = "nvidia.com/gpu.product"
 
 
 def sniff(name: str, head: str) -> bool:
@@ -74,6 +82,7 @@ def read_table(
             "started",
             "scheduled",
             "finished",
+            "gpu_types",
         ],
     ).astype("str")
     rows = np.arange(n)
@@ -86,6 +95,7 @@ def read_table(
     table["qos"] = frame["qos"].to_numpy()
     table["priority_class"] = frame["priority_class"].to_numpy()
     table["state"] = frame["phase"].str.upper().to_numpy()
+    table["gpu_types"] = frame["gpu_types"].to_numpy()
     table["gpus"] = parse_numbers(frame["gpus"], shown, GPU_RESOURCE, rows, maximum=MAX_GPUS)
     table["priority_raw"] = parse_numbers(
         frame["priority"], shown, "spec.priority", rows, minimum=None
@@ -96,7 +106,7 @@ def read_table(
     table["start"] = np.where(np.isfinite(started), started, scheduled)
     table["end"] = parse_times(frame["finished"], shown, "finishedAt", rows)
     check_order(table, shown, "startedAt", "finishedAt")
-    info = TraceInfo(name=shown, format=FORMAT, rows=n)
+    info = TraceInfo(name=shown, format=FORMAT, rows=n, types_from_history=True)
     stamps = table[["submit", "start", "end"]].to_numpy().ravel()
     stamps = stamps[np.isfinite(stamps)]
     info.end = float(stamps.max()) if len(stamps) else float("nan")
@@ -162,4 +172,44 @@ def _flatten(name: str, i: int, pod: Any) -> dict[str, str]:
         "started": min(starts) if starts else "",
         "scheduled": scheduled,
         "finished": finished,
+        "gpu_types": "|".join(_products(name, i, spec)),
     }
+
+
+def _products(name: str, i: int, spec: dict) -> list[str]:
+    """The GPU products the pod's nodeSelector and required node affinity allow ([] = any)."""
+    selector = (spec.get("nodeSelector") or {}).get(GPU_PRODUCT)
+    allowed = None if selector is None else [_label(name, i, "nodeSelector", selector)]
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = affinity.get("nodeSelectorTerms") or [] if isinstance(affinity, dict) else []
+    union: list[str] | None = []
+    for term in terms:
+        values = None
+        for expr in (term or {}).get("matchExpressions") or []:
+            if (expr or {}).get("key") != GPU_PRODUCT or expr.get("operator") != "In":
+                continue
+            field_name = "nodeAffinity matchExpressions values"
+            these = [_label(name, i, field_name, v) for v in expr.get("values") or []]
+            values = these if values is None else [v for v in values if v in these]
+        if values is None:
+            union = None  # a term that allows any product
+            break
+        union += [v for v in values if v not in union]
+    if union is not None and terms:
+        allowed = union if allowed is None else [v for v in allowed if v in union]
+    if allowed is not None and not allowed:
+        raise ScenarioError(
+            f"{name}: row {i}: nodeSelector and nodeAffinity on {GPU_PRODUCT} allow no GPU "
+            "product (the pod could run nowhere)"
+        )
+    return allowed or []
+
+
+def _label(name: str, i: int, field_name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or "|" in value:
+        raise ScenarioError(
+            f"{name}: row {i}: {field_name} {GPU_PRODUCT} must be a product name, got {value!r}"
+        )
+    return value.strip()

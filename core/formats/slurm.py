@@ -6,6 +6,14 @@ Quirks handled as the sacct man page describes them: step rows (`123.batch`, `12
 pending), a typed `gres/gpu:a100=N` beside the untyped entry is not counted twice (alone, the
 typed entries are summed); `Unknown`/`None` start or end; a pending job's Start is Slurm's
 expected start, not a start; `CANCELLED by 1234` is CANCELLED; TimelimitRaw is in minutes.
+
+Typed GRES (SPEC section 8): the types of a job's `gres/gpu:<type>=N` entries (N > 0) are its
+`gpu_types` (`gres/gpu:a100=4` -> a100); an untyped `gres/gpu=4` alone leaves it untyped. The
+types come from ReqTRES, what the job asked for, where the export has it: AllocTRES says where
+a job ran, and a job that asked for any GPU and got an A100 may use any GPU (AllocTRES only
+where there is no ReqTRES). sacct says nothing of nodes, so without --gpus the import builds
+the cluster from the history: one group per type, of the peak GPUs of that type in use
+(`core.formats.history.typed`).
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ def read_table(
         shown,
         [("JobID",), ("Submit",), ("Start",), ("End", "ElapsedRaw"), ("AllocTRES", "ReqTRES")],
     )
-    info = TraceInfo(name=shown, format=FORMAT, rows=len(frame))
+    info = TraceInfo(name=shown, format=FORMAT, rows=len(frame), types_from_history=True)
     frame["_row"] = np.arange(2, len(frame) + 2)
 
     job_id = frame["JobID"].str.strip()
@@ -94,7 +102,7 @@ def read_table(
     waiting = np.isin(state, _WAITING)
     unfinished = np.isin(state, _UNFINISHED)
 
-    table["gpus"] = _gpus(frame, shown, rows, waiting)
+    table["gpus"], table["gpu_types"] = _gpus(frame, shown, rows, waiting)
     submit = parse_times(frame["Submit"], shown, "Submit", rows)
     if "Eligible" in frame.columns:
         eligible = parse_times(frame["Eligible"], shown, "Eligible", rows)
@@ -133,8 +141,11 @@ _UNTYPED = re.compile(r"(?:^|,)gres/gpu=([^,]*)")
 _TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=([^,]*)")
 
 
-def _gpus(frame: pd.DataFrame, name: str, rows: np.ndarray, waiting: np.ndarray) -> np.ndarray:
-    """GPUs per job from the TRES strings: AllocTRES, or ReqTRES where nothing is allocated."""
+def _gpus(
+    frame: pd.DataFrame, name: str, rows: np.ndarray, waiting: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(GPUs, GPU types "|"-joined) per job from the TRES strings: AllocTRES, or ReqTRES where
+    nothing is allocated."""
     n = len(frame)
     alloc = frame["AllocTRES"].str.strip() if "AllocTRES" in frame.columns else None
     req = frame["ReqTRES"].str.strip() if "ReqTRES" in frame.columns else None
@@ -155,7 +166,32 @@ def _gpus(frame: pd.DataFrame, name: str, rows: np.ndarray, waiting: np.ndarray)
             f"{MAX_GPUS:,}, got "
             f"{tres.iloc[i]!r}"
         )
-    return count
+    asked = tres if req is None else req.where(req != "", tres)
+    types = by_unique(asked, lambda u: np.array([_tres_types(t) for t in u], dtype=object))
+    bad = np.flatnonzero(pd.isna(types))
+    if len(bad):
+        i = int(bad[0])
+        field_name = "ReqTRES" if req is not None and req.iloc[i] != "" else "AllocTRES"
+        raise ScenarioError(
+            f"{name}: row {rows[i]}: {field_name} has a typed gres/gpu entry without a type "
+            f"name (expected gres/gpu:<type>=N), got {asked.iloc[i]!r}"
+        )
+    return count, types
+
+
+_TYPE_ENTRY = re.compile(r"(?:^|,)gres/gpu:([^=,]*)=([^,]*)")
+
+
+def _tres_types(tres: str) -> str | None:
+    """The types of the typed entries with GPUs, "|"-joined ("" untyped; None: a nameless
+    type)."""
+    names = []
+    for name, count in _TYPE_ENTRY.findall(tres):
+        if not name.strip():
+            return None
+        if count.strip() not in ("", "0") and name.strip() not in names:
+            names.append(name.strip())
+    return "|".join(names)
 
 
 def _tres_gpus(tres: str) -> float:

@@ -50,6 +50,7 @@ class _Jobs:
     estimated: np.ndarray
     running_at_export: np.ndarray
     held_until: np.ndarray
+    gpu_types: np.ndarray  # the types each job may use, "|"-separated ("" any, or ignored)
 
 
 @dataclass(frozen=True)

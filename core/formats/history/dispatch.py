@@ -42,8 +42,10 @@ def import_history(
     rules: ImportRules | None = None,
     *,
     name: str | None = None,
+    nodes: str | bytes | Path | None = None,
 ) -> ImportResult:
-    """Detect (or take) the format and import `source` (a path, or the text itself)."""
+    """Detect (or take) the format and import `source` (a path, or the text itself); `nodes`
+    an openb node list, the cluster's node groups (SPEC section 8)."""
     shown, _, head = read_source(source, name)
     fmt = format
     if fmt in (None, "auto"):
@@ -54,7 +56,13 @@ def import_history(
                 "serving trace, kubectl get pods -o json, Helios cluster_log.csv, Acme trace); "
                 "give --format"
             )
-    return format_module(fmt).read_history(source, window, rules, name=name)
+    if nodes is None:
+        return format_module(fmt).read_history(source, window, rules, name=name)
+    if fmt != "openb":
+        raise ScenarioError(
+            f"{shown}: --nodes (an openb node list) applies to openb pod lists, not {fmt}"
+        )
+    return format_module(fmt).read_history(source, window, rules, name=name, nodes=nodes)
 
 
 def history_reader(read_table: Callable[..., tuple[pd.DataFrame, TraceInfo]]) -> Callable[..., Any]:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .table import ImportResult
+from .typed import nodes_lines
 
 
 def demand_frame(result: ImportResult) -> pd.DataFrame:
@@ -67,6 +68,7 @@ def format_summary(summary: dict[str, Any], as_run: dict[str, Any]) -> str:
             if summary.get("snapshot")
             else f"work estimated (never finished): {b['work_estimated']}"
         ),
+        *nodes_lines(summary),
         "dropped: " + (", ".join(f"{n} {why}" for why, n in summary["dropped"].items()) or "none"),
         f"real-time: {summary['realtime_jobs']} job(s) in {len(summary['realtime'])} group(s)",
     ]

@@ -32,7 +32,7 @@ from .arrays import _Batch, _Jobs, _Placement, _Realtime, _Span
 from .as_run import _as_run
 from .classify import _classify, _priorities, _rt_id, _unique_ids
 from .options import ImportRules, ImportWindow
-from .rows import account_rows, too_big_reason
+from .rows import NO_GROUP, account_rows, too_big_reason
 from .table import DAY, HOUR, ImportResult, TraceInfo
 from .timeline import (
     _check_window_in_trace,
@@ -42,6 +42,17 @@ from .timeline import (
     _window_start,
     peak_in_use,
     pow2_ceil,
+)
+from .typed import (
+    Typing,
+    ignored_note,
+    job_types,
+    nodes_summary,
+    pin_on_groups,
+    shared_summary,
+    typing_of,
+    unheld,
+    uses_types,
 )
 
 
@@ -56,16 +67,26 @@ def import_table(
     rules = rules or ImportRules()
     dropped = dict(info.dropped)
     jobs, gpus, span, cpu_rows = _gpu_jobs(table, info, window, dropped)
-    j = _read_jobs(jobs, gpus, info, span, rules)
+    j = _read_jobs(jobs, gpus, info, span, rules, window.gpus)
     batch = _select_batch(j, span, dropped)
     rt = _realtime_demand(j, span, rules)
-    G, gpus_source, peak = _cluster_size(window, info, j, batch, rt, span)
+    G, gpus_source, peak, typing = _cluster_size(window, info, j, batch, rt, span)
+    cluster = Cluster(
+        gpus=G,
+        step_minutes=window.step_minutes,
+        horizon_steps=span.T,
+        start=None if info.relative else pd.Timestamp(span.W0 * 1e9).to_pydatetime(),
+        gpu_types=typing.gpu_types,
+        nodes=typing.nodes,
+    )
     too_big = _drop_too_big(j, batch, G, dropped)
-    placement = _place_batch(j, batch, span, G)
+    no_group = unheld(cluster, j.gpu_types, j.block, batch.in_window)
+    _drop(batch, no_group, dropped, NO_GROUP)
+    placement = _place_batch(j, batch, span, cluster)
     sel = _window_order(batch, placement)
     batch_jobs, ids = _batch_jobs(j, sel, placement)
     rt_jobs, rt_summary = _realtime_jobs(j, rt, span, G, rules, set(ids))
-    scenario = _scenario(info, window, span, G, (*batch_jobs, *rt_jobs))
+    scenario = _scenario(info, window, span, cluster, (*batch_jobs, *rt_jobs))
     as_run = _as_run(
         scenario,
         sel,
@@ -84,9 +105,12 @@ def import_table(
         span.edges,
         snapshot=info.snapshot,
     )
-    rows = account_rows(info, cpu_rows, j, batch, rt, span, too_big, G)
+    rows = account_rows(info, cpu_rows, j, batch, rt, span, too_big, G, no_group)
     as_run["rows"] = rows
     notes = _notes(info, j, span, G, placement, as_run)
+    ignored = ignored_note(info, table["gpu_types"].to_numpy(dtype=object), window.gpus)
+    if ignored:
+        notes.append(ignored)
     summary = {
         "file": info.name,
         "format": info.format,
@@ -103,6 +127,8 @@ def import_table(
         "rows": rows,
         "rows_used": _rows_used(j, batch, rt, span),
         "rounding": _rounding(window, as_run),
+        "nodes": nodes_summary(info, typing, peak),
+        "shared_gpus": shared_summary(info, j, batch, rt),
         "snapshot": info.snapshot,
         "dropped": dropped,
         "priority_from": j.priority_source,
@@ -142,7 +168,12 @@ def _gpu_jobs(
 
 
 def _read_jobs(
-    jobs: pd.DataFrame, gpus: np.ndarray, info: TraceInfo, span: _Span, rules: ImportRules
+    jobs: pd.DataFrame,
+    gpus: np.ndarray,
+    info: TraceInfo,
+    span: _Span,
+    rules: ImportRules,
+    window_gpus: int | None,
 ) -> _Jobs:
     """The jobs' times (the window checked against the trace), types, priorities and run times."""
     submit = jobs["submit"].to_numpy(dtype=float)
@@ -163,9 +194,15 @@ def _read_jobs(
     types, groups = _classify(jobs, rules)
     priority, priority_source = _priorities(jobs, rules)
     is_rt = types == REALTIME_TYPE
+    gpu_types = jobs["gpu_types"].to_numpy(dtype=object)
+    if not uses_types(info, window_gpus):
+        gpu_types = np.full(len(jobs), "", dtype=object)
+    typed_rt = is_rt & (gpu_types != "")  # a service's pods on other types: another job
+    groups = np.where(typed_rt, groups.astype(object) + "@" + gpu_types, groups)
     if info.service_column:  # one real-time job per service the format names
         service = jobs[info.service_column].to_numpy(dtype=object)
         groups = np.where(is_rt & (service != ""), service, groups)
+        groups = np.where(typed_rt, groups.astype(object) + "@" + gpu_types, groups)
     return _Jobs(
         table=jobs,
         gpus=gpus,
@@ -179,6 +216,7 @@ def _read_jobs(
         priority=priority,
         priority_source=priority_source,
         block=pow2_ceil(gpus) if len(gpus) else np.zeros(0, dtype=np.int64),
+        gpu_types=gpu_types,
         **_run_times(start, end, limit, types, is_rt, trace_end, span.step),
     )
 
@@ -286,50 +324,68 @@ def _wanted_in(rt: _Realtime, lo: float, hi: float) -> np.ndarray:
 
 def _cluster_size(
     window: ImportWindow, info: TraceInfo, j: _Jobs, batch: _Batch, rt: _Realtime, span: _Span
-) -> tuple[int, str, float]:
-    """(GPUs, where that number comes from, peak GPUs in use in the window)."""
+) -> tuple[int, str, float, Typing]:
+    """(GPUs, where that number comes from, peak GPUs in use in the window, the types and
+    groups)."""
     occupancy_start = np.where(j.started, j.start, np.nan)
     use = (batch.in_window | rt.live) & j.started
     in_use_gpus = np.where(j.is_rt, j.gpus, j.block).astype(float)
     peak = peak_in_use(occupancy_start[use], j.held_until[use], in_use_gpus[use], span.W0, span.W1)
     if info.snapshot:  # what the snapshot asks for at once
         peak = float(j.block[batch.in_window].sum() + j.gpus[rt.live].sum())
+    used = batch.in_window | rt.live
+    typing = typing_of(
+        info, window.gpus, j.gpu_types, used, occupancy_start, j.held_until, in_use_gpus,
+        span.W0, span.W1,
+    )  # fmt: skip
+    if typing.nodes:
+        return typing.gpus, typing.source, peak, typing
     if window.gpus is not None:
-        return window.gpus, "--gpus", peak
+        return window.gpus, "--gpus", peak, typing
     if info.snapshot and info.cluster_gpus:
         return (
             info.cluster_gpus,
             "the node list's GPUs (the cluster the snapshot is packed on)",
             peak,
+            typing,
         )
     G = int(pow2_ceil(np.array([max(1.0, peak)]))[0])
     if G > MAX_GPUS:
         raise ScenarioError(
             f"{info.name}: {peak:,.0f} GPUs in use at the peak; give --gpus (at most {MAX_GPUS:,})"
         )
-    return G, "peak GPUs in use in the window, rounded up to a power of two", peak
+    return G, "peak GPUs in use in the window, rounded up to a power of two", peak, typing
 
 
 def _drop_too_big(j: _Jobs, batch: _Batch, G: int, dropped: dict[str, int]) -> np.ndarray:
     """Batch jobs whose block is larger than the cluster leave the window (counted); returns
     which they are."""
     too_big = batch.in_window & (j.block > G)
-    if too_big.any():
-        dropped[too_big_reason(G)] = int(too_big.sum())
-    for selected in (batch.in_window, batch.running, batch.queued, batch.arriving):
-        selected &= ~too_big  # (in place: the arrays are the batch's own)
+    _drop(batch, too_big, dropped, too_big_reason(G))
     return too_big
 
 
-def _place_batch(j: _Jobs, batch: _Batch, span: _Span, G: int) -> _Placement:
+def _drop(batch: _Batch, leaving: np.ndarray, dropped: dict[str, int], reason: str) -> None:
+    """The batch jobs `leaving` leave the window, counted under `reason`."""
+    if leaving.any():
+        dropped[reason] = dropped.get(reason, 0) + int(leaving.sum())
+    for selected in (batch.in_window, batch.running, batch.queued, batch.arriving):
+        selected &= ~leaving  # (in place: the arrays are the batch's own)
+
+
+def _place_batch(j: _Jobs, batch: _Batch, span: _Span, cluster: Cluster) -> _Placement:
     """Pin running jobs largest first: descending powers of two packed from GPU 0 stay aligned,
-    and all fit whenever their total does. Those that do not fit wait at step 0 with their
+    and all fit whenever their total does (with node groups: packed from the first GPU of the
+    first allowed group with room). Those that do not fit wait at step 0 with their
     remaining work; the others arrive at the step of their submit time."""
     W0, step, block = span.W0, span.step, j.block
     run_idx = np.flatnonzero(batch.running)
     order = run_idx[np.lexsort((j.start[run_idx], -block[run_idx]))]
-    offsets = np.cumsum(block[order]) - block[order]
-    fits = offsets + block[order] <= G
+    if cluster.nodes:
+        offsets, fits = pin_on_groups(cluster, order, block, j.gpu_types)
+    else:
+        offsets = np.cumsum(block[order]) - block[order]
+        fits = offsets + block[order] <= cluster.gpus
     pinned, unpinned = order[fits], order[~fits]
     gpu_start = np.full(len(j.table), -1, dtype=np.int64)
     gpu_start[pinned] = offsets[fits]
@@ -378,6 +434,7 @@ def _batch_jobs(
                 gpu_hours=round(float(p.gpu_hours[i]), 6),
                 arrival_step=int(p.arrival[i]),
                 running=pin,
+                gpu_types=job_types(j.gpu_types[i]),
                 **extra,
             )
         )
@@ -402,6 +459,7 @@ def _realtime_jobs(
                 gpus_min=0,
                 gpus_max=G,
                 swap_cap=swap_cap,
+                gpu_types=job_types(j.gpu_types[np.flatnonzero(m)[0]]),
                 demand=tuple(float(d) for d in demand),
                 history=tuple(float(h) for h in np.round(rt.history[g], 4))
                 if rt.history_hours
@@ -424,9 +482,8 @@ def _realtime_jobs(
 
 
 def _scenario(
-    info: TraceInfo, window: ImportWindow, span: _Span, G: int, jobs: tuple[Any, ...]
+    info: TraceInfo, window: ImportWindow, span: _Span, cluster: Cluster, jobs: tuple[Any, ...]
 ) -> Scenario:
-    start_dt = None if info.relative else pd.Timestamp(span.W0 * 1e9).to_pydatetime()
     label = _time_label(span.W0, info.relative)
     return Scenario(
         name=f"{Path(info.name).stem} {label}"[:120],
@@ -434,9 +491,7 @@ def _scenario(
             f"{info.format} history {info.name}: {window.days:g} day(s) from {label}, "
             f"{window.step_minutes}-minute steps"
         ),
-        cluster=Cluster(
-            gpus=G, step_minutes=window.step_minutes, horizon_steps=span.T, start=start_dt
-        ),
+        cluster=cluster,
         jobs=jobs,
     )
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...model import Scenario
+from ...nodes import GpuType, NodeGroup
 
 HISTORY_FORMATS = ("slurm", "openb", "alibaba-serving", "kubectl", "helios", "acme")
 MAX_HISTORY_BYTES = 2 * 1024**3  # exports are large (the app takes MAX_HISTORY_UPLOAD_MB)
@@ -35,8 +36,9 @@ TABLE_COLUMNS = (
     "time_limit",  # seconds
     "priority_raw",  # a scheduler's numeric priority, ranked into 1..10
     "state",
+    "gpu_types",  # the GPU types the job may use, "|"-separated; "" = any (SPEC section 8)
 )
-TEXT_COLUMNS = TABLE_COLUMNS[1:9] + ("state",)
+TEXT_COLUMNS = TABLE_COLUMNS[1:9] + ("state", "gpu_types")
 RULE_FIELDS = ("name", "user", "team", "partition", "qos", "priority_class", "workload", "state")
 
 
@@ -59,6 +61,14 @@ class TraceInfo:
     # The column naming each real-time row's service where the format has one (the 2025 serving
     # trace's app_name): real-time rows are grouped by it, one elastic job per service.
     service_column: str | None = None
+    # SPEC section 8: the node list's types and groups (openb --nodes); without them, whether
+    # the jobs' `gpu_types` name what they ran on, so groups can be built from the history
+    # (sacct's typed GRES, a pod's gpu.product), or only what they may use (openb's gpu_spec).
+    gpu_types: tuple[GpuType, ...] = ()
+    nodes: tuple[NodeGroup, ...] = ()
+    types_from_history: bool = False
+    node_list: dict[str, Any] | None = None  # what the node list held, for the summary
+    shared_rows: np.ndarray | None = None  # rows of pods sharing a GPU, planned as a whole one
 
 
 @dataclass(frozen=True)
