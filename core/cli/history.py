@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..model import IMPORT_STEP_MINUTES
+from ..model import IMPORT_STEP_MINUTES, ScenarioError
 from .arguments import EXIT_OK, out_file, positive_float, write_file
-from .inputs import say_reading
+from .inputs import cluster_argument, cluster_of, say_reading
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="openb node list (sn,cpu_milli,memory_mib,gpu,model): the cluster's node groups, "
         "one per model and GPUs per node; gpu_spec becomes the pods' gpu_types",
     )
+    cluster_argument(parser)
     parser.add_argument("--rules", metavar="R.json", help="type and priority rules (JSON)")
     parser.add_argument("--out", type=out_file, required=True, metavar="scenario.json")
     parser.add_argument(
@@ -65,8 +66,14 @@ def run(args: argparse.Namespace) -> int:
     if start is not None:
         with contextlib.suppress(ValueError):
             start = float(start)  # hours from the trace start, for relative traces
+    if args.cluster_file is not None and args.nodes is not None:
+        raise ScenarioError("--cluster and --nodes both give the cluster: give one")
     window = ImportWindow(
-        start=start, days=args.days, step_minutes=args.step_minutes, gpus=args.gpus
+        start=start,
+        days=args.days,
+        step_minutes=args.step_minutes,
+        gpus=args.gpus,
+        cluster=cluster_of(args),
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     said = say_reading(Path(args.file), args.no_progress, "import: ")

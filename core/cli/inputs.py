@@ -166,6 +166,16 @@ def cluster_argument(command: argparse.ArgumentParser) -> None:
     )
 
 
+def cluster_of(args: argparse.Namespace) -> Any:
+    """--cluster's cluster for a history's import (None without the flag)."""
+    path = getattr(args, "cluster_file", None)
+    if path is None:
+        return None
+    from ..formats.cluster_file import nodes_of_file
+
+    return nodes_of_file(Path(path))
+
+
 def on_cluster_file(args: argparse.Namespace, scenario: Any) -> Any:
     """The scenario on --cluster's cluster, when one is given."""
     path = getattr(args, "cluster_file", None)
@@ -188,6 +198,8 @@ def read_input_with_history(
     """`read_input`, and the ImportResult of a scheduler history (its as-run metrics; None for
     a scenario or the CSV pair), on --cluster's cluster where one is given."""
     scenario, imported = _read_input_with_history(args, pair_gpus)
+    if imported is not None:  # (a history was imported on --cluster's nodes already)
+        return scenario, imported
     return on_cluster_file(args, scenario), imported
 
 
@@ -242,6 +254,7 @@ def _read_input_with_history(
         days=days,
         step_minutes=args.step_minutes or IMPORT_STEP_MINUTES,
         gpus=gpus,
+        cluster=cluster_of(args),
     )
     rules = ImportRules.load(args.rules) if args.rules else ImportRules()
     say_reading(paths[0], getattr(args, "no_progress", False))

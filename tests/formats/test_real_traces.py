@@ -72,7 +72,7 @@ def test_sacct_rows_by_hand():
             "job step rows": 3,
             "cancelled before it started": 1,
             "ran for 0 seconds": 1,
-            "needs more than the cluster's 40 GPUs": 1,  # (typed GRES: 40 GPUs in 3 groups)
+            "needs more than the cluster's 32 GPUs": 1,
             "outside the window": 2,
             "no GPUs": 1,
         },

@@ -16,8 +16,8 @@ import pytest
 from core.formats import kubectl, openb, slurm
 from core.formats.history import ImportWindow, import_history
 from core.formats.node_list import read_node_list
-from core.model import BatchJob, ScenarioError
-from core.nodes import group_of_gpu
+from core.model import BatchJob, Cluster, ScenarioError
+from core.nodes import GpuType, NodeGroup, group_of_gpu
 from core.plan import batch_placements, check
 from core.planners import solve
 
@@ -217,7 +217,17 @@ def sacct_rows(*rows: str) -> str:
     return SACCT_HEAD + "".join(r + "\n" for r in rows)
 
 
-def test_typed_gres_gives_gpu_types_and_groups_from_the_history(tmp_path):
+def a100_h100(gpus: tuple[int, int] = (8, 4)) -> Cluster:
+    """A cluster file's cluster: `a` A100 on one node, `h` H100 on one node."""
+    a, h = gpus
+    return Cluster(
+        a + h,
+        gpu_types=(GpuType("a100"), GpuType("h100")),
+        nodes=(NodeGroup("a100x8", "a100", a, 1), NodeGroup("h100x4", "h100", h, 1)),
+    )
+
+
+def test_typed_gres_gives_gpu_types_on_the_given_cluster(tmp_path):
     t = "2026-08-17T0{}:00:00"
     path = write(
         tmp_path,
@@ -230,19 +240,78 @@ def test_typed_gres_gives_gpu_types_and_groups_from_the_history(tmp_path):
             f"3|c|gpu|{t.format(0)}|{t.format(2)}|{t.format(4)}|COMPLETED|gres/gpu:h100=1|",
         ),
     )
-    result = slurm.read_history(path, ImportWindow(start="2026-08-17T00:00:00", step_minutes=60))
+    window = ImportWindow(start="2026-08-17T00:00:00", step_minutes=60, cluster=a100_h100())
+    result = slurm.read_history(path, window)
     jobs = {j.id: j for j in result.scenario.jobs}
     assert jobs["1"].gpu_types == ("a100",)
     assert jobs["2"].gpu_types is None
     assert jobs["3"].gpu_types == ("h100",)  # no ReqTRES: what AllocTRES says
-    nodes = result.scenario.cluster.nodes
-    assert [(n.group, n.gpus_per_node, n.count) for n in nodes] == [
-        ("a100", 4, 1),
-        ("h100", 1, 1),
-        ("untyped", 2, 1),
-    ]
+    assert result.scenario.cluster.nodes == a100_h100().nodes
+    assert result.scenario.cluster.gpus == 12
     for planner in ("fifo", "allocator"):
-        assert check(result.scenario, solve(result.scenario, planner)) == []
+        plan = solve(result.scenario, planner)
+        assert check(result.scenario, plan) == []
+        placed = batch_placements(result.scenario, plan)
+        assert placed["3"].gpu_start >= 8  # on the H100 node
+        assert placed["1"].gpu_start < 8  # on the A100 node
+
+
+def test_typed_gres_without_a_cluster_keeps_todays_plain_gpus_and_says_how(tmp_path):
+    t = "2026-08-17T0{}:00:00"
+    path = write(
+        tmp_path,
+        "s.txt",
+        sacct_rows(f"1|a|gpu|{t.format(0)}|{t.format(1)}|{t.format(3)}|COMPLETED|gres/gpu:a100=4|"),
+    )
+    result = slurm.read_history(path, ImportWindow(start="2026-08-17T00:00:00"))
+    assert not result.scenario.cluster.nodes and result.scenario.jobs[0].gpu_types is None
+    assert result.scenario.cluster.gpus == 4  # the peak in use, as before section 8
+    assert any("--cluster FILE.json" in n for n in result.summary["notes"])
+
+
+def test_cli_import_and_plan_a_history_on_a_cluster_file(tmp_path):
+    t = "2026-08-17T0{}:00:00"
+    path = write(
+        tmp_path,
+        "s.txt",
+        sacct_rows(
+            f"1|a|gpu|{t.format(0)}|{t.format(1)}|{t.format(3)}|COMPLETED|gres/gpu:a100=4|",
+            f"3|c|gpu|{t.format(0)}|{t.format(2)}|{t.format(4)}|COMPLETED|gres/gpu:h100=1|",
+        ),
+    )
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(
+        json.dumps(
+            {
+                "gpu_types": {"a100": {}, "h100": {"speed": 2.0}},
+                "nodes": [
+                    {"group": "a100x8", "gpu_type": "a100", "gpus_per_node": 8, "count": 1},
+                    {"group": "h100x4", "gpu_type": "h100", "gpus_per_node": 4, "count": 1},
+                ],
+            }
+        )
+    )
+    out = tmp_path / "w.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "core", "import", str(path), "--start", "2026-08-17T00:00:00",
+         "--cluster", str(cluster), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "node groups (--cluster): a100x8 (1 x 8 a100), h100x4 (1 x 4 h100)" in run.stdout
+    plan = subprocess.run(
+        [sys.executable, "-m", "core", "plan", str(path), "--start", "2026-08-17T00:00:00",
+         "--cluster", str(cluster), "--planner", "fifo"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert set(json.loads(plan.stdout)["by_gpu_type"]) == {"a100", "h100"}
+    both = subprocess.run(
+        [sys.executable, "-m", "core", "import", str(path), "--cluster", str(cluster),
+         "--nodes", str(cluster), "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert both.returncode == 2 and "give one" in both.stderr
 
 
 def test_untyped_gres_stays_untyped(tmp_path):
@@ -351,7 +420,12 @@ A100, L4 = "NVIDIA-A100-SXM4-80GB", "NVIDIA-L4"
 def test_pod_gpu_product_gives_gpu_types(tmp_path, extra, expected):
     text = json.dumps({"kind": "List", "items": [pod("p", extra, 2)]})
     path = write(tmp_path, "pods.json", text)
-    result = kubectl.read_history(path, ImportWindow(start="2026-08-17T00:00:00"))
+    types = (GpuType(A100), GpuType(L4))
+    nodes = (NodeGroup("a100", A100, 4, 1), NodeGroup("l4", L4, 4, 1))
+    window = ImportWindow(
+        start="2026-08-17T00:00:00", cluster=Cluster(8, gpu_types=types, nodes=nodes)
+    )
+    result = kubectl.read_history(path, window)
     (job,) = [j for j in result.scenario.jobs if isinstance(j, BatchJob)]
     assert job.gpu_types == expected
     assert check(result.scenario, solve(result.scenario, "fifo")) == []

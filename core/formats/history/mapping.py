@@ -9,6 +9,7 @@ scenario, the as-run metrics and the summary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import fields
 from pathlib import Path
@@ -65,6 +66,10 @@ def import_table(
     """The scenario of `window` from a job table, with the as-run metrics and the summary."""
     window = window or ImportWindow()
     rules = rules or ImportRules()
+    if window.cluster is not None and window.gpus is None:  # --cluster: its types and groups
+        info = dataclasses.replace(
+            info, gpu_types=window.cluster.gpu_types, nodes=window.cluster.nodes, node_list=None
+        )
     dropped = dict(info.dropped)
     jobs, gpus, span, cpu_rows = _gpu_jobs(table, info, window, dropped)
     j = _read_jobs(jobs, gpus, info, span, rules, window.gpus)
@@ -333,11 +338,7 @@ def _cluster_size(
     peak = peak_in_use(occupancy_start[use], j.held_until[use], in_use_gpus[use], span.W0, span.W1)
     if info.snapshot:  # what the snapshot asks for at once
         peak = float(j.block[batch.in_window].sum() + j.gpus[rt.live].sum())
-    used = batch.in_window | rt.live
-    typing = typing_of(
-        info, window.gpus, j.gpu_types, used, occupancy_start, j.held_until, in_use_gpus,
-        span.W0, span.W1,
-    )  # fmt: skip
+    typing = typing_of(info, window.gpus)
     if typing.nodes:
         return typing.gpus, typing.source, peak, typing
     if window.gpus is not None:

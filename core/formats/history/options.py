@@ -18,6 +18,7 @@ from ...model import (
     MAX_GPUS,
     MAX_STEPS,
     REALTIME_TYPE,
+    Cluster,
     ScenarioError,
 )
 from ..text import json_error, read_text
@@ -35,6 +36,9 @@ class ImportWindow:
     days: float = 1.0
     step_minutes: int = DEFAULT_STEP_MINUTES
     gpus: int | None = None
+    # SPEC section 8 (`--cluster FILE.json`): the node groups and GPU types to plan on; the
+    # jobs' types must name its types. Its GPUs replace the peak in use; --gpus wins over it.
+    cluster: Cluster | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.days, int | float) and math.isfinite(self.days) and self.days > 0):

@@ -61,12 +61,10 @@ class TraceInfo:
     # The column naming each real-time row's service where the format has one (the 2025 serving
     # trace's app_name): real-time rows are grouped by it, one elastic job per service.
     service_column: str | None = None
-    # SPEC section 8: the node list's types and groups (openb --nodes); without them, whether
-    # the jobs' `gpu_types` name what they ran on, so groups can be built from the history
-    # (sacct's typed GRES, a pod's gpu.product), or only what they may use (openb's gpu_spec).
+    # SPEC section 8: the cluster's types and groups (openb --nodes, or --cluster FILE.json);
+    # without them the jobs' `gpu_types` are ignored (`history.typed`).
     gpu_types: tuple[GpuType, ...] = ()
     nodes: tuple[NodeGroup, ...] = ()
-    types_from_history: bool = False
     node_list: dict[str, Any] | None = None  # what the node list held, for the summary
     shared_rows: np.ndarray | None = None  # rows of pods sharing a GPU, planned as a whole one
 

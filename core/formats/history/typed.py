@@ -2,14 +2,12 @@
 
 Where the cluster comes from, first match wins:
 - `--gpus G`: G plain GPUs, as before section 8; the jobs' types are ignored (a note says so);
-- a node list (openb `--nodes`): its groups, every GPU of it;
-- jobs whose types name what they ran on (sacct's typed GRES, a pod's `nvidia.com/gpu.product`)
-  and no node list: one group per type, one node each, of the peak GPUs the window's jobs that
-  may use that type held at once, rounded up to a power of two, plus a group `untyped` sized
-  the same way for the jobs the history gives no type (they may use every group), so what ran
-  fits; the history says nothing of nodes, so no job is split across any. A job larger than
-  every group it may use is skipped and counted (like a job larger than a plain cluster);
-- otherwise (no types, or openb's gpu_spec without a node list): plain GPUs, as before.
+- a cluster given with the import (`--cluster FILE.json`) or a node list (openb `--nodes`): its
+  groups, every GPU of it; the jobs' types (sacct's typed GRES, a pod's gpu.product or
+  gpu_spec) must name its types;
+- otherwise plain GPUs, as before: a history says what each job asked for, not what the
+  cluster is made of (a type's peak in use is no node count), so the types are ignored and a
+  note says how to plan on them.
 """
 
 from __future__ import annotations
@@ -20,10 +18,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from ... import nodes as node_rules
-from ...model import MAX_GPUS, Cluster, ScenarioError
+from ...model import Cluster
 from ...nodes import GpuType, NodeGroup
 from .table import TraceInfo
-from .timeline import peak_in_use, pow2_ceil
 
 UNTYPED = "untyped"
 
@@ -43,7 +40,7 @@ class Typing:
 
 def uses_types(info: TraceInfo, gpus: int | None) -> bool:
     """Whether the jobs' gpu_types are kept: a cluster with node groups will name them."""
-    return gpus is None and (bool(info.nodes) or info.types_from_history)
+    return gpus is None and bool(info.nodes)
 
 
 def ignored_note(info: TraceInfo, table_types: np.ndarray, gpus: int | None) -> str | None:
@@ -54,58 +51,18 @@ def ignored_note(info: TraceInfo, table_types: np.ndarray, gpus: int | None) -> 
     why = (
         f"--gpus {gpus} plans on plain GPUs"
         if gpus is not None
-        else "there is no node list to name the types (give --nodes FILE)"
+        else "no cluster names the types (give --cluster FILE.json, or an openb node list "
+        "with --nodes FILE)"
     )
-    return f"{n:,} row(s) name GPU types (gpu_spec); they are ignored: {why}"
+    return f"{n:,} row(s) name GPU types; they are ignored: {why}"
 
 
-def typing_of(
-    info: TraceInfo,
-    gpus: int | None,
-    types: np.ndarray,
-    used: np.ndarray,
-    start: np.ndarray,
-    held_until: np.ndarray,
-    in_use: np.ndarray,
-    W0: float,
-    W1: float,
-) -> Typing:
-    """The cluster's types and groups (see the module docstring); `used` the jobs of the
-    window, `in_use` the GPUs each holds."""
+def typing_of(info: TraceInfo, gpus: int | None) -> Typing:
+    """The cluster's types and groups (see the module docstring)."""
     if not uses_types(info, gpus):
         return Typing()
-    if info.nodes:
-        return Typing(info.gpu_types, info.nodes, f"the node list's {len(info.nodes)} groups")
-    names = sorted({x for v in types[used] for x in v.split("|") if x})
-    if not names:
-        return Typing()
-    untyped = UNTYPED
-    while untyped in names:
-        untyped += "_"
-    groups = []
-    for name in [*names, untyped]:
-        mine = used & (types == "") if name == untyped else used & _names(types, name)
-        if not mine.any():
-            continue
-        ran = mine & np.isfinite(start)
-        peak = peak_in_use(start[ran], held_until[ran], in_use[ran], W0, W1)
-        size = int(pow2_ceil(np.array([max(1.0, peak)]))[0])
-        groups.append(NodeGroup(name, name, size, 1))
-    total = sum(g.gpus for g in groups)
-    if total > MAX_GPUS:
-        raise ScenarioError(
-            f"{info.name}: the GPU types' peaks add up to {total:,} GPUs, more than the limit "
-            f"of {MAX_GPUS:,}; give --gpus"
-        )
-    return Typing(
-        tuple(GpuType(g.gpu_type) for g in groups),
-        tuple(groups),
-        "one group per GPU type of the history, its peak in use rounded up to a power of two",
-    )
-
-
-def _names(types: np.ndarray, name: str) -> np.ndarray:
-    return np.array([name in v.split("|") for v in types], dtype=bool)
+    source = f"the node list's {len(info.nodes)} groups" if info.node_list else "--cluster"
+    return Typing(info.gpu_types, info.nodes, source)
 
 
 def job_types(value: str) -> tuple[str, ...] | None:
