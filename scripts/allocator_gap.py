@@ -3,8 +3,12 @@
     .venv/bin/python scripts/allocator_gap.py [--count 60] [--seed 0] [--time-limit 120] [--json]
                                               [--day | --wide] [--slo TARGET] [--realtime N]
                                               [--path small|fast] [--set NAME=VALUE ...]
-                                              [--thorough]
+                                              [--thorough] [--nodes]
     .venv/bin/python scripts/allocator_gap.py --benchmarks [--time-limit 10]
+
+`--nodes` draws clusters of node groups (SPEC section 8, `core.bench.node_case`): 2-3 groups of
+1-8 GPUs a node and 2-3 GPU types of other speeds, jobs allowed some types, needing memory, with
+their own speed or held to one node; the allocator there is `core.planners.nodes`.
 
 `--wide` draws issue 13's shapes (4-16 GPUs, 8-24 steps, 4-12 jobs); `--slo` gives every
 scenario that coverage target (both planners then solve the same constrained problem);
@@ -45,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bench import small_case  # noqa: E402
+from core.bench import node_case, small_case  # noqa: E402
 from core.formats.scenario_json import scenario_to_json  # noqa: E402
 from core.plan import check, metrics, objective  # noqa: E402
 from core.planners import solve  # noqa: E402
@@ -72,8 +76,12 @@ def measure(
 ) -> dict:
     rows = []
     k = seed
+    nodes = shape.pop("nodes", False)
     while len(rows) < count:
-        scenario = small_case(k, day, **shape)
+        if nodes:
+            scenario = node_case(k, realtime=shape.get("realtime"))
+        else:
+            scenario = small_case(k, day, **shape)
         k += 1
         if path is not None and ("small" if search_effort(scenario)[1] else "fast") != path:
             continue  # (the path under the default parameters: the draw's size class)
@@ -336,6 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         "--day", action="store_true", help="scenarios of the benchmarks' shape: 8 GPUs x 24 steps"
     )
     parser.add_argument("--wide", action="store_true", help="4-16 GPUs, 8-24 steps, 4-12 jobs")
+    parser.add_argument(
+        "--nodes",
+        action="store_true",
+        help="heterogeneous draws (SPEC section 8, core.bench.node_case): 2-3 node groups of "
+        "1-8 GPUs a node, 2-3 GPU types and speeds, jobs on type subsets or held to one node",
+    )
     parser.add_argument("--slo", type=float, default=None, help="policy.rt_coverage_target")
     parser.add_argument("--realtime", type=int, default=None, help="real-time jobs per scenario")
     parser.add_argument(
@@ -391,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         wide=args.wide,
         slo=args.slo,
         realtime=args.realtime,
+        nodes=args.nodes,
     )
     s = result["summary"]
     if args.json:
