@@ -20,13 +20,15 @@ from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bool_to_bitsets
 from .packing import NodePacker
 from .search import search
-from .serving import LANE_RULES, SERVICE_ORDERS, serving_sets
+from .serving import LANE_RULES, SERVICE_ORDERS, legal_sets, serving_sets
+from .windows import improve
 
 # Packing budget in option-steps (a job's options x the horizon, summed over the jobs): a
 # packing costs about that many bitset operations. Small problems get up to MAX_PACKS packings,
 # large ones fewer, and the largest (an openb day: 1,800 jobs on 6,212 GPUs) one ordering.
 PACK_BUDGET = 400_000
 MAX_PACKS = 60
+WINDOW_TRIALS = 48  # windows cut out of serving per plan (`windows`; thorough: ten times)
 GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
 
 
@@ -46,34 +48,57 @@ def plan_on_nodes(
     running = bool_to_bitsets(base.grid != IDLE)
     discount = discounts(scenario)
     # Each way of laying out serving, screened with one packing; the best is searched.
-    layouts = [("slow-small", "priority", False)]
+    layouts = [("slow-small", "priority", False, False)]
     if scenario.realtime_jobs:
         layouts = [
-            (rule, order, priced)
+            (rule, order, priced, shared)
+            for shared in (False, True)
             for priced in (False, True)
             for order in SERVICE_ORDERS
             for rule in LANE_RULES
         ]
     screened, seen = [], set()
-    for rule, order, priced in layouts:
-        serving = serving_sets(scenario, running, rule, order, priced)
+    for how in layouts:
+        serving = serving_sets(scenario, running, *how)
         key = tuple(tuple(s) for s in serving.values())
-        if key in seen:
+        if key in seen or not legal_sets(scenario, serving):
             continue
         seen.add(key)
         packer = NodePacker(scenario, _free(G, T, running, serving), discount)
         grid = _grid(base.grid, serving, packer.pack(_one_order(packer))[0])
-        screened.append((plan_rank(scenario, Plan(grid)), serving, packer))
-    best_rank, serving, packer = max(screened, key=lambda item: _sortable(item[0]))
+        screened.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
+    if not screened:  # (no layout kept every service legal: the baselines' reservation)
+        from ..fifo import plan_fifo
+
+        plan = plan_fifo(scenario)
+        plan.planner, plan.stats["guard"] = name, "fifo"
+        return plan
+    best_rank, serving, packer, how = max(screened, key=lambda item: _sortable(item[0]))
     units = sum(len(o) for o in packer.options.values()) * T
+    small = packs is not None or units * MAX_PACKS <= PACK_BUDGET
     if packs is None:
         packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
+        kicks = packs // 2 if small else 0
     if packs > 1:
-        placed, _ = search(packer, packs, kicks, deadline)
+        placed, _, order = search(packer, packs, kicks, deadline)
     else:
-        placed, _ = packer.pack(_one_order(packer))
+        order = _one_order(packer)
+        placed, _ = packer.pack(order)
     plan = Plan(_grid(base.grid, serving, placed), name)
-    plan.stats["packings"] = sum(item[2].packs for item in screened)
+    trials = 0
+    if small and scenario.realtime_jobs:
+        plan, trials = improve(
+            scenario,
+            plan,
+            order,
+            running,
+            lambda busy: serving_sets(scenario, busy, *how),
+            lambda s: NodePacker(scenario, _free(G, T, running, s), discount),
+            lambda s, p: _grid(base.grid, s, p),
+            every_start=name == "thorough",
+            budget=WINDOW_TRIALS * (10 if name == "thorough" else 1),
+        )
+    plan.stats["packings"] = sum(item[2].packs for item in screened) + packer.packs + trials
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan

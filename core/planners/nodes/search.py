@@ -48,16 +48,16 @@ def starting_orders(packer: NodePacker) -> list[list[int]]:
 
 def search(
     packer: NodePacker, packs: int, kicks: int, deadline: float | None = None
-) -> tuple[list[Placed], float]:
+) -> tuple[list[Placed], float, list[int]]:
     """The best packing found in about `packs` packings, `kicks` of them spent kicking, and
-    before `deadline` (a `time.monotonic()` value) where one is given."""
+    before `deadline` (a `time.monotonic()` value) where one is given; and the order packed."""
     best_order, best_placed, best_reward = None, [], -1.0
     for order in starting_orders(packer):
         placed, reward = packer.pack(order)
         if reward > best_reward + 1e-9:
             best_order, best_placed, best_reward = order, placed, reward
     if best_order is None or len(best_order) < 2:
-        return best_placed, max(best_reward, 0.0)
+        return best_placed, max(best_reward, 0.0), best_order or []
     limit = packer.packs + max(0, packs - kicks)
     best_order, best_placed, best_reward = _descend(
         packer, best_order, best_placed, best_reward, limit, deadline
@@ -76,7 +76,7 @@ def search(
         )
         if reward > best_reward + 1e-9:
             best_order, best_placed, best_reward = order, placed, reward
-    return best_placed, best_reward
+    return best_placed, best_reward, best_order
 
 
 def _descend(packer: NodePacker, order, placed, reward, limit: int, deadline=None):

@@ -88,11 +88,15 @@ def serving_sets(
     rule: str = "slow-small",
     services: str = "priority",
     priced: bool = False,
+    shared: bool = False,
 ) -> dict[int, list[int]]:
     """Per service (by grid index), its GPUs at every step as bitsets. `running`: per step,
     the GPUs running batch jobs hold. Services take their lanes by priority, or ("constrained")
     those with the fewest allowed GPUs first. `priced`: fractions of a unit are served only
-    where the shortfall costs more than batch work earns (`counts_path`)."""
+    where the shortfall costs more than batch work earns (`counts_path`). `shared`: no lanes;
+    a service takes the GPUs it prefers that those before it do not hold at that step (a GPU
+    one frees the next may take), which may break a later one's swap cap where an earlier
+    one takes a GPU from under it: `legal_sets` says whether it did."""
     worth = None
     if priced:
         penalty = scenario.policy.penalty_weight
@@ -127,10 +131,21 @@ def serving_sets(
     order_of = sorted(
         (i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)), key=key
     )
+    busy = list(running)
     for i in order_of:
         job = scenario.jobs[i]
         own = mask_of(job.previous_gpus or ())
         lane_pref = lane_order(scenario, job, rule)
+        if shared:
+            others = 0  # the other services' previous GPUs stay theirs at the start
+            for other in scenario.realtime_jobs:
+                if other is not job:
+                    others |= mask_of(other.previous_gpus or ())
+            order = [g for g in lane_pref if not others >> g & 1 or own >> g & 1]
+            path = counts_path(job, T, len(order), worth)
+            out[i] = sets = _walk(job, order, path, busy)
+            busy = [m | h for m, h in zip(busy, sets, strict=True)]
+            continue
         order = [g for g in lane_pref if own >> g & 1 or not taken >> g & 1]
         path = counts_path(job, T, len(order), worth)
         lane = _lane(order, own, path, running)
@@ -138,6 +153,20 @@ def serving_sets(
         taken |= mask_of(lane)
         out[i] = _walk(job, lane, path, running)
     return out
+
+
+def legal_sets(scenario: Scenario, sets: dict[int, list[int]]) -> bool:
+    """Whether each service's sets keep its range and swap cap (from previous_gpus)."""
+    for i, per_step in sets.items():
+        job = scenario.jobs[i]
+        before = mask_of(job.previous_gpus) if job.previous_gpus is not None else None
+        for mask in per_step:
+            if not job.gpus_min <= mask.bit_count() <= job.gpus_max:
+                return False
+            if before is not None and (mask ^ before).bit_count() > job.swap_cap:
+                return False
+            before = mask
+    return True
 
 
 def _lane(order: list[int], own: int, path: list[int], running: list[int]) -> list[int]:
@@ -166,15 +195,18 @@ def _walk(job: RealtimeJob, lane: list[int], path: list[int], running: list[int]
         if current is None:
             current = target
         else:
-            current = _toward(current & ~running[t], target, free, job, count)
+            # GPUs taken from under it (a window cut out of serving) are released first, and
+            # count against the swap budget like any other move
+            forced = (current & running[t]).bit_count()
+            budget = max(0, job.swap_cap - forced)
+            current = _toward(current & ~running[t], target, free, budget, count)
         out.append(current)
     return out
 
 
-def _toward(current: int, target: int, free: list[int], job: RealtimeJob, count: int) -> int:
-    """Move from `current` toward `target` spending at most swap_cap gains plus releases:
+def _toward(current: int, target: int, free: list[int], budget: int, count: int) -> int:
+    """Move from `current` toward `target` spending at most `budget` gains plus releases:
     first to the right size, then trading a GPU the target does not hold for one it does."""
-    budget = job.swap_cap
     size = current.bit_count()
     gains = [g for g in free if target >> g & 1 and not current >> g & 1]
     gains += [g for g in free if not target >> g & 1 and not current >> g & 1]  # spare GPUs
