@@ -480,17 +480,20 @@ def with_cluster(
     """The scenario on another cluster or horizon (validated again).
 
     A longer horizon repeats each real-time job's demand from its first step (a daily pattern
-    stays daily when the horizon grows by whole days); a shorter one cuts it.
+    stays daily when the horizon grows by whole days); a shorter one cuts it. A cluster with
+    nodes keeps them, and its GPUs (`gpus` is ignored: the node table sets them).
     """
     from dataclasses import replace
 
     from .model import RealtimeJob
 
     cluster = Cluster(
-        gpus=int(gpus),
+        gpus=s.cluster.gpus if s.cluster.nodes else int(gpus),
         step_minutes=int(step_minutes),
         horizon_steps=int(horizon_steps),
         start=start,
+        gpu_types=s.cluster.gpu_types,
+        nodes=s.cluster.nodes,
     )
     if cluster == s.cluster:
         return s
