@@ -81,6 +81,9 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
             [None if isinstance(j, RealtimeJob) else j.multi_node for j in s.jobs],
             dtype="boolean",
         )
+        # beside the sizes and the work, where a planner reads a job's shape
+        at = list(jobs.columns).index("gpu_hours") + 1
+        jobs = jobs[[*jobs.columns[:at], *NODE_JOB_COLUMNS, *jobs.columns[at:-3]]]
     demand = pd.DataFrame(
         {j.id: list(j.demand) for j in s.realtime_jobs},
         index=pd.RangeIndex(s.cluster.horizon_steps, name="step"),

@@ -21,7 +21,10 @@ def _describe_nodes() -> None:
 def render(s: Scenario) -> None:
     """The expander with the node table (or, without nodes, a button that starts one)."""
     c = s.cluster
-    with st.expander("Nodes and GPU types", expanded=bool(c.nodes), key="wl_nodes_expander"):
+    # (a key per kind of cluster: open where there are nodes to edit, closed where there are none)
+    with st.expander(
+        "Nodes and GPU types", expanded=bool(c.nodes), key=f"wl_nodes_expander_{bool(c.nodes)}"
+    ):
         if not c.nodes:
             st.caption(
                 f"This cluster is one pool of {c.gpus} identical GPUs (set their number under "

@@ -388,26 +388,27 @@ if s.cluster.nodes:
         "real-time demand. Cost: the type's GPU-hours at its price (else the policy's); idle "
         "cost: the part of it no job held.",
     )
-    st.caption(f"Cluster: {cluster_table.cluster_words(s.cluster)}.")
-    hours = s.cluster.horizon_steps * s.cluster.step_hours
-    st.plotly_chart(
-        charts.gpu_type_figure(values, hours, common.planner_label),
-        key="plan_chart_gpu_types",
-        config=charts.STATIC,
-    )
-    st.dataframe(
-        tables.gpu_type_table(s, values, common.planner_label),
-        hide_index=True,
-        width="stretch",
-        key="plan_gpu_types_table",
-        column_config={
-            "utilization": st.column_config.NumberColumn("utilization", format="percent"),
-            "allocated": st.column_config.NumberColumn("allocated", format="percent"),
-            "idle GPU-h": st.column_config.NumberColumn("idle GPU-h", format="%.1f"),
-            "cost": st.column_config.NumberColumn("cost", format="%.2f"),
-            "idle cost": st.column_config.NumberColumn("idle cost", format="%.2f"),
-        },
-    )
+    with st.container(key="plan_gpu_types"):
+        st.caption(f"Cluster: {cluster_table.cluster_words(s.cluster)}.")
+        hours = s.cluster.horizon_steps * s.cluster.step_hours
+        st.plotly_chart(
+            charts.gpu_type_figure(values, hours, common.planner_label),
+            key="plan_chart_gpu_types",
+            config=charts.STATIC,
+        )
+        st.dataframe(
+            tables.gpu_type_table(s, values, common.planner_label),
+            hide_index=True,
+            width="stretch",
+            key="plan_gpu_types_table",
+            column_config={
+                "utilization": st.column_config.NumberColumn("utilization", format="percent"),
+                "allocated": st.column_config.NumberColumn("allocated", format="percent"),
+                "idle GPU-h": st.column_config.NumberColumn("idle GPU-h", format="%.1f"),
+                "cost": st.column_config.NumberColumn("cost", format="%.2f"),
+                "idle cost": st.column_config.NumberColumn("idle cost", format="%.2f"),
+            },
+        )
 
 # --- idle capacity, waits and every job (core.tables) ----------------------------------------
 st.subheader(

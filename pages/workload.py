@@ -248,6 +248,13 @@ with jobs_tab:
         "power-of-two gpus_min/gpus_max; real-time jobs need swap_cap and get demand on the next "
         "tab. Add a row at the bottom, delete with the row checkbox. running_* pins a job that "
         "is already on GPUs [gpu_start, gpu_start+gpus)."
+        + (
+            " On this cluster of nodes, 'allowed GPU types' (e.g. 'A10, H100'; blank = any) and "
+            "'min memory GB' hold a job to some types, and an unticked 'multi-node' keeps a "
+            "batch job on one node."
+            if c.nodes
+            else ""
+        )
     )
     edited_jobs = st.data_editor(
         jobs_table,

@@ -17,7 +17,7 @@ from ..planners import PLANNER_COLOURS
 from ..tables import idle_cost
 from .style import _planner_rows
 
-NODE_LINE = {"color": "#868e96", "width": 1}
+NODE_LINE = {"color": "#343a40", "width": 1.5, "dash": "dot"}
 GROUP_LINE = {"color": "#212529", "width": 3}
 MAX_NODE_LINES = 200  # past this many nodes only the groups are drawn (lines would merge)
 LABEL_MARGIN = 96  # px right of the grid for the group labels
