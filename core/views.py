@@ -764,7 +764,10 @@ def job_differences(a: Scenario, b: Scenario, most: int = 5) -> list[str]:
 
 
 def _cluster_words(c: Cluster) -> str:
-    return f"{c.gpus:,} GPUs x {c.horizon_steps:,} steps of {c.step_minutes} min from {c.start}"
+    from .cluster_table import cluster_words
+
+    gpus = cluster_words(c) if c.nodes else f"{c.gpus:,} GPUs"
+    return f"{gpus} x {c.horizon_steps:,} steps of {c.step_minutes} min from {c.start}"
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -214,3 +214,13 @@ def test_multi_node_false_on_a_service_is_a_cell_it_ignores(mixed):
     assert result.ignored == {
         0: ["multi_node false does not apply to a realtime job (batch types only)"]
     }
+
+
+def test_saved_comparison_tells_two_mixes_of_the_same_size_apart(mixed):
+    table = cluster_table.node_table(mixed.cluster).astype(object)
+    table.iloc[0, table.columns.get_loc("gpu_type")] = "H200"
+    table.iloc[0, table.columns.get_loc("speed")] = 1.4
+    table.iloc[0, table.columns.get_loc("memory_gb")] = 141
+    other = cluster_table.scenario_from_node_table(mixed, table).scenario
+    lines = views.job_differences(mixed, other)
+    assert any("8 H100 (h100x8)" in line and "8 H200 (h100x8)" in line for line in lines), lines
