@@ -27,9 +27,9 @@ def render(s: Scenario) -> None:
     ):
         if not c.nodes:
             st.caption(
-                f"This cluster is one pool of {c.gpus} identical GPUs (set their number under "
-                "'Cluster and horizon'). Describe its nodes to plan GPU models of different "
-                "speed, memory and price, and jobs held to some of them or to one node."
+                f"This cluster is one pool of {c.gpus} identical GPUs (their number is the "
+                "GPUs field above). Describe its nodes to plan GPU models of different speed, "
+                "memory and price, and jobs held to some of them or to one node."
             )
             st.button(
                 "Describe nodes and GPU types",
