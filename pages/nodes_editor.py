@@ -53,6 +53,7 @@ def render(s: Scenario) -> None:
             num_rows="dynamic",
             hide_index=True,
             width="stretch",
+            placeholder="",  # an empty memory or price cell, not "None"
             column_config={
                 name: (
                     st.column_config.TextColumn(label, help=help)
