@@ -7,12 +7,14 @@ per-planner views a planner hands on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 import pandas as pd
 
 from .model import Scenario
+from .nodes import type_names
 from .plan import Plan, job_outcomes, metrics, team_outcomes
 
 # The KPIs a summary shows, with their units, in the order a planner reads them.
@@ -122,3 +124,52 @@ def kpi_table(scenario: Scenario, plans: Mapping[str, Plan]) -> pd.DataFrame:
             continue
         rows.append({"KPI": label, **cells})
     return pd.DataFrame(rows)
+
+
+# The per-type columns of `gpu_type_table`, from metrics' by_gpu_type (SPEC section 8).
+GPU_TYPE_COLUMNS = (
+    ("utilization", "utilization"),
+    ("allocated_fraction", "allocated"),
+    ("idle_gpu_hours", "idle GPU-h"),
+    ("cost", "cost"),
+    ("idle_cost", "idle cost"),
+)
+
+
+def gpu_type_table(
+    scenario: Scenario,
+    metrics_by_planner: Mapping[str, Mapping[str, object]],
+    label: Callable[[str], str] = str,
+) -> pd.DataFrame:
+    """One row per GPU type and planner: the type's GPUs, utilization, allocated share, idle
+    GPU-hours, cost and the part of it idle GPUs make (from metrics' `by_gpu_type`); empty on
+    a cluster without nodes. Types in the cluster's order, planners as given."""
+
+    if not scenario.cluster.nodes:
+        return pd.DataFrame(
+            columns=["GPU type", "GPUs", "planner", *dict(GPU_TYPE_COLUMNS).values()]
+        )
+    horizon_hours = scenario.cluster.horizon_steps * scenario.cluster.step_hours
+    rows = []
+    for gpu_type in type_names(scenario.cluster):
+        for name, m in metrics_by_planner.items():
+            per_type = (m.get("by_gpu_type") or {}).get(gpu_type)
+            if per_type is None:
+                continue
+            per_type = {**per_type, "idle_cost": idle_cost(per_type, horizon_hours)}
+            rows.append(
+                {
+                    "GPU type": gpu_type,
+                    "GPUs": per_type["gpus"],
+                    "planner": label(name),
+                    **{shown: per_type[key] for key, shown in GPU_TYPE_COLUMNS},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def idle_cost(per_type: Mapping[str, Any] | None, horizon_hours: float) -> float | None:
+    """The part of a type's cost its idle GPU-hours make (None without a price)."""
+    if not per_type or per_type.get("cost") is None or not per_type.get("gpus"):
+        return None
+    return float(per_type["cost"]) * per_type["idle_gpu_hours"] / (per_type["gpus"] * horizon_hours)

@@ -480,17 +480,20 @@ def with_cluster(
     """The scenario on another cluster or horizon (validated again).
 
     A longer horizon repeats each real-time job's demand from its first step (a daily pattern
-    stays daily when the horizon grows by whole days); a shorter one cuts it.
+    stays daily when the horizon grows by whole days); a shorter one cuts it. A cluster with
+    nodes keeps them, and its GPUs (`gpus` is ignored: the node table sets them).
     """
     from dataclasses import replace
 
     from .model import RealtimeJob
 
     cluster = Cluster(
-        gpus=int(gpus),
+        gpus=s.cluster.gpus if s.cluster.nodes else int(gpus),
         step_minutes=int(step_minutes),
         horizon_steps=int(horizon_steps),
         start=start,
+        gpu_types=s.cluster.gpu_types,
+        nodes=s.cluster.nodes,
     )
     if cluster == s.cluster:
         return s
@@ -761,7 +764,10 @@ def job_differences(a: Scenario, b: Scenario, most: int = 5) -> list[str]:
 
 
 def _cluster_words(c: Cluster) -> str:
-    return f"{c.gpus:,} GPUs x {c.horizon_steps:,} steps of {c.step_minutes} min from {c.start}"
+    from .cluster_table import cluster_words
+
+    gpus = cluster_words(c) if c.nodes else f"{c.gpus:,} GPUs"
+    return f"{gpus} x {c.horizon_steps:,} steps of {c.step_minutes} min from {c.start}"
 
 
 def _same(a: Any, b: Any) -> bool:

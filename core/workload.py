@@ -48,6 +48,9 @@ def scenario_from_uploads(files: list[tuple[str, bytes]], base: Scenario) -> tup
 # gpu_hours_actual is known to the simulation only: the editor keeps it from the base job.
 JOB_TABLE_COLUMNS = tuple(c for c in ROW_COLUMNS if c != "gpu_hours_actual")
 _INT_COLUMNS = INT_COLUMNS
+# SPEC section 8's job fields, as columns where the cluster has nodes (a job's own `speed` per
+# type is kept from the base job, as its file gives it).
+NODE_JOB_COLUMNS = ("gpu_types", "min_gpu_memory_gb", "multi_node")
 
 
 def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -65,6 +68,22 @@ def editor_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
         )
     for c in ("id", "type", "previous_gpus", "team"):
         jobs[c] = jobs[c].astype("string")
+    if s.cluster.nodes:
+        jobs["gpu_types"] = pd.array(
+            [None if j.gpu_types is None else ", ".join(j.gpu_types) for j in s.jobs],
+            dtype="string",
+        )
+        jobs["min_gpu_memory_gb"] = pd.array(
+            [None if j.min_gpu_memory_gb is None else float(j.min_gpu_memory_gb) for j in s.jobs],
+            dtype="Float64",
+        )
+        jobs["multi_node"] = pd.array(
+            [None if isinstance(j, RealtimeJob) else j.multi_node for j in s.jobs],
+            dtype="boolean",
+        )
+        # beside the sizes and the work, where a planner reads a job's shape
+        at = list(jobs.columns).index("gpu_hours") + 1
+        jobs = jobs[[*jobs.columns[:at], *NODE_JOB_COLUMNS, *jobs.columns[at:-3]]]
     demand = pd.DataFrame(
         {j.id: list(j.demand) for j in s.realtime_jobs},
         index=pd.RangeIndex(s.cluster.horizon_steps, name="step"),
@@ -157,6 +176,52 @@ class PendingEdits:
 
 
 def _editor_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
+    """One editor row through the job-row codec, with section 8's fields (`_node_fields`)."""
+    job, unused = _coded_job(row, demand, old, T)
+    return _node_fields(job, row, old.get(job.id), unused)
+
+
+def _node_fields(job, row: pd.Series, previous, unused: list[str]):
+    """The job with the row's allowed GPU types, minimum memory and multi_node (where the table
+    has those columns; else as the base job had them), and a batch job's own speeds kept from
+    the base job. multi_node false on a real-time row is a cell its job ignores."""
+    from dataclasses import replace
+
+    fields: dict = {}
+    kept = previous if type(previous) is type(job) else None
+    for name in NODE_JOB_COLUMNS:
+        if name in row.index:
+            fields[name] = row.get(name)
+        elif kept is not None and hasattr(kept, name):
+            fields[name] = getattr(kept, name)
+    if "gpu_types" in fields:
+        fields["gpu_types"] = _type_list(fields["gpu_types"])
+    if "min_gpu_memory_gb" in fields:
+        value = fields["min_gpu_memory_gb"]
+        fields["min_gpu_memory_gb"] = None if value is None or pd.isna(value) else float(value)
+    multi = fields.pop("multi_node", None)
+    multi = None if multi is None or pd.isna(multi) else bool(multi)
+    if isinstance(job, BatchJob):
+        fields["multi_node"] = True if multi is None else multi
+        if isinstance(previous, BatchJob) and previous.speed is not None:
+            fields["speed"] = previous.speed
+    elif multi is False:
+        unused = [*unused, "multi_node false does not apply to a realtime job (batch types only)"]
+    changed = {k: v for k, v in fields.items() if getattr(job, k) != v}
+    return (replace(job, **changed) if changed else job), unused
+
+
+def _type_list(cell) -> tuple[str, ...] | None:
+    """'A10, H100' (commas or spaces) -> ('A10', 'H100'); an empty cell -> None (every type)."""
+    if cell is None or (not isinstance(cell, str | tuple | list) and pd.isna(cell)):
+        return None
+    if isinstance(cell, tuple | list):
+        return tuple(cell) or None
+    names = tuple(n for n in re.split(r"[,\s]+", str(cell)) if n)
+    return names or None
+
+
+def _coded_job(row: pd.Series, demand: pd.DataFrame | None, old: dict, T: int):
     """One editor row through the job-row codec, and the cells its job ignores; demand, history
     and actual work as the editor keeps them (a demand column, else the old job's, else
     gpus_min at every step; a batch job's actual work while it stays batch)."""

@@ -4,7 +4,7 @@ import math
 
 import streamlit as st
 
-from core import charts, tables, views
+from core import charts, cluster_table, tables, views
 from core.compare import explain_divergence
 from core.formats import export_name, plan_exports, summary_to_csv
 from core.model import ScenarioError
@@ -379,6 +379,36 @@ with why_col, st.container(border=True, key="plan_divergence"):
         why = explain_divergence(s, plans[BASELINE], plans[name], BASELINE.upper(), name)
         markdown_safe = "".join(f"\\{c}" if c in "\\`*_[]<>#|~$" else c for c in why)
         st.markdown(f"**{common.planner_label(name)}.** {markdown_safe}")
+
+# --- per GPU type, on a cluster with nodes (SPEC section 8; metrics' by_gpu_type) ------------
+if s.cluster.nodes:
+    st.subheader(
+        "Per GPU type",
+        help="Utilization: share of the type's GPU-hours running batch work or serving "
+        "real-time demand. Cost: the type's GPU-hours at its price (else the policy's); idle "
+        "cost: the part of it no job held.",
+    )
+    with st.container(key="plan_gpu_types"):
+        st.caption(f"Cluster: {cluster_table.cluster_words(s.cluster)}.")
+        hours = s.cluster.horizon_steps * s.cluster.step_hours
+        st.plotly_chart(
+            charts.gpu_type_figure(values, hours, common.planner_label),
+            key="plan_chart_gpu_types",
+            config=charts.STATIC,
+        )
+        st.dataframe(
+            tables.gpu_type_table(s, values, common.planner_label),
+            hide_index=True,
+            width="stretch",
+            key="plan_gpu_types_table",
+            column_config={
+                "utilization": st.column_config.NumberColumn("utilization", format="percent"),
+                "allocated": st.column_config.NumberColumn("allocated", format="percent"),
+                "idle GPU-h": st.column_config.NumberColumn("idle GPU-h", format="%.1f"),
+                "cost": st.column_config.NumberColumn("cost", format="%.2f"),
+                "idle cost": st.column_config.NumberColumn("idle cost", format="%.2f"),
+            },
+        )
 
 # --- idle capacity, waits and every job (core.tables) ----------------------------------------
 st.subheader(

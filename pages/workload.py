@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 import streamlit as st
 
-from core import views
+from core import cluster_table, views
 from core.charts import demand_figure, step_labels
 from core.formats import (
     MAX_UPLOAD_MB,
@@ -14,7 +14,7 @@ from core.formats import (
     scenario_to_tables,
 )
 from core.model import ScenarioError
-from pages import common, history_import
+from pages import common, history_import, nodes_editor
 
 common.page_header(
     "Workload",
@@ -113,6 +113,8 @@ cols[1].metric("Horizon", f"{c.horizon_steps} x {c.step_minutes} min")
 cols[2].metric("Batch jobs", len(s.batch_jobs))
 cols[3].metric("Real-time jobs", len(s.realtime_jobs))
 cols[4].metric("Work queued", f"{sum(j.gpu_hours for j in s.batch_jobs):,.0f} GPU-h")
+if c.nodes:
+    st.markdown(f"**Cluster:** {cluster_table.cluster_words(c)}")
 policy = s.policy
 st.caption(
     f"Penalty weight {policy.penalty_weight:g} · decay {policy.decay:g} "
@@ -131,7 +133,7 @@ CLUSTER_KEYS = {f: f"wl_cluster_{f}" for f in views.CLUSTER_FIELDS}
 
 def _apply_cluster() -> None:
     current = common.scenario()
-    fields = {f: st.session_state[k] for f, k in CLUSTER_KEYS.items()}
+    fields = {f: st.session_state.get(k) for f, k in CLUSTER_KEYS.items()}
     day, clock = fields["date"], fields["time"]
     start = datetime.combine(day, clock) if day is not None and clock is not None else None
     try:
@@ -169,8 +171,10 @@ def _keep_hours(kept) -> None:
     )
 
 
+# (with nodes the GPUs come from the node table: no GPUs field, so no key for it)
+drawn_keys = [k for f, k in CLUSTER_KEYS.items() if f != "gpus" or not c.nodes]
 if st.session_state.get(K_CLUSTER_SHOWS) is not s or any(
-    k not in st.session_state for k in CLUSTER_KEYS.values()
+    k not in st.session_state for k in drawn_keys
 ):
     for field, value in views.cluster_fields(c).items():
         st.session_state[CLUSTER_KEYS[field]] = value
@@ -183,7 +187,10 @@ with st.expander("Cluster and horizon", expanded=False):
         "into. A longer horizon repeats the real-time demand from its first step."
     )
     k1, k2, k3, k4, k5 = st.columns(5)
-    k1.number_input("GPUs", 1, 65536, key=CLUSTER_KEYS["gpus"], on_change=_apply_cluster)
+    if c.nodes:
+        k1.markdown(f"GPUs  \n**{c.gpus}**, from the nodes below")
+    else:
+        k1.number_input("GPUs", 1, 65536, key=CLUSTER_KEYS["gpus"], on_change=_apply_cluster)
     k2.number_input(
         "Horizon (steps)", 1, 10080, key=CLUSTER_KEYS["steps"], on_change=_apply_cluster
     )
@@ -228,6 +235,8 @@ with st.expander("Cluster and horizon", expanded=False):
             + ". Change the value or the jobs that do not fit."
         )
 
+nodes_editor.render(s)  # the node groups and GPU types (SPEC section 8), or a button to start
+
 jobs_table, demand_table, dropped_note = common.editor_data(s)  # pending edits drawn again
 if dropped_note:
     st.info(dropped_note)
@@ -239,6 +248,13 @@ with jobs_tab:
         "power-of-two gpus_min/gpus_max; real-time jobs need swap_cap and get demand on the next "
         "tab. Add a row at the bottom, delete with the row checkbox. running_* pins a job that "
         "is already on GPUs [gpu_start, gpu_start+gpus)."
+        + (
+            " On this cluster of nodes, 'allowed GPU types' (e.g. 'A10, H100'; blank = any) and "
+            "'min memory GB' hold a job to some types, and an unticked 'multi-node' keeps a "
+            "batch job on one node."
+            if c.nodes
+            else ""
+        )
     )
     edited_jobs = st.data_editor(
         jobs_table,
@@ -286,6 +302,21 @@ with jobs_tab:
                 "deadline step",
                 step=1,
                 help="batch, optional: the step by which the job should have completed",
+            ),
+            # SPEC section 8 (clusters with nodes only)
+            "gpu_types": st.column_config.TextColumn(
+                "allowed GPU types",
+                help="optional: the GPU types the job may use, e.g. 'A10, H100'; blank = any "
+                "type (see 'Nodes and GPU types')",
+            ),
+            "min_gpu_memory_gb": st.column_config.NumberColumn(
+                "min memory GB",
+                format="%g",
+                help="optional: leaves out GPU types with less memory per GPU (or none given)",
+            ),
+            "multi_node": st.column_config.CheckboxColumn(
+                "multi-node",
+                help="batch: may its block span whole nodes? Unticked keeps it on one node",
             ),
         },
     )

@@ -17,6 +17,7 @@ from core.model import BatchJob, Cluster, RealtimeJob, Scenario
 from core.plan import IDLE, holdings, metrics
 from core.planners import solve
 from tests.budget import examples
+from tests.paths import SCENARIOS_DIR
 from tests.strategies import scenarios
 
 
@@ -267,3 +268,61 @@ def test_an_undated_history_is_drawn_in_hours_from_step_0():
     assert fig.layout.xaxis.title.text == "hours from step 0"
     dated = charts.forecast_figure(forecast, history)  # a dated history keeps its dates
     assert list(dated.data[0].x) == list(hours)
+
+
+# --- SPEC section 8: the grid banded by node group, and the per-type comparison ---------------
+
+
+def test_the_grid_of_a_cluster_with_nodes_is_banded_by_group_and_node():
+    from core.charts.nodes import GROUP_LINE, NODE_LINE
+
+    s = load_scenario(SCENARIOS_DIR / "mixed-nodes.json")
+    fig = charts.grid_figure(s, solve(s, "allocator"))
+    lines = sorted((shape.y0, shape.line.width) for shape in fig.layout.shapes)
+    # h100x8 is GPUs 0-7, a10x4 is 8-15 in two nodes: a group line at 8, a node line at 12
+    assert lines == [(7.5, GROUP_LINE["width"]), (11.5, NODE_LINE["width"])]
+    labels = [(a.text, a.y) for a in fig.layout.annotations]
+    assert labels == [
+        ("<b>h100x8</b><br>H100 · 1 x 8", 3.5),
+        ("<b>a10x4</b><br>A10 · 2 x 4", 11.5),
+    ]
+    hover = fig.data[0].text
+    assert "GPU 13 · node a10x4-1 (A10)" in hover[13][0]
+
+
+def test_the_grid_without_nodes_has_no_bands():
+    s = load_scenario(SCENARIOS_DIR / "example.json")
+    fig = charts.grid_figure(s, solve(s, "fifo"))
+    assert not fig.layout.shapes and not fig.layout.annotations
+    assert fig.layout.yaxis.title.text == "GPU"
+
+
+def test_the_per_type_figure_and_table_carry_each_planners_figures():
+    from core import tables
+    from core.plan import metrics
+
+    s = load_scenario(SCENARIOS_DIR / "mixed-nodes.json")
+    values = {p: metrics(s, solve(s, p)) for p in ("fifo", "allocator")}
+    table = tables.gpu_type_table(s, values)
+    assert list(zip(table["GPU type"], table["planner"], strict=True)) == [
+        ("H100", "fifo"),
+        ("H100", "allocator"),
+        ("A10", "fifo"),
+        ("A10", "allocator"),
+    ]
+    for row in table.itertuples():
+        per_type = values[row.planner]["by_gpu_type"][row[1]]
+        assert row.utilization == per_type["utilization"] and row.cost == per_type["cost"]
+        hours = s.cluster.horizon_steps * s.cluster.step_hours
+        assert row[-1] == pytest.approx(
+            per_type["idle_gpu_hours"] * per_type["cost"] / (row.GPUs * hours)
+        )
+    fig = charts.gpu_type_figure(values, 12.0)
+    util = [t for t in fig.data if t.xaxis == "x"]
+    assert [t.name for t in util] == ["fifo", "allocator"]
+    assert list(util[0].x) == ["H100 · 8 GPUs", "A10 · 8 GPUs"]
+    assert list(util[0].y) == [
+        values["fifo"]["by_gpu_type"][t]["utilization"] for t in ("H100", "A10")
+    ]
+    plain = load_scenario(SCENARIOS_DIR / "example.json")
+    assert tables.gpu_type_table(plain, {"fifo": metrics(plain, solve(plain, "fifo"))}).empty

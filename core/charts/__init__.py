@@ -8,7 +8,8 @@ and `utilization` part ways.
 
 One module per figure family: `style` (colours, time axes, the planners' order), `grid` (the
 GPU x time grid), `comparison` (planners side by side), `demand` (forecasts and demand),
-`analysis` (coverage risk, idle windows) and `capacity` (the capacity what-ifs). Every name is
+`analysis` (coverage risk, idle windows), `capacity` (the capacity what-ifs) and
+`nodes` (section 8: the grid banded by node group, utilization and cost per GPU type). Every name is
 importable from `core.charts` itself.
 """
 
@@ -44,6 +45,7 @@ from .grid import (
     grid_legend,
     serving_mask,
 )
+from .nodes import band_by_node, gpu_type_figure
 from .style import (
     AS_RUN,
     AS_RUN_COLOURS,
@@ -93,8 +95,10 @@ __all__ = [
     "coverage_risk_figure",
     "default_colour_by",
     "demand_figure",
+    "band_by_node",
     "forecast_figure",
     "gpu_path_figure",
+    "gpu_type_figure",
     "grid_figure",
     "grid_legend",
     "history_demand_figure",

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from ..model import BatchJob, Scenario
 from ..plan import IDLE, Plan
+from .nodes import band_by_node, gpu_where
 from .style import IDLE_COLOUR, MAX_HOVER_CELLS, _group, _time_axis, job_colours, pale, step_labels
 
 
@@ -127,10 +128,11 @@ def _grid_hover(scenario: Scenario, plan: Plan, above: np.ndarray, labels: list[
             describe.append(f"<b>{job.id}</b><br>realtime, priority {job.priority:g}")
     demand = {scenario.job_index(j.id): j.demand for j in scenario.realtime_jobs}
     hover = np.empty((G, T), dtype=object)
+    gpus = gpu_where(scenario.cluster)
     for g in range(G):
         for t in range(T):
             j = int(grid[g, t])
-            where = f"GPU {g} · step {t} · {labels[t]}"
+            where = f"{gpus[g]} · step {t} · {labels[t]}"
             if j == IDLE:
                 hover[g, t] = f"idle<br>{where}"
             elif j in demand:
@@ -198,4 +200,4 @@ def _finish_grid(
         zeroline=False,
         dtick=1 if G <= 16 else (8 if G <= 128 else None),
     )
-    return fig
+    return band_by_node(fig, scenario.cluster)
