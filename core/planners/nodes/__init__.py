@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import Scenario
+from ...nodes import groups_of
 from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bool_to_bitsets
 from .packing import NodePacker
@@ -28,6 +29,7 @@ from .windows import improve
 # large ones fewer, and the largest (an openb day: 1,800 jobs on 6,212 GPUs) one ordering.
 PACK_BUDGET = 400_000
 MAX_PACKS = 60
+RUNNERS_UP = 3  # the serving layouts after the screen's best that thorough searches too (fast: 1)
 WINDOW_TRIALS = 48  # windows cut out of serving per plan (`windows`; thorough: ten times)
 GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
 
@@ -55,7 +57,7 @@ def plan_on_nodes(
             for shared in (False, True)
             for priced in (False, True)
             for order in SERVICE_ORDERS
-            for rule in LANE_RULES
+            for rule in (*LANE_RULES, *(f"first:{g.index}" for g in groups_of(c)))
         ]
     screened, seen = [], set()
     for how in layouts:
@@ -85,6 +87,20 @@ def plan_on_nodes(
         order = _one_order(packer)
         placed, _ = packer.pack(order)
     plan = Plan(_grid(base.grid, serving, placed), name)
+    if small:  # the runners-up of the screen searched too (its one packing misjudges some)
+        ranked = sorted(screened, key=lambda item: _sortable(item[0]), reverse=True)
+        runners = RUNNERS_UP if name == "thorough" else 1
+        for _, other, other_packer, other_how in ranked[1 : runners + 1]:
+            got, _, got_order = search(other_packer, packs, kicks, deadline)
+            candidate = Plan(_grid(base.grid, other, got), name)
+            if ranks_above(plan_rank(scenario, candidate), plan_rank(scenario, plan)):
+                plan, serving, packer, how, order = (
+                    candidate,
+                    other,
+                    other_packer,
+                    other_how,
+                    got_order,
+                )
     trials = 0
     if small and scenario.realtime_jobs:
         plan, trials = improve(
@@ -95,7 +111,7 @@ def plan_on_nodes(
             lambda busy: serving_sets(scenario, busy, *how),
             lambda s: NodePacker(scenario, _free(G, T, running, s), discount),
             lambda s, p: _grid(base.grid, s, p),
-            every_start=name == "thorough",
+            every_start=True,
             budget=WINDOW_TRIALS * (10 if name == "thorough" else 1),
         )
     plan.stats["packings"] = sum(item[2].packs for item in screened) + packer.packs + trials

@@ -57,7 +57,9 @@ def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -
     """The GPUs a service prefers, best first: its allowed groups from the one batch work
     values least (the lowest speed batch work gets there, weighted by priority x work) and,
     among those, the one of
-    the smallest nodes (which breaks no large block); "small-slow" ranks by node size first.
+    the smallest nodes (which breaks no large block); "small-slow" ranks by node size first;
+    "first:K" puts group K first (the screen tries each: the best group for serving is not
+    always the slowest).
     Each group from its top GPU down. (A service that holds other GPUs at the start moves to
     these as its swap budget allows: `_walk`.)"""
     batch = scenario.batch_jobs
@@ -77,6 +79,11 @@ def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -
 
     if rule == "slow-small":
         order = sorted(groups, key=lambda g: (batch_worth(g), g.gpus_per_node, -g.index))
+    elif rule.startswith("first:"):  # one group first (where allowed), then "slow-small"
+        first = int(rule.split(":")[1])
+        order = sorted(
+            groups, key=lambda g: (g.index != first, batch_worth(g), g.gpus_per_node, -g.index)
+        )
     else:
         order = sorted(groups, key=lambda g: (g.gpus_per_node, batch_worth(g), -g.index))
     return [gpu for g in order for gpu in range(g.end - 1, g.offset - 1, -1)]
