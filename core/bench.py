@@ -343,23 +343,7 @@ def node_case(seed: int, realtime: int | None = None) -> Scenario:
         )
         if _node_holds(cluster, job):
             jobs.append(job)
-    for r in range(n_realtime):
-        extra = {}
-        if rng.random() < 0.5:
-            extra["gpu_types"] = tuple(rng.sample(names, rng.randint(1, n_types)))
-        gpus_max = rng.randint(1, 4)
-        level, phase = rng.uniform(0.5, gpus_max), rng.random() * 2 * math.pi
-        demand = tuple(
-            min(
-                float(gpus_max),
-                round(max(0.0, level * (1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1),
-            )
-            for t in range(T)
-        )
-        job = RealtimeJob(
-            f"rt{r}", rng.choice([2, 4, 8]), 0, gpus_max, rng.randint(1, 3), demand, **extra
-        )
-        jobs.append(job)
+    jobs += _node_services(rng, n_realtime, names, n_types, groups, T)
     if jobs and rng.random() < 0.4:  # one batch job already running, on a legal block
         k = rng.randrange(len(jobs))
         job = jobs[k]
@@ -374,6 +358,32 @@ def node_case(seed: int, realtime: int | None = None) -> Scenario:
     rng.shuffle(jobs)
     policy = Policy(penalty_weight=rng.choice([5, 8, 10]), decay=rng.choice([0.97, 0.9, 1.0]))
     return Scenario(f"nodes-{seed}", cluster, tuple(jobs), policy)
+
+
+def _node_services(rng: random.Random, count: int, names, n_types: int, groups, T: int) -> list:
+    """`node_case`'s real-time jobs: half of them on some types only."""
+    jobs = []
+    for r in range(count):
+        extra = {}
+        if rng.random() < 0.5:
+            extra["gpu_types"] = tuple(rng.sample(names, rng.randint(1, n_types)))
+        gpus_max = rng.randint(1, 4)
+        level, phase = rng.uniform(0.5, gpus_max), rng.random() * 2 * math.pi
+        demand = tuple(
+            min(
+                float(gpus_max),
+                round(max(0.0, level * (1 + 0.6 * math.sin(2 * math.pi * t / T + phase))), 1),
+            )
+            for t in range(T)
+        )
+        present = {n.gpu_type for n in groups}
+        if not present.intersection(extra.get("gpu_types", present)):
+            extra = {}  # (its types are not in this cluster: any type, the draws unchanged)
+        job = RealtimeJob(
+            f"rt{r}", rng.choice([2, 4, 8]), 0, gpus_max, rng.randint(1, 3), demand, **extra
+        )
+        jobs.append(job)
+    return jobs
 
 
 def _node_holds(cluster: Cluster, job: BatchJob) -> bool:

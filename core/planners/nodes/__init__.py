@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import Scenario
-from ...nodes import groups_of
+from ...nodes import groups_of, options
 from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bool_to_bitsets
 from .packing import NodePacker
@@ -50,6 +50,12 @@ def plan_on_nodes(
     running = bool_to_bitsets(base.grid != IDLE)
     discount = discounts(scenario)
     # Each way of laying out serving, screened with one packing; the best is searched.
+    # (a screen costs a packing: each group first only where packings are cheap)
+    queued_options = sum(
+        len(options(scenario, j)) for j in scenario.batch_jobs if j.running is None
+    )
+    cheap = packs is not None or queued_options * T * MAX_PACKS <= PACK_BUDGET
+    rules = (*LANE_RULES, *(f"first:{g.index}" for g in groups_of(c))) if cheap else LANE_RULES
     layouts = [("slow-small", "priority", False, False)]
     if scenario.realtime_jobs:
         layouts = [
@@ -57,7 +63,7 @@ def plan_on_nodes(
             for shared in (False, True)
             for priced in (False, True)
             for order in SERVICE_ORDERS
-            for rule in (*LANE_RULES, *(f"first:{g.index}" for g in groups_of(c)))
+            for rule in rules
         ]
     screened, seen = [], set()
     for how in layouts:
