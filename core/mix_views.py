@@ -157,7 +157,10 @@ def missed_targets(
     where one target is missed at every mix, or that each is met but never both at once."""
     valid = part[part[ERROR_COLUMN] == ""]
     if not len(valid):
-        return {"mixes": "no mix tried can hold the workload (every one is an invalid point)"}
+        return {
+            "mixes": "no mix tried can hold the workload (each one's reason is under Every mix "
+            "tried)"
+        }
     out = {}
     checks = (
         ("coverage", coverage, "rt_coverage", "real-time coverage", ".2%"),
@@ -177,6 +180,15 @@ def missed_targets(
             "each target is met by some mix, but no mix tried meets both: try more nodes of "
             "both groups at once"
         )
+    return out
+
+
+def reasons(entries: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Why each planner found no mix, as {reason: planners} (planners often miss alike)."""
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        for why in e["missed"].values():
+            out.setdefault(why, []).append(e["planner"])
     return out
 
 

@@ -99,9 +99,9 @@ def show(s: Scenario, result: dict[str, Any], coverage: float, completed: float)
         st.success(f"**Buy {mix_views.answer_words(s, best)}** (planned by {' and '.join(same)}).")
     else:
         st.error("**No mix tried meets the targets.**")
-        for e in entries:
-            for why in e["missed"].values():
-                st.warning(f"**{common.planner_label(e['planner'])}:** {views.sentence(why)}")
+        for why, who in mix_views.reasons(entries).items():  # one warning per reason
+            planners_words = " and ".join(common.planner_label(p) for p in who)
+            st.warning(f"**{planners_words}:** {views.sentence(why)}")
     misses = ceiling(s).misses(coverage, completed)
     if misses:
         st.warning(
@@ -121,11 +121,12 @@ def show(s: Scenario, result: dict[str, Any], coverage: float, completed: float)
 
     points = mix_views.chart_points(table, ranked_by)
     labels = {p: common.planner_label(p) for p in planners}
-    st.plotly_chart(
-        charts.mix_figure(points, ranked_by, coverage, best, labels),
-        key="cap_mix_chart",
-        config={"displayModeBar": False},
-    )
+    if len(points):
+        st.plotly_chart(
+            charts.mix_figure(points, ranked_by, coverage, best, labels),
+            key="cap_mix_chart",
+            config={"displayModeBar": False},
+        )
 
     st.subheader("Every mix tried")
     if len(invalid):
@@ -136,7 +137,7 @@ def show(s: Scenario, result: dict[str, Any], coverage: float, completed: float)
     share = st.column_config.NumberColumn(format="percent", step=0.001)
     shown = table.assign(planner=[common.planner_label(p) for p in table["planner"]])
     shown = shown.sort_values(["cost_per_hour", "gpus"], kind="stable")  # cheapest first
-    st.dataframe(
+    st.container(key="cap_mix_rows").dataframe(
         shown,
         hide_index=True,
         key="cap_mix_table",

@@ -195,10 +195,12 @@ def mix_figure(
     labels = labels or {}
     fig = go.Figure()
     planners = [p for p in PLANNER_ORDER if p in set(points.get("planner", []))]
-    for planner in planners:
+    for k, planner in enumerate(planners):
         part = points[points["planner"] == planner]
         colour = PLANNER_COLOURS.get(planner, "#333333")
         name = labels.get(planner, planner)
+        # planners often land on the same point: each later one drawn smaller, inside
+        size = max(6, 16 - 4 * k)
         for meets, words in ((True, "meets the targets"), (False, "misses a target")):
             some = part[part["meets"] == meets]
             if not len(some):
@@ -211,7 +213,7 @@ def mix_figure(
                     name=f"{name}: {words}",
                     legendgroup=planner,
                     marker={
-                        "size": 11,
+                        "size": size,
                         "color": colour if meets else "white",
                         "line": {"width": 2, "color": colour},
                         "symbol": "circle",
@@ -231,7 +233,7 @@ def mix_figure(
                     legendgroup=planner,
                     marker={
                         "symbol": "star",
-                        "size": 22,
+                        "size": size + 12,
                         "color": colour,
                         "line": {"width": 1.5, "color": "#212529"},
                     },
@@ -279,7 +281,7 @@ def mix_figure(
             "title": "real-time coverage",
             "tickformat": ".0%",
             "gridcolor": "#eee",
-            "range": [max(0.0, min(low, coverage or 1.0) - 0.05), 1.03],
+            "range": [max(0.0, min(low, coverage or 1.0) - 0.05), 1.015],
         },
         height=480,
         margin={"l": 70, "r": 20, "t": 90, "b": 60},
