@@ -93,20 +93,20 @@ def mix_table(
         mix = row_mix(row, names)
         error = str(row.get(ERROR_COLUMN) or "")
         valid = not error
-        record: dict[str, Any] = {
+        record: dict[str, Any] = {  # (what a buyer reads first, first)
             "mix": mix_words(scenario, mix),
             "planner": row["planner"],
-            **{f"nodes_{g}": n for g, n in mix},
+            "meets": valid and all(meets_targets(row, coverage, completed).values()),
+            "cheapest": False,
             "gpus": mix_gpus(scenario, mix),
             "cost_per_hour": cost_per_hour(scenario, mix),
             "rt_coverage": row.get("rt_coverage") if valid else None,
             "completed_share": completed_fraction(row) if valid else None,
-            "completed_jobs": row.get("completed_jobs") if valid else None,
-            "batch_jobs": row.get("batch_jobs") if valid else None,
             "utilization": row.get("utilization") if valid else None,
             **{f"utilization_{t}": row.get(f"utilization_{t}") if valid else None for t in types},
-            "meets": valid and all(meets_targets(row, coverage, completed).values()),
-            "cheapest": False,
+            **{f"nodes_{g}": n for g, n in mix},
+            "completed_jobs": row.get("completed_jobs") if valid else None,
+            "batch_jobs": row.get("batch_jobs") if valid else None,
             "_rank": _rank(scenario, mix, order, by_cost),
             ERROR_COLUMN: error,
         }
@@ -117,6 +117,16 @@ def mix_table(
             best = min(part.index, key=lambda i: table.at[i, "_rank"])
             table.at[best, "cheapest"] = True
     return table.drop(columns="_rank") if len(table) else table
+
+
+def cheapest_first(table: pd.DataFrame) -> pd.DataFrame:
+    """`mix_table` for reading: the mixes that hold the workload first, cheapest first (by
+    cost per hour, then GPUs), the invalid ones after."""
+    if not len(table):
+        return table
+    key = table.assign(_invalid=table[ERROR_COLUMN] != "")
+    order = key.sort_values(["_invalid", "cost_per_hour", "gpus"], kind="stable").index
+    return table.loc[order]
 
 
 def cheapest_mixes(

@@ -136,7 +136,7 @@ def show(s: Scenario, result: dict[str, Any], coverage: float, completed: float)
         )
     share = st.column_config.NumberColumn(format="percent", step=0.001)
     shown = table.assign(planner=[common.planner_label(p) for p in table["planner"]])
-    shown = shown.sort_values(["cost_per_hour", "gpus"], kind="stable")  # cheapest first
+    shown = mix_views.cheapest_first(shown)
     st.container(key="cap_mix_rows").dataframe(
         shown,
         hide_index=True,

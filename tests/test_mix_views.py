@@ -91,6 +91,19 @@ def test_the_cheapest_meeting_mix_per_planner_and_the_one_to_buy():
     )
 
 
+def test_the_table_reads_cheapest_first_with_the_invalid_mixes_last():
+    table = mix_views.cheapest_first(mix_views.mix_table(SCENARIO, ROWS, 0.99, 0.8))
+    assert list(table.columns[:6]) == [
+        "mix",
+        "planner",
+        "meets",
+        "cheapest",
+        "gpus",
+        "cost_per_hour",
+    ]
+    assert list(table["cost_per_hour"]) == [12.0, 12.0, 13.0, 13.0, 14.0, 14.0, 24, 24, 2.0, 2.0]
+
+
 def test_no_meeting_mix_says_which_target_is_missed():
     table = mix_views.mix_table(SCENARIO, ROWS, 0.99, 1.0)  # every job: fifo needs 2 small
     assert list(table[table["cheapest"]]["mix"]) == ["1 x big + 1 x small", "1 x big + 2 x small"]
