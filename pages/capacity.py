@@ -5,7 +5,7 @@ import os
 import pandas as pd
 import streamlit as st
 
-from core import charts, views
+from core import charts, mix_views, views
 from core.model import ScenarioError
 from core.planners import BASELINE, FAST, PLANNER_NAMES, PLANNERS, planner_options
 from core.sweep import (
@@ -20,7 +20,7 @@ from core.sweep import (
     sweep_points,
     sweep_to_csv,
 )
-from pages import common
+from pages import capacity_mix, common
 
 common.page_header(
     "Capacity",
@@ -67,6 +67,7 @@ def _numbers(label: str, text: str, *, integer: bool = False) -> list[float]:
 
 
 s = common.scenario()
+mixed = bool(s.cluster.nodes)  # node groups: the page sizes a mix of nodes (SPEC section 8)
 G = s.cluster.gpus
 default_gpus = ",".join(str(g) for g in sorted({max(1, G // 2), G, 2 * G, 3 * G, 4 * G}))
 available = list(PLANNER_NAMES)
@@ -91,14 +92,25 @@ def _list_input(label: str, key: str, help: str | None = None) -> str:
     return st.text_input(label, key=key, help=help, on_change=common.remember, args=(key,))
 
 
+if mixed:
+    st.caption(
+        "This cluster has node groups: the page sizes a **mix** of nodes. Choose the node counts "
+        "to try per group; every combination is planned, and the cheapest mix (by cost per "
+        "hour) that meets both targets is the answer."
+    )
 with st.container(border=True):
-    c1, c2, c3 = st.columns([2, 1, 1])
-    with c1:
-        gpus_text = _list_input("GPUs (comma list)", f"{P}cap_gpus", "Cluster sizes to try.")
-    with c2:
-        demand_text = _list_input("Demand scales", f"{P}cap_demand", "Real-time demand x factor.")
-    with c3:
-        work_text = _list_input("Work scales", f"{P}cap_work", "Batch gpu_hours x factor.")
+    if mixed:
+        node_texts = capacity_mix.count_inputs(s, P)
+    else:
+        c1, c2, c3 = st.columns([2, 1, 1])
+        with c1:
+            gpus_text = _list_input("GPUs (comma list)", f"{P}cap_gpus", "Cluster sizes to try.")
+        with c2:
+            demand_text = _list_input(
+                "Demand scales", f"{P}cap_demand", "Real-time demand x factor."
+            )
+        with c3:
+            work_text = _list_input("Work scales", f"{P}cap_work", "Batch gpu_hours x factor.")
     c4, c5, c6 = st.columns([2, 1, 1])
     with c4:
         common.init_widget("cap_planners", [BASELINE, FAST])
@@ -108,10 +120,11 @@ with st.container(border=True):
             help=f"{' and '.join(common.planner_label(p) for p in timed)} search up to the "
             "limit below at every point: keep their grids small.",
         )
-    with c5:
-        penalty_text = _list_input("Penalty weights", f"{P}cap_penalty")
-    with c6:
-        decay_text = _list_input("Decays", f"{P}cap_decay")
+    if not mixed:  # (a mix is planned at the workload's own policy)
+        with c5:
+            penalty_text = _list_input("Penalty weights", f"{P}cap_penalty")
+        with c6:
+            decay_text = _list_input("Decays", f"{P}cap_decay")
     c7, c8, c10, c9 = st.columns([1, 1, 1, 1])
     with c7:
         # In percent, as on Plan & compare; the workload's own coverage target by default
@@ -152,25 +165,39 @@ with st.container(border=True):
         )
     with c9:
         st.write("")
-        run = st.button("Run sweep", type="primary", key="cap_run")
+        run = st.button("Size the mix" if mixed else "Run sweep", type="primary", key="cap_run")
 
 if st.session_state.get("cap_cancel"):
     st.info("Sweep cancelled: the pending runs were dropped; the last finished sweep is shown.")
 # (the limit counts only where a planner takes it)
 limit_used = float(time_limit) if any(p in timed for p in planners) else None
-inputs = (gpus_text, demand_text, work_text, penalty_text, decay_text, tuple(planners), limit_used)
+if mixed:
+    inputs = (tuple(node_texts.items()), tuple(planners), limit_used)
+else:
+    inputs = (
+        gpus_text,
+        demand_text,
+        work_text,
+        penalty_text,
+        decay_text,
+        tuple(planners),
+        limit_used,
+    )
 if run:
     try:
         if not planners:
             raise ScenarioError("choose at least one planner")
-        points = sweep_points(
-            s,
-            gpus=_numbers("GPUs", gpus_text, integer=True),
-            demand_scale=_numbers("Demand scales", demand_text),
-            work_scale=_numbers("Work scales", work_text),
-            penalty_weight=_numbers("Penalty weights", penalty_text),
-            decay=_numbers("Decays", decay_text),
-        )
+        if mixed:
+            points = mix_views.mix_points(s, mix_views.parse_counts(s, node_texts))
+        else:
+            points = sweep_points(
+                s,
+                gpus=_numbers("GPUs", gpus_text, integer=True),
+                demand_scale=_numbers("Demand scales", demand_text),
+                work_scale=_numbers("Work scales", work_text),
+                penalty_weight=_numbers("Penalty weights", penalty_text),
+                decay=_numbers("Decays", decay_text),
+            )
         if len(points) * len(planners) > MAX_RUNS:
             raise ScenarioError(
                 f"{len(points) * len(planners):,} runs is more than this page runs at once "
@@ -201,14 +228,18 @@ if run:
         }
 
 result = st.session_state.get(K_RESULT)
+button = "Size the mix" if mixed else "Run sweep"
 if not result or result["scenario"] != s:
-    st.info("Choose the grid and press **Run sweep**.")
+    st.info(f"Choose the {'node counts' if mixed else 'grid'} and press **{button}**.")
     st.stop()
 if result.get("inputs") != inputs:  # (after an edit, or a run the lists above refused)
     st.info(
-        "The sweep below was run with other lists, planners or search limit than those above: "
-        "press **Run sweep** to run these."
+        f"The {'mixes' if mixed else 'sweep'} below {'were' if mixed else 'was'} run with other "
+        f"lists, planners or search limit than those above: press **{button}** to run these."
     )
+if mixed:
+    capacity_mix.show(s, result, coverage, completed)
+    st.stop()
 
 rows = result["rows"]
 table = pd.DataFrame(rows)

@@ -22,6 +22,7 @@ from .capacity import (
     _CAPACITY_DASHES,
     CAPACITY_METRICS,
     capacity_figure,
+    mix_figure,
 )
 from .comparison import (
     IDLE_PARTS,
@@ -105,6 +106,7 @@ __all__ = [
     "idle_breakdown_figure",
     "idle_windows_figure",
     "job_colours",
+    "mix_figure",
     "pale",
     "realtime_figure",
     "serving_mask",

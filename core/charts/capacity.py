@@ -179,3 +179,113 @@ def _capacity_axes(fig: go.Figure, n_scales: int) -> None:
             if row_no == len(CAPACITY_METRICS):
                 fig.update_xaxes(title="GPUs", row=row_no, col=col)
     fig.update_xaxes(gridcolor="#eee")
+
+
+def mix_figure(
+    points: pd.DataFrame,
+    ranked_by: str = "cost_per_hour",
+    coverage: float | None = None,
+    buy: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """Cost per hour (GPUs where mixes are ranked by GPUs) against real-time coverage: one
+    point per mix and planner (core.mix_views.chart_points), filled where the mix meets the
+    targets, hollow where it misses one; a star on each planner's cheapest meeting mix, the
+    coverage target as a dashed line and `buy` (the cheapest answer) named beside its star."""
+    labels = labels or {}
+    fig = go.Figure()
+    planners = [p for p in PLANNER_ORDER if p in set(points.get("planner", []))]
+    for k, planner in enumerate(planners):
+        part = points[points["planner"] == planner]
+        colour = PLANNER_COLOURS.get(planner, "#333333")
+        name = labels.get(planner, planner)
+        # planners often land on the same point: each later one drawn smaller, inside
+        size = max(6, 16 - 4 * k)
+        for meets, words in ((True, "meets the targets"), (False, "misses a target")):
+            some = part[part["meets"] == meets]
+            if not len(some):
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=some["x"],
+                    y=some["rt_coverage"],
+                    mode="markers",
+                    name=f"{name}: {words}",
+                    legendgroup=planner,
+                    marker={
+                        "size": size,
+                        "color": colour if meets else "white",
+                        "line": {"width": 2, "color": colour},
+                        "symbol": "circle",
+                    },
+                    text=some["hover"],
+                    hovertemplate="%{text}<extra>" + name + "</extra>",
+                )
+            )
+        star = part[part["cheapest"]]
+        if len(star):
+            fig.add_trace(
+                go.Scatter(
+                    x=star["x"],
+                    y=star["rt_coverage"],
+                    mode="markers",
+                    name=f"{name}: cheapest meeting the targets",
+                    legendgroup=planner,
+                    marker={
+                        "symbol": "star",
+                        "size": size + 12,
+                        "color": colour,
+                        "line": {"width": 1.5, "color": "#212529"},
+                    },
+                    text=star["hover"],
+                    hovertemplate="cheapest: %{text}<extra>" + name + "</extra>",
+                )
+            )
+    by_gpus = ranked_by == "gpus"
+    if coverage is not None:
+        fig.add_hline(
+            y=coverage,
+            line={"dash": "dash", "color": "#6c757d", "width": 1},
+            annotation_text=f"coverage target {coverage * 100:g}%",
+            annotation_position="bottom right",
+        )
+    if buy is not None:
+        at = points[(points["cheapest"]) & (points["planner"] == buy["planner"])]
+        if len(at):
+            fig.add_annotation(
+                x=at["x"].iloc[0],
+                y=at["rt_coverage"].iloc[0],
+                text=f"<b>cheapest: {buy['mix']}</b>",
+                showarrow=True,
+                arrowhead=2,
+                ax=0,
+                ay=-45,
+                bgcolor="rgba(255,255,255,0.85)",
+                bordercolor="#212529",
+            )
+    low = float(points["rt_coverage"].min()) if len(points) else 0.0
+    fig.update_layout(
+        title={
+            "text": (
+                f"{'GPUs' if by_gpus else 'Cost per hour'} against real-time coverage, one point "
+                "per mix and planner (filled: meets the targets; star: cheapest that does)"
+            ),
+        },
+        xaxis={
+            "title": "GPUs (no price set: mixes ranked by GPUs)" if by_gpus else "cost per hour",
+            "gridcolor": "#eee",
+            "tickformat": "," if by_gpus else ",.2f",
+            "rangemode": "tozero",
+        },
+        yaxis={
+            "title": "real-time coverage",
+            "tickformat": ".0%",
+            "gridcolor": "#eee",
+            "range": [max(0.0, min(low, coverage or 1.0) - 0.05), 1.015],
+        },
+        height=480,
+        margin={"l": 70, "r": 20, "t": 90, "b": 60},
+        plot_bgcolor="white",
+        legend={"orientation": "h", "yanchor": "top", "y": -0.15, "x": 0.0},
+    )
+    return fig
