@@ -447,3 +447,16 @@ def test_the_rolling_horizon_runs_legal_plans_on_node_groups(seed):
     result = simulate(scenario, days=1, planner="allocator", window_hours=8)
     assert check(result.scenario, result.plan) == []
     assert result.scenario.cluster.nodes == scenario.cluster.nodes
+
+
+def test_thorough_never_ranks_below_the_fast_allocator_on_nodes():
+    from core.plan import plan_rank, ranks_above
+
+    @settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
+    @given(node_scenarios(max_steps=8, max_jobs=5))
+    def not_below(scenario):
+        fast = plan_rank(scenario, solve(scenario, "allocator"))
+        thorough = plan_rank(scenario, solve(scenario, "thorough", time_limit=5))
+        assert not ranks_above(fast, thorough)
+
+    not_below()

@@ -124,6 +124,9 @@ def plan_thorough(scenario: Scenario, params: ThoroughParams | None = None) -> P
         started = time.monotonic()
         deadline = started + params.time_limit if params.time_limit > 0 else None
         plan = plan_on_nodes(scenario, THOROUGH_PACKS, THOROUGH_KICKS, "thorough", deadline)
+        fast = plan_on_nodes(scenario)  # never below the fast allocator's plan
+        if ranks_above(plan_rank(scenario, fast), plan_rank(scenario, plan)):
+            plan = Plan(fast.grid, "thorough", {**fast.stats, "from": "allocator"})
         plan.stats["time_limit_reached"] = deadline is not None and time.monotonic() > deadline
         return plan
     watch = Watch(params.time_limit, params.progress, params.progress_every_s)

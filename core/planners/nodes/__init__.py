@@ -20,7 +20,7 @@ from ...nodes import groups_of, options
 from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bool_to_bitsets
 from .packing import NodePacker
-from .search import search
+from .search import search, starting_orders
 from .serving import LANE_RULES, SERVICE_ORDERS, legal_sets, serving_sets
 from .windows import improve
 
@@ -75,6 +75,8 @@ def plan_on_nodes(
         packer = NodePacker(scenario, _free(G, T, running, serving), discount)
         grid = _grid(base.grid, serving, packer.pack(_one_order(packer))[0])
         screened.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
+    if scenario.realtime_jobs and cheap:
+        screened += _batch_first(scenario, base.grid, running, discount, seen)
     if not screened:  # (no layout kept every service legal: the baselines' reservation)
         from ..fifo import plan_fifo
 
@@ -124,6 +126,33 @@ def plan_on_nodes(
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan
+
+
+def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tuple]:
+    """Serving laid out around a packing of the batch work alone (each starting order's), on
+    the GPUs that packing leaves at each step: where serving's own choice breaks the nodes the
+    batch work needs, this keeps them whole (and a shortfall it causes is priced)."""
+    c = scenario.cluster
+    G, T = c.gpus, c.horizon_steps
+    out = []
+    alone = NodePacker(scenario, _free(G, T, running, {}), discount)
+    how = ("slow-small", "priority", False, True)
+    for order in starting_orders(alone)[:2]:
+        placed, _ = alone.pack(order)
+        busy = list(running)
+        for p in placed:
+            block = ((1 << p.gpus) - 1) << p.gpu_start
+            for t in range(p.start, p.end):
+                busy[t] |= block
+        serving = serving_sets(scenario, busy, *how)
+        key = tuple(tuple(x) for x in serving.values())
+        if key in seen or not legal_sets(scenario, serving):
+            continue
+        seen.add(key)
+        packer = NodePacker(scenario, _free(G, T, running, serving), discount)
+        grid = _grid(pinned, serving, packer.pack(order)[0])
+        out.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
+    return out
 
 
 def _sortable(rank: tuple[bool, float, float]) -> tuple[float, float, float]:
