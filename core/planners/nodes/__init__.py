@@ -61,7 +61,7 @@ def plan_on_nodes(
         layouts = [
             (rule, order, priced, shared)
             for shared in (False, True)
-            for priced in (False, True)
+            for priced in ((False, True) if cheap else (False,))
             for order in SERVICE_ORDERS
             for rule in rules
         ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ...model import RealtimeJob, Scenario
-from ...nodes import allowed_gpus, allowed_groups, job_speed, type_allowed
+from ...nodes import allowed_gpus, allowed_groups, groups_of, job_speed, type_allowed
 from ..blocks import mask_of
 
 
@@ -53,6 +53,29 @@ LANE_RULES = ("slow-small", "small-slow")
 SERVICE_ORDERS = ("priority", "constrained")
 
 
+def _batch_worth(scenario: Scenario) -> dict[int, float]:
+    """Per group, the speed batch work gets there, weighted by each job's priority x work (a
+    job that may not use the group counts 0): a group no batch job may use is worth nothing.
+    Kept on the scenario object for the screen's many layouts."""
+    cached = scenario.__dict__.get("_batch_worth")
+    if cached is not None:
+        return cached
+    batch = scenario.batch_jobs
+    weights = [b.priority * b.gpu_hours for b in batch]
+    total = sum(weights)
+    out = {}
+    for group in groups_of(scenario.cluster):
+        if total <= 0:
+            out[group.index] = group.gpu_type.speed
+            continue
+        speeds = [
+            job_speed(b, group.gpu_type) if type_allowed(b, group.gpu_type) else 0.0 for b in batch
+        ]
+        out[group.index] = sum(w * v for w, v in zip(weights, speeds, strict=True)) / total
+    object.__setattr__(scenario, "_batch_worth", out)
+    return out
+
+
 def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -> list[int]:
     """The GPUs a service prefers, best first: its allowed groups from the one batch work
     values least (the lowest speed batch work gets there, weighted by priority x work) and,
@@ -62,20 +85,11 @@ def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -
     always the slowest).
     Each group from its top GPU down. (A service that holds other GPUs at the start moves to
     these as its swap budget allows: `_walk`.)"""
-    batch = scenario.batch_jobs
     groups = allowed_groups(scenario.cluster, job)
+    worth = _batch_worth(scenario)
 
     def batch_worth(group) -> float:
-        # the speed batch work gets there, weighted by each job's priority x work (a job that
-        # may not use the group counts 0): a group no batch job may use is worth nothing
-        weights = [b.priority * b.gpu_hours for b in batch]
-        speeds = [
-            job_speed(b, group.gpu_type) if type_allowed(b, group.gpu_type) else 0.0 for b in batch
-        ]
-        total = sum(weights)
-        if total <= 0:
-            return group.gpu_type.speed
-        return sum(w * v for w, v in zip(weights, speeds, strict=True)) / total
+        return worth[group.index]
 
     if rule == "slow-small":
         order = sorted(groups, key=lambda g: (batch_worth(g), g.gpus_per_node, -g.index))
@@ -150,6 +164,11 @@ def serving_sets(
                     others |= mask_of(other.previous_gpus or ())
             order = [g for g in lane_pref if not others >> g & 1 or own >> g & 1]
             path = counts_path(job, T, len(order), worth)
+            # (only as many of them as it may need, and as many again to move to: a cluster
+            # has thousands)
+            head = _lane(order, own, path, busy)
+            held = set(head)
+            order = head + [g for g in order if g not in held][: max(path, default=0)]
             out[i] = sets = _walk(job, order, path, busy)
             busy = [m | h for m, h in zip(busy, sets, strict=True)]
             continue
