@@ -18,6 +18,7 @@ from typing import Any
 
 from .model import BatchJob, RealtimeJob, Scenario, ScenarioError
 from .nodes import block_starts, groups_of
+from .sweep import _largest_power_of_two
 
 Mix = tuple[tuple[str, int], ...]  # (group, node count) pairs, in the cluster's group order
 
@@ -168,10 +169,6 @@ def _running_placed_again(jobs: list, lost: set[int], cluster) -> list:
         taken |= block << place
         out[k] = replace(job, running=replace(job.running, gpu_start=place))
     return out
-
-
-def _largest_power_of_two(n: int) -> int:
-    return 1 << (max(1, n).bit_length() - 1)
 
 
 def _mix_words(nodes) -> str:

@@ -183,10 +183,6 @@ def block_starts(
     return mask
 
 
-def is_legal_block(cluster: Cluster, job: Job, gpu_start: int, g: int) -> bool:
-    return bool(block_starts(cluster, job, g) >> gpu_start & 1)
-
-
 def block_problem(cluster: Cluster, job: Job, gpu_start: int, g: int) -> str | None:
     """Why [gpu_start, gpu_start + g) is not a legal block for the job, or None when it is."""
     if gpu_start < 0 or gpu_start + g > cluster.gpus:
@@ -277,16 +273,6 @@ def options(scenario: Scenario, job: BatchJob) -> list[Option]:
 
 def placement_speed(scenario: Scenario, job: BatchJob, gpu_start: int) -> float:
     return job_speed(job, group_of_gpu(scenario.cluster, gpu_start).gpu_type)
-
-
-def largest_block(cluster: Cluster, job: Job) -> int:
-    """The largest power-of-two block of at most gpus_max that some allowed group holds
-    (0 when none)."""
-    best = 0
-    for g in (1 << k for k in range(int(job.gpus_max).bit_length())):
-        if g <= job.gpus_max and block_starts(cluster, job, g):
-            best = g
-    return best
 
 
 def needs_nodes(scenario: Scenario) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 from ...model import Scenario
 from ...nodes import groups_of, options
 from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
-from ..blocks import bool_to_bitsets
+from ..blocks import bitsets_to_bool, bool_to_bitsets
 from .packing import NodePacker
 from .search import search, starting_orders
 from .serving import LANE_RULES, SERVICE_ORDERS, legal_sets, serving_sets
@@ -174,8 +174,7 @@ def _free(G: int, T: int, running: list[int], serving: dict[int, list[int]]) -> 
 def _grid(pinned: np.ndarray, serving: dict[int, list[int]], placed) -> np.ndarray:
     grid = pinned.copy()
     for i, sets in serving.items():
-        for t, mask in enumerate(sets):
-            grid[_bits(mask), t] = i
+        grid[bitsets_to_bool(sets, grid.shape[0]).T] = i
     for p in placed:
         grid[p.gpu_start : p.gpu_start + p.gpus, p.start : p.end] = p.job
     return grid
@@ -185,15 +184,6 @@ def _one_order(packer: NodePacker) -> list[int]:
     from .search import starting_orders
 
     return starting_orders(packer)[0]
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
 
 
 def _guard(scenario: Scenario, plan: Plan) -> Plan:
