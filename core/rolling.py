@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import serving_guard
 from .forecast import DEMAND_QUANTILE
 from .forecast.rolling_demand import DemandModel, Forecaster
 from .model import (
@@ -146,6 +147,7 @@ def simulate(
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,
     realtime_on_idle: bool = True,
+    burst_guard: bool = False,
 ) -> SimulationResult:
     """Run the rolling horizon over `days` and return the realised plan and its metrics.
 
@@ -164,6 +166,11 @@ def simulate(
     also takes GPUs the plan leaves idle at that step, within its `gpus_max` and `swap_cap`
     (as an autoscaler on a real cluster would); `metrics["rt_idle_served_gpu_hours"]` says how
     much of the realised real-time allocation came from there (False: the plan's GPUs only).
+    `burst_guard` (`core.serving_guard`): services are planned at no less than their level plus
+    the largest rise their history shows that their swap cap cannot catch up with, and a batch
+    job starts only where its run leaves each service room for such a rise (not for fifo and
+    backfill, whose peak reservation holds it); `metrics["burst_guard_held_starts"]` counts the
+    starts it put off.
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
     The allocator plans each window with `give_up_serving=False`, `restarts=0` and `kicks=0`
     unless the options say otherwise: its window moves then make room for batch work by moving
@@ -184,6 +191,7 @@ def simulate(
         refit_hours,
         forecaster,
         realtime_on_idle,
+        burst_guard,
     )
     while run.t0 < run.period:
         _replan(run, on_replan)
@@ -223,6 +231,7 @@ class _Run:
     window_steps: int
     target: float | None
     realtime_on_idle: bool
+    burst_guard: bool  # on, and the planner plans serving step by step (serving_guard.guarded)
     grid: np.ndarray
     started: dict[int, _Started]
     held_before: dict[int, tuple[int, ...] | None]
@@ -233,6 +242,7 @@ class _Run:
     windows: list[HorizonWindow] = field(default_factory=list)
     previous: tuple[int, np.ndarray, dict[int, tuple[int, int, int]]] | None = None
     trigger: str = "scheduled"
+    held_starts: int = 0  # batch starts the burst guard put off
     t0: int = 0
     next_scheduled: int = 0
 
@@ -248,6 +258,7 @@ def _set_up(
     refit_hours: float,
     forecaster: Forecaster | None,
     realtime_on_idle: bool,
+    burst_guard: bool = False,
 ) -> _Run:
     """The run before its first re-plan: the period, the realised scenario, an idle grid, the
     running batch jobs started and the demand model (see `simulate` for the arguments)."""
@@ -289,6 +300,7 @@ def _set_up(
         window_steps=window_steps,
         target=target,
         realtime_on_idle=realtime_on_idle,
+        burst_guard=burst_guard and serving_guard.guarded(planner),
         grid=grid,
         started=started,
         held_before=held_before,
@@ -306,8 +318,17 @@ def _replan(run: _Run, on_replan: Callable[[ReplanView], None] | None) -> None:
     clock = time.perf_counter()
     window_forecasts = demand_model.forecasts(t0, steps)
     forecast_ms = (time.perf_counter() - clock) * 1000.0
+    bursts = _bursts(run, t0, steps) if run.burst_guard else None
     window, mapping = _window_scenario(
-        actual, run.source, t0, steps, run.started, run.held_before, window_forecasts, demand_model
+        actual,
+        run.source,
+        t0,
+        steps,
+        run.started,
+        run.held_before,
+        window_forecasts,
+        demand_model,
+        None if bursts is None else {i: floor for i, (floor, _) in bursts.items()},
     )
     window_plan = solve(window, run.planner, **run.options)
     lookup = np.append(mapping, IDLE).astype(np.int32)  # window IDLE (-1) stays IDLE
@@ -321,7 +342,7 @@ def _replan(run: _Run, on_replan: Callable[[ReplanView], None] | None) -> None:
     if t0 >= run.next_scheduled:
         run.next_scheduled = t0 + run.commit_steps
     end = min(run.next_scheduled, run.period)
-    executed, stop, lent = _execute(
+    executed, stop, lent, held = _execute(
         actual,
         run.source,
         run.grid,
@@ -332,7 +353,9 @@ def _replan(run: _Run, on_replan: Callable[[ReplanView], None] | None) -> None:
         run.started,
         run.held_before,
         run.realtime_on_idle,
+        None if bursts is None else _start_reserve(window, mapping, bursts, steps),
     )
+    run.held_starts += held
     _adapt(demand_model, actual, run.grid, t0, t0 + executed, run.target)
     for job in actual.realtime_jobs:
         frame = window_forecasts[job.id].iloc[:executed]
@@ -382,6 +405,8 @@ def _result(run: _Run, replan_minutes: int) -> SimulationResult:
     step_hours = actual.cluster.step_minutes / 60.0
     result_metrics["rt_idle_served_gpu_hours"] = float(replans["rt_idle_cells"].sum()) * step_hours
     result_metrics["demand_extended_steps"] = max(0, period - run.source_steps)
+    if run.burst_guard:
+        result_metrics["burst_guard_held_starts"] = run.held_starts
     result_metrics["notes"] = list(run.notes)
     forecasts = {
         job_id: pd.concat(frames) for job_id, frames in run.committed_forecasts.items() if frames
@@ -514,13 +539,17 @@ def _window_scenario(
     held_before: dict[int, tuple[int, ...] | None],
     forecasts: dict[str, pd.DataFrame],
     demand_model: DemandModel,
+    floors: dict[int, float] | None = None,
 ) -> tuple[Scenario, np.ndarray]:
-    """The planner's view at t0 and the map from its job numbers to the period's."""
+    """The planner's view at t0 and the map from its job numbers to the period's; `floors`:
+    per service (by period job number), the least demand it is planned at (the burst guard)."""
     picked: list[tuple[tuple[int, int], int, Any]] = []
     for i, job in enumerate(actual.jobs):
         estimate = source.jobs[i]
         if isinstance(job, RealtimeJob):
             demand = demand_model.planning_demand(forecasts[job.id], job.id)
+            if floors is not None and i in floors:
+                demand = np.maximum(demand, floors[i])
             window_job = replace(
                 job, demand=tuple(demand), previous_gpus=held_before[i], history=None
             )
@@ -571,11 +600,14 @@ def _execute(
     started: dict[int, _Started],
     held_before: dict[int, tuple[int, ...] | None],
     realtime_on_idle: bool = True,
-) -> tuple[int, str, int]:
+    reserve: np.ndarray | None = None,
+) -> tuple[int, str, int, int]:
     """Commit planned steps t0..end-1 against reality.
 
     Returns how many steps were committed, why it stopped before `end` ("overrun" or
-    "swap_cap"), and how many real-time cells came from GPUs the plan left idle (`_serve_on_idle`).
+    "swap_cap"), how many real-time cells came from GPUs the plan left idle (`_serve_on_idle`)
+    and how many batch starts the burst guard put off (`reserve`: the GPUs the services need
+    left at each window step, or None without the guard).
     Stops early (for a re-plan) at a step where a job still running past its estimate sits on
     GPUs the plan gave to someone else, or where a service would have to give back GPUs it took
     on idle faster than its swap cap allows. Step t0 never stops: the window pins every running
@@ -585,7 +617,7 @@ def _execute(
     is_batch = np.array([isinstance(j, BatchJob) for j in actual.jobs] + [False], dtype=bool)
     realtime = sorted(held_before, key=lambda i: (-actual.jobs[i].priority, i))
     allowed = _allowed_rows(actual, realtime)
-    lent = 0
+    lent = put_off = 0
     for t in range(t0, end):
         column = planned[:, t - t0].copy()
         running = {i: s for i, s in started.items() if s.actual_end > t}
@@ -598,11 +630,17 @@ def _execute(
         if blocked:
             if t == t0:
                 raise RuntimeError(f"step {t}: the window did not pin a running job")
-            return t - t0, "overrun", lent
+            return t - t0, "overrun", lent, put_off
         # Batch cells follow reality: finished jobs free their block, running ones hold it.
         column[is_batch[column]] = IDLE
         for i, s in running.items():
             column[s.gpu_start : s.gpu_start + s.gpus] = i
+        if reserve is not None:
+            off = _put_off(
+                actual, source, placements, started, t, t0 + planned.shape[1], reserve[t - t0 :]
+            )
+            placements = {i: p for i, p in placements.items() if i not in off}
+            put_off += len(off)
         for i, (gpu_start, gpus, start) in placements.items():
             if start == t and i not in started:
                 column[gpu_start : gpu_start + gpus] = i
@@ -612,7 +650,7 @@ def _execute(
             demand = float(job.demand[t]) if realtime_on_idle else None
             extra, legal = _serve_on_idle(column, i, job, demand, held_before[i], allowed.get(i))
             if not legal and t > t0:  # at t0 the window started from what it held: a planner bug
-                return t - t0, "swap_cap", lent
+                return t - t0, "swap_cap", lent, put_off
             added += extra
         lent += added
         for i, (gpu_start, gpus, start) in placements.items():
@@ -629,7 +667,65 @@ def _execute(
         grid[:, t] = column
         for i in held_before:
             held_before[i] = tuple(int(g) for g in np.nonzero(column == i)[0])
-    return end - t0, "scheduled", lent
+    return end - t0, "scheduled", lent, put_off
+
+
+def _bursts(run: _Run, t0: int, steps: int) -> dict[int, tuple[float, np.ndarray]]:
+    """Per service (period job number): its warm floor and its level plus history's rises
+    per lead step, for the burst guard (core.serving_guard)."""
+    out = {}
+    step_minutes = run.actual.cluster.step_minutes
+    for i, job in enumerate(run.actual.jobs):
+        if not isinstance(job, RealtimeJob):
+            continue
+        observed = run.demand_model.observed(job, t0)
+        level = serving_guard.last_level(observed, job.demand, t0)
+        rise = serving_guard.step_rises(observed, steps, step_minutes)
+        out[i] = (serving_guard.warm_floor(job, level, rise), level + rise)
+    return out
+
+
+def _start_reserve(
+    window: Scenario, mapping: np.ndarray, bursts: dict[int, tuple[float, np.ndarray]], steps: int
+) -> np.ndarray:
+    """The GPUs all services need left at each window step for a batch start to go ahead."""
+    total = np.zeros(steps)
+    for k, job in enumerate(window.jobs):
+        if isinstance(job, RealtimeJob):
+            _, reach = bursts[int(mapping[k])]
+            total += serving_guard.start_reserve(job, reach)
+    return total
+
+
+def _put_off(
+    actual: Scenario,
+    source: Scenario,
+    placements: dict[int, tuple[int, int, int]],
+    started: dict[int, _Started],
+    t: int,
+    end: int,
+    reserve: np.ndarray,
+) -> set[int]:
+    """The batch jobs planned to start at t that the burst guard holds back: with batch work
+    held as estimated over the rest of the window, their run would not leave the services
+    `reserve` (from step t on). Earlier job numbers are admitted first."""
+    step_minutes = actual.cluster.step_minutes
+    held = np.zeros(max(end - t, 1))
+    for s in started.values():
+        if s.actual_end > t:  # (past its estimate: held at least this step)
+            held[: max(1, min(max(s.estimated_end, t + 1), end) - t)] += s.gpus
+    off = set()
+    for i, (gpu_start, gpus, start) in sorted(placements.items()):
+        if start != t or i in started:
+            continue
+        job = actual.jobs[i]
+        run = duration_on(source.jobs[i], gpus, step_minutes, actual.speed_at(job, gpu_start))
+        n = max(1, min(run, end - t))
+        if serving_guard.may_start(held[:n], gpus, reserve, actual.cluster.gpus):
+            held[:n] += gpus
+        else:
+            off.add(i)
+    return off
 
 
 def _allowed_rows(actual: Scenario, services: list[int]) -> dict[int, np.ndarray]:

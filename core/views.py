@@ -316,6 +316,9 @@ def realised_metrics_table(rows: Mapping[str, Mapping[str, Any]]) -> pd.DataFram
                 "on idle": number(m.get("rt_idle_served_gpu_hours"), 2),
                 "changed": pct(m.get("changed_fraction_mean") or 0.0),
                 "moved": "" if m.get("moved_jobs") is None else f"{m['moved_jobs']:,}",
+                "held back": ""
+                if m.get("burst_guard_held_starts") is None
+                else f"{m['burst_guard_held_starts']:,}",
                 "per plan": _runtime(m.get("planner_ms_mean")),
             }
         )
@@ -339,6 +342,7 @@ REALISED_METRICS = (
     ),
     ("changed", "plan changed", "mean share of the still-future cells a re-plan changed"),
     ("moved", "batch moves", "batch placements a re-plan moved"),
+    ("held back", "starts held back", "batch starts the burst guard put off (with the guard on)"),
     ("per plan", "time per re-plan", "mean planner runtime"),
 )
 

@@ -121,11 +121,22 @@ with st.container(border=True):
             on_change=common.remember,
             args=("hz_quantile",),
         )
+        common.init_widget("hz_guard", False)
+        guard = st.checkbox(
+            "Guard serving against bursts",
+            key="hz_guard",
+            on_change=common.remember,
+            args=("hz_guard",),
+            help="Hold GPUs for the largest rise each service's history shows: plan it at "
+            "least at its level plus what its swap cap cannot catch up with, and start batch "
+            "work only where its run leaves room for such a rise. FIFO and backfill reserve "
+            "the peak already. Costs batch value on services that burst.",
+        )
     with c6:
         st.write("")
         run = st.button("Run simulation", type="primary", key="hz_run", width="stretch")
 
-params = (scenario, float(days), int(replan), tuple(planners), float(quantile))
+params = (scenario, float(days), int(replan), tuple(planners), float(quantile), bool(guard))
 store = st.session_state.get("hz_results")
 # Another workload's replay is never shown under this one's name: a new workload replays at
 # once, as on the first visit.
@@ -170,6 +181,7 @@ if planners and (run or store is None or other_workload):
                     planner_options=options,
                     progress=progress,
                     demand_quantile=float(quantile),
+                    burst_guard=bool(guard),
                 )
             except ScenarioError as e:
                 failed[name] = str(e)
@@ -192,11 +204,12 @@ if store is None or not store["results"]:
             st.error(f"{name}: {message}")
     st.info("Choose planners and press **Run simulation**.")
     st.stop()
-ran_days, ran_replan, _, ran_quantile = store["params"][1:]
+ran_days, ran_replan, _, ran_quantile, ran_guard = store["params"][1:]
 ran = (
     f"{store['params'][0].name} over {views.plural(ran_days, 'day')}, re-planned every "
     f"{ran_replan} min at "
     f"the {ran_quantile:.0%} demand quantile"
+    + (", serving guarded against bursts" if ran_guard else "")
 )
 if fresh:
     st.info(
@@ -227,7 +240,7 @@ st.dataframe(
     column_config={"metric": st.column_config.TextColumn(pinned=True)},
 )
 first = next(iter(results.values())).metrics
-_, run_days, run_replan, _, run_quantile = store["params"]
+_, run_days, run_replan, _, run_quantile, _ = store["params"]
 st.caption(
     f"{first.get('replans', '?')} re-plans (every {run_replan} min) over "
     f"{views.plural(run_days, 'day')}, each planning a 24-hour window with real-time demand at its "

@@ -13,7 +13,9 @@ the value ratio; then the worst gap and the smallest ratio, dev and held-out apa
 series the forecaster was not chosen on, forecast_backtest.HELD_OUT).
 
     .venv/bin/python scripts/rolling_real_demand.py [--quantile Q] [--windows N] [--series NAME]
-        [--slo TARGET]
+        [--slo TARGET] [--burst-guard]
+
+`--burst-guard`: the allocator runs with `simulate(..., burst_guard=True)` (core/serving_guard.py).
 """
 
 from __future__ import annotations
@@ -71,8 +73,13 @@ def main() -> int:
     parser.add_argument(
         "--slo", type=float, default=None, help="the policy's rt_coverage_target (issue 13)"
     )
+    parser.add_argument(
+        "--burst-guard", action="store_true", help="the allocator with the burst guard"
+    )
     args = parser.parse_args()
-    options = {} if args.quantile is None else {"demand_quantile": args.quantile}
+    options = {"burst_guard": True} if args.burst_guard else {}
+    if args.quantile is not None:
+        options["demand_quantile"] = args.quantile
     series = BACKTEST["real_series"](BACKTEST["TRACES"])
     held_out = set(BACKTEST["HELD_OUT"])
     print(

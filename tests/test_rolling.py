@@ -464,13 +464,13 @@ def test_giving_back_an_idle_gpu_faster_than_the_swap_cap_stops_for_a_replan():
     started: dict = {}
     held = {0: (1,)}
     executed = _execute(actual, actual, grid, 0, 2, planned, {1: (0, 1, 1)}, started, held)
-    assert executed == (1, "swap_cap", 1)
+    assert executed == (1, "swap_cap", 1, 0)
     assert grid[:, 0].tolist() == [0, 0, IDLE, IDLE] and held == {0: (0, 1)}
     assert started == {} and (grid[:, 1] == IDLE).all()  # step 1 is re-planned, not executed
     held = {0: (1,)}
     grid[:] = IDLE
     plan_only = _execute(actual, actual, grid, 0, 2, planned, {1: (0, 1, 1)}, started, held, False)
-    assert plan_only == (2, "scheduled", 0) and grid.tolist() == planned.tolist()
+    assert plan_only == (2, "scheduled", 0, 0) and grid.tolist() == planned.tolist()
     assert 1 in started
 
 

@@ -291,8 +291,10 @@ def test_realised_metrics_have_thousands_separators():
         "planner_ms_mean": 20795.6,
         "rt_shortfall_episodes": 1234,
         "rt_idle_served_gpu_hours": 2048.25,
+        "burst_guard_held_starts": 1500,
     }
     row = views.realised_metrics_table({"Allocator (fast)": m}).iloc[0]
+    assert row["held back"] == "1,500"  # (empty without the guard: below)
     assert row["episodes"] == "1,234" and row["on idle"] == "2,048.25"
     assert row["value"] == "114,907.0"
     assert row["completed"] == "1,203/1,500"
@@ -302,7 +304,9 @@ def test_realised_metrics_have_thousands_separators():
     # turned for the page: a row per metric, a column per planner, then what it measures
     turned = views.realised_metrics_by_row({"FIFO": m | {"value": 1.0}, "Allocator (fast)": m})
     assert list(turned.columns) == ["metric", "FIFO", "Allocator (fast)", "what it measures"]
-    assert len(turned) == len(views.REALISED_METRICS) == 11
+    assert len(turned) == len(views.REALISED_METRICS) == 12
+    unguarded = {k: v for k, v in m.items() if k != "burst_guard_held_starts"}
+    assert views.realised_metrics_table({"FIFO": unguarded}).iloc[0]["held back"] == ""
     by = turned.set_index("metric")
     assert by.at["value", "FIFO"] == "1.0" and by.at["value", "Allocator (fast)"] == "114,907.0"
     assert by.at["batch jobs done", "FIFO"] == "1,203/1,500"

@@ -44,6 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{DEMAND_QUANTILE:g}, the top of the forecast's 90% interval; raised after a miss, "
         "decaying back)",
     )
+    parser.add_argument(
+        "--burst-guard",
+        action="store_true",
+        help="hold GPUs for the largest rise the service's history shows: plan it at least at "
+        "its level plus what its swap cap cannot catch up with, and start a batch job only "
+        "where its run leaves room for such a rise (not fifo and backfill: their peak "
+        "reservation holds it); trades batch value for coverage on bursty series",
+    )
     parser.add_argument("--out", type=out_folder, metavar="DIR")
     parser.add_argument(
         "--no-progress", action="store_true", help="do not report the re-plans on stderr"
@@ -72,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         planner_options=planner_options_for(args),
         demand_quantile=args.demand_quantile,
         progress=line,
+        burst_guard=args.burst_guard,
     )
     if line is not None:
         line.finish(len(result.replans))

@@ -174,6 +174,11 @@ class DemandModel:
         top = self.cap(job) if job is not None else float(self.gpus)
         return np.round(np.clip(np.nan_to_num(values, nan=0.0, posinf=top), 0.0, top), 6)
 
+    def observed(self, job: RealtimeJob, t0: int) -> np.ndarray:
+        """The job's demand seen by step t0, hourly: its history, then the whole hours before."""
+        now = self.origin + pd.Timedelta(minutes=self.step * t0)
+        return self._hourly(job, t0, now.floor("h")).to_numpy(dtype=float)
+
     def _hourly(self, job: RealtimeJob, t0: int, first_hour: pd.Timestamp) -> pd.Series:
         """History, then the actuals before t0 averaged per whole hour, ending before first_hour."""
         parts = []

@@ -529,6 +529,27 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
 
 
 @pytest.mark.slow
+def test_horizon_burst_guard_replays_the_allocator_guarded():
+    at = open_page("pages/horizon_risk.py", timeout=180)
+    assert not at.exception
+    at.checkbox(key="hz_guard").check()
+    at.button(key="hz_run").click().run(timeout=180)
+    assert not at.exception
+    store = at.session_state["hz_results"]
+    assert store["params"][-1] is True
+    allocator = store["results"]["allocator"].metrics
+    assert allocator["burst_guard_held_starts"] >= 0 and allocator["violations"] == 0
+    assert "burst_guard_held_starts" not in store["results"]["fifo"].metrics  # fifo: no guard
+    shown = at.dataframe[0].value.set_index("metric")
+    assert (
+        shown.at["starts held back", "Allocator (fast)"]
+        == f"{allocator['burst_guard_held_starts']:,}"
+    )
+    assert shown.at["starts held back", "FIFO (peak reservation)"] == ""
+    assert any("serving guarded against bursts" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
 def test_horizon_idle_windows_total_counts_each_gpu_hour_once():
     from core import views
     from core.analysis import idle_windows
