@@ -147,7 +147,7 @@ def simulate(
     forecaster: Forecaster | None = None,
     on_replan: Callable[[ReplanView], None] | None = None,
     realtime_on_idle: bool = True,
-    burst_guard: bool = False,
+    burst_guard: bool | None = None,
 ) -> SimulationResult:
     """Run the rolling horizon over `days` and return the realised plan and its metrics.
 
@@ -166,11 +166,12 @@ def simulate(
     also takes GPUs the plan leaves idle at that step, within its `gpus_max` and `swap_cap`
     (as an autoscaler on a real cluster would); `metrics["rt_idle_served_gpu_hours"]` says how
     much of the realised real-time allocation came from there (False: the plan's GPUs only).
-    `burst_guard` (`core.serving_guard`): services are planned at no less than their level plus
-    the largest rise their history shows that their swap cap cannot catch up with, and a batch
-    job starts only where its run leaves each service room for such a rise (not for fifo and
-    backfill, whose peak reservation holds it); `metrics["burst_guard_held_starts"]` counts the
-    starts it put off.
+    `burst_guard` (`core.serving_guard`): a guarded service is planned at no less than its level
+    plus the largest rise its history shows that its swap cap cannot catch up with, and a batch
+    job starts only where its run leaves each guarded service room for such a rise. True: every
+    service; False: none; None (default): those whose history is idle at least half its hours.
+    Never for fifo and backfill, whose peak reservation holds it. `metrics["burst_guarded"]`
+    names the guarded services, `metrics["burst_guard_held_starts"]` counts the starts put off.
     `progress(fraction, message)` is called after every re-plan, `on_replan(view)` too.
     The allocator plans each window with `give_up_serving=False`, `restarts=0` and `kicks=0`
     unless the options say otherwise: its window moves then make room for batch work by moving
@@ -231,7 +232,7 @@ class _Run:
     window_steps: int
     target: float | None
     realtime_on_idle: bool
-    burst_guard: bool  # on, and the planner plans serving step by step (serving_guard.guarded)
+    burst_guarded: list[int]  # the services the burst guard holds GPUs for (job numbers)
     grid: np.ndarray
     started: dict[int, _Started]
     held_before: dict[int, tuple[int, ...] | None]
@@ -258,7 +259,7 @@ def _set_up(
     refit_hours: float,
     forecaster: Forecaster | None,
     realtime_on_idle: bool,
-    burst_guard: bool = False,
+    burst_guard: bool | None = None,
 ) -> _Run:
     """The run before its first re-plan: the period, the realised scenario, an idle grid, the
     running batch jobs started and the demand model (see `simulate` for the arguments)."""
@@ -300,7 +301,7 @@ def _set_up(
         window_steps=window_steps,
         target=target,
         realtime_on_idle=realtime_on_idle,
-        burst_guard=burst_guard and serving_guard.guarded(planner),
+        burst_guarded=serving_guard.guarded_services(actual, planner, burst_guard),
         grid=grid,
         started=started,
         held_before=held_before,
@@ -318,7 +319,7 @@ def _replan(run: _Run, on_replan: Callable[[ReplanView], None] | None) -> None:
     clock = time.perf_counter()
     window_forecasts = demand_model.forecasts(t0, steps)
     forecast_ms = (time.perf_counter() - clock) * 1000.0
-    bursts = _bursts(run, t0, steps) if run.burst_guard else None
+    bursts = _bursts(run, t0, steps) if run.burst_guarded else None
     window, mapping = _window_scenario(
         actual,
         run.source,
@@ -405,7 +406,9 @@ def _result(run: _Run, replan_minutes: int) -> SimulationResult:
     step_hours = actual.cluster.step_minutes / 60.0
     result_metrics["rt_idle_served_gpu_hours"] = float(replans["rt_idle_cells"].sum()) * step_hours
     result_metrics["demand_extended_steps"] = max(0, period - run.source_steps)
-    if run.burst_guard:
+    if serving_guard.guarded(run.planner):
+        result_metrics["burst_guarded"] = [actual.jobs[i].id for i in run.burst_guarded]
+    if run.burst_guarded:
         result_metrics["burst_guard_held_starts"] = run.held_starts
     result_metrics["notes"] = list(run.notes)
     forecasts = {
@@ -671,13 +674,12 @@ def _execute(
 
 
 def _bursts(run: _Run, t0: int, steps: int) -> dict[int, tuple[float, np.ndarray]]:
-    """Per service (period job number): its warm floor and its level plus history's rises
-    per lead step, for the burst guard (core.serving_guard)."""
+    """Per guarded service (period job number): its warm floor and its level plus history's
+    rises per lead step, for the burst guard (core.serving_guard)."""
     out = {}
     step_minutes = run.actual.cluster.step_minutes
-    for i, job in enumerate(run.actual.jobs):
-        if not isinstance(job, RealtimeJob):
-            continue
+    for i in run.burst_guarded:
+        job = run.actual.jobs[i]
         observed = run.demand_model.observed(job, t0)
         level = serving_guard.last_level(observed, job.demand, t0)
         rise = serving_guard.step_rises(observed, steps, step_minutes)
@@ -688,10 +690,10 @@ def _bursts(run: _Run, t0: int, steps: int) -> dict[int, tuple[float, np.ndarray
 def _start_reserve(
     window: Scenario, mapping: np.ndarray, bursts: dict[int, tuple[float, np.ndarray]], steps: int
 ) -> np.ndarray:
-    """The GPUs all services need left at each window step for a batch start to go ahead."""
+    """The GPUs the guarded services need left at each window step for a batch start."""
     total = np.zeros(steps)
     for k, job in enumerate(window.jobs):
-        if isinstance(job, RealtimeJob):
+        if isinstance(job, RealtimeJob) and int(mapping[k]) in bursts:
             _, reach = bursts[int(mapping[k])]
             total += serving_guard.start_reserve(job, reach)
     return total

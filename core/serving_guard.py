@@ -14,6 +14,12 @@ them on purpose, from what the service's own history shows it can do:
   the GPUs batch work holds leave each service its current level plus the largest rise its
   history shows within that lead (at most the window's peak reservation, fifo's).
 
+Which services: all (`burst_guard=True`), none (False), or by default (None) those whose
+history bursts: idle (at most IDLE_LEVEL of its 90th percentile, as the forecaster counts idle)
+in at least half of its hours, i.e. a typical hour idle. Such a series' calibrated near-term
+interval cannot see a burst coming (every idle hour is in it); on a series that is rarely idle
+the forecast follows the rises and the guard would only cost batch value (docs/benchmarks.md).
+
 Rises are measured on the history and the demand seen so far, hourly; a lead of k steps is
 the rise within the hours those steps span, rounded up. GPUs are counted over the cluster
 (services on some GPU types only are guarded by the cluster's count, a looser bound).
@@ -23,8 +29,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import RealtimeJob
+from .forecast.demand import IDLE_LEVEL
+from .model import RealtimeJob, Scenario
 from .planners.fifo import peak_reservation
+
+MIN_HISTORY_HOURS = 24  # less history than this says nothing about bursts (auto: unguarded)
+BURSTY_IDLE_SHARE = 0.5  # auto guards a service idle at least this share of its history's hours
+# `burst_guard` as the CLI, the scripts and the app name it
+CHOICES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 
 def rises(observed: np.ndarray, hours: int) -> np.ndarray:
@@ -92,8 +104,32 @@ def guarded(planner: str) -> bool:
     return planner not in ("fifo", "backfill")
 
 
+def bursty(history: tuple[float, ...] | None) -> bool:
+    """Whether a service's hourly history bursts: idle at BURSTY_IDLE_SHARE of its hours."""
+    y = np.asarray(history or (), dtype=float)
+    y = y[np.isfinite(y)]
+    if len(y) < MIN_HISTORY_HOURS:
+        return False
+    busy = float(np.percentile(y, 90))
+    return float(np.mean(y <= IDLE_LEVEL * busy)) >= BURSTY_IDLE_SHARE
+
+
+def guarded_services(scenario: Scenario, planner: str, burst_guard: bool | None) -> list[int]:
+    """The job numbers of the services the guard holds GPUs for (see the module's text)."""
+    if not guarded(planner) or burst_guard is False:
+        return []
+    return [
+        i
+        for i, job in enumerate(scenario.jobs)
+        if isinstance(job, RealtimeJob) and (burst_guard or bursty(job.history))
+    ]
+
+
 __all__ = [
+    "CHOICES",
+    "bursty",
     "guarded",
+    "guarded_services",
     "last_level",
     "may_start",
     "rises",

@@ -235,6 +235,23 @@ def sentence(text: str) -> str:
     return f"{text[:1].upper()}{text[1:]}."
 
 
+def burst_guard_text(results: Iterable[Any]) -> str:
+    """The burst guard of a replay as a clause of its caption: ", serving guarded against
+    bursts: svc-a" (the services `simulate` guarded, read from a planner that plans serving), or
+    "" where it guarded none (off, or no service bursty) or no replayed planner plans serving."""
+    for result in results:
+        guarded = result.metrics.get("burst_guarded")
+        if guarded is None:
+            continue
+        if not guarded:
+            return ""
+        shown = ", ".join(guarded[:3]) + (
+            f" and {len(guarded) - 3:,} more" if len(guarded) > 3 else ""
+        )
+        return f", serving guarded against bursts: {shown}"
+    return ""
+
+
 def traffic_unit(name: str | None) -> str:
     """The unit of a history column as a label: its own name, never an assumed '... per hour'."""
     text = str(name or "").strip()
@@ -342,7 +359,11 @@ REALISED_METRICS = (
     ),
     ("changed", "plan changed", "mean share of the still-future cells a re-plan changed"),
     ("moved", "batch moves", "batch placements a re-plan moved"),
-    ("held back", "starts held back", "batch starts the burst guard put off (with the guard on)"),
+    (
+        "held back",
+        "starts held back",
+        "batch starts the burst guard put off (where it guards a service)",
+    ),
     ("per plan", "time per re-plan", "mean planner runtime"),
 )
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from core import charts, views
+from core import charts, serving_guard, views
 from core.analysis import coverage_risk_table, idle_windows
 from core.forecast import DEMAND_QUANTILE
 from core.model import ScenarioError
@@ -13,6 +13,8 @@ from pages import common
 
 SEARCHING = [name for name, spec in PLANNERS.items() if spec.searches]
 REPLAN_TIME_LIMIT = 2.0  # seconds per re-plan for planners that search
+# the burst guard's choices (core.serving_guard.CHOICES) as the page names them
+GUARD_LABELS = {"auto": "bursty services", "on": "all services", "off": "off"}
 
 common.page_header(
     "Horizon & risk",
@@ -121,22 +123,28 @@ with st.container(border=True):
             on_change=common.remember,
             args=("hz_quantile",),
         )
-        common.init_widget("hz_guard", False)
-        guard = st.checkbox(
+        common.init_widget("hz_guard", "auto")
+        guard_choice = st.radio(
             "Guard serving against bursts",
+            list(serving_guard.CHOICES),
             key="hz_guard",
+            format_func=GUARD_LABELS.get,
+            horizontal=True,
             on_change=common.remember,
             args=("hz_guard",),
-            help="Hold GPUs for the largest rise each service's history shows: plan it at "
+            help="Hold GPUs for the largest rise a service's history shows: plan it at "
             "least at its level plus what its swap cap cannot catch up with, and start batch "
-            "work only where its run leaves room for such a rise. FIFO and backfill reserve "
-            "the peak already. Costs batch value on services that burst.",
+            "work only where its run leaves room for such a rise. Bursty: the services idle "
+            "at least half their history's hours (a forecast cannot see their bursts coming); "
+            "all: every service, which costs batch value on regular ones. FIFO and backfill "
+            "reserve the peak already.",
         )
+        guard = serving_guard.CHOICES[guard_choice]
     with c6:
         st.write("")
         run = st.button("Run simulation", type="primary", key="hz_run", width="stretch")
 
-params = (scenario, float(days), int(replan), tuple(planners), float(quantile), bool(guard))
+params = (scenario, float(days), int(replan), tuple(planners), float(quantile), guard_choice)
 store = st.session_state.get("hz_results")
 # Another workload's replay is never shown under this one's name: a new workload replays at
 # once, as on the first visit.
@@ -181,7 +189,7 @@ if planners and (run or store is None or other_workload):
                     planner_options=options,
                     progress=progress,
                     demand_quantile=float(quantile),
-                    burst_guard=bool(guard),
+                    burst_guard=guard,
                 )
             except ScenarioError as e:
                 failed[name] = str(e)
@@ -204,12 +212,11 @@ if store is None or not store["results"]:
             st.error(f"{name}: {message}")
     st.info("Choose planners and press **Run simulation**.")
     st.stop()
-ran_days, ran_replan, _, ran_quantile, ran_guard = store["params"][1:]
+ran_days, ran_replan, _, ran_quantile, _ = store["params"][1:]
 ran = (
     f"{store['params'][0].name} over {views.plural(ran_days, 'day')}, re-planned every "
     f"{ran_replan} min at "
-    f"the {ran_quantile:.0%} demand quantile"
-    + (", serving guarded against bursts" if ran_guard else "")
+    f"the {ran_quantile:.0%} demand quantile" + views.burst_guard_text(store["results"].values())
 )
 if fresh:
     st.info(

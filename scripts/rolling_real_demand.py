@@ -13,9 +13,9 @@ the value ratio; then the worst gap and the smallest ratio, dev and held-out apa
 series the forecaster was not chosen on, forecast_backtest.HELD_OUT).
 
     .venv/bin/python scripts/rolling_real_demand.py [--quantile Q] [--windows N] [--series NAME]
-        [--slo TARGET] [--burst-guard]
+        [--slo TARGET] [--burst-guard auto|on|off]
 
-`--burst-guard`: the allocator runs with `simulate(..., burst_guard=True)` (core/serving_guard.py).
+`--burst-guard`: the allocator's burst guard (core/serving_guard.py; default auto, as simulate).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core import serving_guard  # noqa: E402
 from core.formats.scenario_json import scenario_from_dict  # noqa: E402
 from core.rolling import simulate  # noqa: E402
 
@@ -74,17 +75,20 @@ def main() -> int:
         "--slo", type=float, default=None, help="the policy's rt_coverage_target (issue 13)"
     )
     parser.add_argument(
-        "--burst-guard", action="store_true", help="the allocator with the burst guard"
+        "--burst-guard",
+        choices=tuple(serving_guard.CHOICES),
+        default="auto",
+        help="the allocator's burst guard (simulate's; default auto)",
     )
     args = parser.parse_args()
-    options = {"burst_guard": True} if args.burst_guard else {}
+    options = {"burst_guard": serving_guard.CHOICES[args.burst_guard]}
     if args.quantile is not None:
         options["demand_quantile"] = args.quantile
     series = BACKTEST["real_series"](BACKTEST["TRACES"])
     held_out = set(BACKTEST["HELD_OUT"])
     print(
         f"{'series':28} {'start h':>7} {'fifo cov':>8} {'alloc cov':>9} {'gap pt':>7} "
-        f"{'fifo val':>9} {'alloc val':>9} {'ratio':>6}"
+        f"{'fifo val':>9} {'alloc val':>9} {'ratio':>6} guarded"
     )
     rows = []
     clock = time.perf_counter()
@@ -103,7 +107,8 @@ def main() -> int:
             rows.append((name in held_out, gap, ratio))
             print(
                 f"{name:28} {start:7d} {fifo['rt_coverage']:8.4f} {alloc['rt_coverage']:9.4f} "
-                f"{gap:+7.2f} {fifo['value']:9.0f} {alloc['value']:9.0f} {ratio:6.2f}",
+                f"{gap:+7.2f} {fifo['value']:9.0f} {alloc['value']:9.0f} {ratio:6.2f} "
+                f"{'yes' if alloc.get('burst_guarded') else 'no'}",
                 flush=True,
             )
     for label, keep in (("dev", False), ("held out", True)):

@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 from core.cli import main
 from core.model import BatchJob, Cluster, RealtimeJob, Scenario
 from core.rolling import _put_off, _Started, simulate
-from core.serving_guard import guarded, may_start, rises, start_reserve, step_rises, warm_floor
+from core.serving_guard import (
+    bursty,
+    guarded,
+    guarded_services,
+    may_start,
+    rises,
+    start_reserve,
+    step_rises,
+    warm_floor,
+)
 from tests.budget import examples
 from tests.paths import ROOT, SCENARIOS_DIR, TRACES_DIR
 from tests.strategies import scenarios
@@ -92,7 +101,45 @@ def test_guarded_rolling_plans_are_legal(scenario, factors, replan_steps):
         burst_guard=True,
     )
     assert result.metrics["violations"] == 0
+    services = [job.id for job in scenario.realtime_jobs]
+    assert result.metrics["burst_guarded"] == services  # on: every service
+    if services:
+        assert result.metrics["burst_guard_held_starts"] >= 0
+    else:
+        assert "burst_guard_held_starts" not in result.metrics
+
+
+def test_bursty_is_idle_at_least_half_the_hours():
+    idle_half = [0.0] * 12 + [10.0] * 12  # 12 of 24 hours at 0: bursty
+    assert bursty(tuple(idle_half))
+    assert not bursty(tuple([0.0] * 11 + [10.0] * 13))  # 11 of 24 idle
+    # idle is at most IDLE_LEVEL (0.05) of the 90th percentile (10): 0.5 is idle, 0.6 is not
+    assert bursty(tuple([0.5] * 12 + [10.0] * 12))
+    assert not bursty(tuple([0.6] * 12 + [10.0] * 12))
+    assert not bursty(tuple([0.0] * 23))  # under a day of history says nothing
+    assert not bursty(None)
+    assert bursty(tuple([0.0] * 12 + [float("nan")] * 5 + [9.0] * 12))  # missing hours skipped
+
+
+def _two_services() -> Scenario:
+    steady = RealtimeJob("steady", 5, 1, 4, 1, demand=(1.0,) * 4, history=(2.0,) * 48)
+    bursts = RealtimeJob("bursts", 5, 1, 4, 1, demand=(0.0,) * 4, history=(0.0, 0.0, 0.0, 4.0) * 12)
+    train = BatchJob("b", "training", 1, 2, 2, gpu_hours=4)
+    return Scenario("two", Cluster(8, 60, 4), (steady, bursts, train))
+
+
+def test_guarded_services_auto_on_off_and_fifo():
+    scenario = _two_services()
+    assert guarded_services(scenario, "allocator", None) == [1]  # auto: the bursty one
+    assert guarded_services(scenario, "allocator", True) == [0, 1]
+    assert guarded_services(scenario, "allocator", False) == []
+    assert guarded_services(scenario, "fifo", True) == []
+    assert guarded_services(scenario, "backfill", None) == []
+    result = simulate(scenario, 4 / 24, "allocator", forecaster=seasonal_naive)
+    assert result.metrics["burst_guarded"] == ["bursts"]
     assert result.metrics["burst_guard_held_starts"] >= 0
+    off = simulate(scenario, 4 / 24, "allocator", forecaster=seasonal_naive, burst_guard=False)
+    assert off.metrics["burst_guarded"] == [] and "burst_guard_held_starts" not in off.metrics
 
 
 def test_fifo_and_backfill_are_not_guarded():
@@ -100,17 +147,42 @@ def test_fifo_and_backfill_are_not_guarded():
     from core.formats import load_scenario
 
     scenario = load_scenario(SCENARIOS_DIR / "rolling-surge.json")
-    plain = simulate(scenario, 1, "fifo")
+    plain = simulate(scenario, 1, "fifo", burst_guard=False)
     guard = simulate(scenario, 1, "fifo", burst_guard=True)
     assert np.array_equal(plain.plan.grid, guard.plan.grid)
     assert "burst_guard_held_starts" not in guard.metrics
+    assert "burst_guarded" not in guard.metrics
 
 
-def test_cli_simulate_burst_guard(capsys):
+def test_rolling_surge_is_not_bursty_so_auto_is_off():
+    """rolling-surge's service is busy most hours: auto leaves it unguarded, the same plan as
+    off (the guard would only cost batch value there, docs/benchmarks.md)."""
+    from core.formats import load_scenario
+
+    scenario = load_scenario(SCENARIOS_DIR / "rolling-surge.json")
+    auto = simulate(scenario, 1, "allocator")
+    off = simulate(scenario, 1, "allocator", burst_guard=False)
+    assert auto.metrics["burst_guarded"] == []
+    assert np.array_equal(auto.plan.grid, off.plan.grid)
+
+
+@pytest.mark.parametrize("choice", ["on", "off", "auto"])
+def test_cli_simulate_burst_guard(capsys, choice):
     path = str(SCENARIOS_DIR / "rolling-surge.json")
-    assert main(["simulate", path, "--days", "1", "--burst-guard", "--no-progress"]) == 0
+    argv = ["simulate", path, "--days", "1", "--burst-guard", choice, "--no-progress"]
+    assert main(argv) == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert metrics["violations"] == 0 and metrics["burst_guard_held_starts"] >= 0
+    assert metrics["violations"] == 0
+    assert metrics["burst_guarded"] == (["chat-api", "embed-api"] if choice == "on" else [])
+    assert ("burst_guard_held_starts" in metrics) == (choice == "on")
+
+
+def test_cli_simulate_burst_guard_rejects_an_unknown_choice(capsys):
+    path = str(SCENARIOS_DIR / "rolling-surge.json")
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", path, "--days", "1", "--burst-guard", "sometimes"])
+    assert exit_.value.code == 2
+    assert "--burst-guard" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -125,8 +197,9 @@ def test_burst_guard_keeps_fifos_coverage_on_a_real_bursty_series():
 
     scenario = scenario_from_dict(script["scenario_for"](series, 672, "vcira"))
     fifo = simulate(scenario, 3, "fifo").metrics
-    plain = simulate(scenario, 3, "allocator").metrics
-    guard = simulate(scenario, 3, "allocator", burst_guard=True).metrics
+    plain = simulate(scenario, 3, "allocator", burst_guard=False).metrics
+    guard = simulate(scenario, 3, "allocator").metrics  # auto: vcira is idle most hours
+    assert guard["burst_guarded"] == [scenario.realtime_jobs[0].id]
     assert plain["rt_coverage"] < fifo["rt_coverage"] - 0.01  # the case the guard is for
     assert guard["rt_coverage"] >= fifo["rt_coverage"] - 0.001
     assert guard["burst_guard_held_starts"] > 0 and guard["violations"] == 0

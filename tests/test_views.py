@@ -536,3 +536,22 @@ def test_job_differences_say_what_tells_two_workloads_apart(example):
     assert lines[2] == f"{rt.id}: demand differs"
     many = views.job_differences(example, other, most=2)
     assert len(many) == 3 and many[-1] == "and 1 more"
+
+
+def test_burst_guard_text_names_the_guarded_services():
+    from types import SimpleNamespace
+
+    def result(**metrics):
+        return SimpleNamespace(metrics=metrics)
+
+    fifo = result()  # fifo and backfill say nothing of the guard
+    assert views.burst_guard_text([fifo]) == ""
+    assert views.burst_guard_text([fifo, result(burst_guarded=[])]) == ""
+    assert (
+        views.burst_guard_text([fifo, result(burst_guarded=["a", "b"])])
+        == ", serving guarded against bursts: a, b"
+    )
+    many = result(burst_guarded=[f"s{k}" for k in range(5)])
+    assert views.burst_guard_text([many]) == (
+        ", serving guarded against bursts: s0, s1, s2 and 2 more"
+    )

@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from .. import serving_guard
 from ..forecast import DEMAND_QUANTILE
 from ..model import ScenarioError
 from ..planners import FAST, PLANNER_NAMES
@@ -46,11 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--burst-guard",
-        action="store_true",
-        help="hold GPUs for the largest rise the service's history shows: plan it at least at "
+        choices=tuple(serving_guard.CHOICES),
+        default="auto",
+        help="hold GPUs for the largest rise a service's history shows: plan it at least at "
         "its level plus what its swap cap cannot catch up with, and start a batch job only "
-        "where its run leaves room for such a rise (not fifo and backfill: their peak "
-        "reservation holds it); trades batch value for coverage on bursty series",
+        "where its run leaves room for such a rise; auto (default): the services idle at "
+        "least half their history's hours; never fifo and backfill (their peak reservation "
+        "holds it). Trades batch value for coverage",
     )
     parser.add_argument("--out", type=out_folder, metavar="DIR")
     parser.add_argument(
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         planner_options=planner_options_for(args),
         demand_quantile=args.demand_quantile,
         progress=line,
-        burst_guard=args.burst_guard,
+        burst_guard=serving_guard.CHOICES[args.burst_guard],
     )
     if line is not None:
         line.finish(len(result.replans))

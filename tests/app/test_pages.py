@@ -532,12 +532,18 @@ def test_horizon_runs_the_rolling_simulation_and_shows_its_metrics():
 def test_horizon_burst_guard_replays_the_allocator_guarded():
     at = open_page("pages/horizon_risk.py", timeout=180)
     assert not at.exception
-    at.checkbox(key="hz_guard").check()
+    guard = at.radio(key="hz_guard")
+    assert guard.value == "auto" and guard.options == ["bursty services", "all services", "off"]
+    # rolling-surge's services are busy most hours: auto guards none, no caption clause
+    assert at.session_state["hz_results"]["results"]["allocator"].metrics["burst_guarded"] == []
+    assert not any("guarded against bursts" in c.value for c in at.caption)
+    guard.set_value("on")
     at.button(key="hz_run").click().run(timeout=180)
     assert not at.exception
     store = at.session_state["hz_results"]
-    assert store["params"][-1] is True
+    assert store["params"][-1] == "on"
     allocator = store["results"]["allocator"].metrics
+    assert allocator["burst_guarded"] == ["chat-api", "embed-api"]
     assert allocator["burst_guard_held_starts"] >= 0 and allocator["violations"] == 0
     assert "burst_guard_held_starts" not in store["results"]["fifo"].metrics  # fifo: no guard
     shown = at.dataframe[0].value.set_index("metric")
@@ -546,7 +552,7 @@ def test_horizon_burst_guard_replays_the_allocator_guarded():
         == f"{allocator['burst_guard_held_starts']:,}"
     )
     assert shown.at["starts held back", "FIFO (peak reservation)"] == ""
-    assert any("serving guarded against bursts" in c.value for c in at.caption)
+    assert any("serving guarded against bursts: chat-api, embed-api" in c.value for c in at.caption)
 
 
 @pytest.mark.slow
