@@ -235,19 +235,20 @@ def sentence(text: str) -> str:
     return f"{text[:1].upper()}{text[1:]}."
 
 
-def burst_guard_text(results: Iterable[Any]) -> str:
+def burst_guard_text(results: Iterable[Any], choice: str = "auto") -> str:
     """The burst guard of a replay as a clause of its caption: ", serving guarded against
-    bursts: svc-a" (the services `simulate` guarded, read from a planner that plans serving), or
-    "" where it guarded none (off, or no service bursty) or no replayed planner plans serving."""
+    bursts: svc-a" (the services `simulate` guarded, read from a planner that plans serving),
+    ", no service bursty enough to guard" (`choice` auto and none guarded), or "" (off, or no
+    replayed planner plans serving)."""
     for result in results:
         guarded = result.metrics.get("burst_guarded")
         if guarded is None:
             continue
         if not guarded:
-            return ""
-        shown = ", ".join(guarded[:3]) + (
-            f" and {len(guarded) - 3:,} more" if len(guarded) > 3 else ""
-        )
+            return ", no service bursty enough to guard" if choice == "auto" else ""
+        shown = ", ".join(guarded[:3])
+        if len(guarded) > 3:
+            shown += f" and {len(guarded) - 3:,} more"
         return f", serving guarded against bursts: {shown}"
     return ""
 

@@ -14,7 +14,7 @@ from pages import common
 SEARCHING = [name for name, spec in PLANNERS.items() if spec.searches]
 REPLAN_TIME_LIMIT = 2.0  # seconds per re-plan for planners that search
 # the burst guard's choices (core.serving_guard.CHOICES) as the page names them
-GUARD_LABELS = {"auto": "bursty services", "on": "all services", "off": "off"}
+GUARD_LABELS = {"auto": "bursty only", "on": "all", "off": "off"}
 
 common.page_header(
     "Horizon & risk",
@@ -212,11 +212,12 @@ if store is None or not store["results"]:
             st.error(f"{name}: {message}")
     st.info("Choose planners and press **Run simulation**.")
     st.stop()
-ran_days, ran_replan, _, ran_quantile, _ = store["params"][1:]
+ran_days, ran_replan, _, ran_quantile, ran_guard = store["params"][1:]
 ran = (
     f"{store['params'][0].name} over {views.plural(ran_days, 'day')}, re-planned every "
     f"{ran_replan} min at "
-    f"the {ran_quantile:.0%} demand quantile" + views.burst_guard_text(store["results"].values())
+    f"the {ran_quantile:.0%} demand quantile"
+    + views.burst_guard_text(store["results"].values(), ran_guard)
 )
 if fresh:
     st.info(

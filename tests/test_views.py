@@ -546,7 +546,11 @@ def test_burst_guard_text_names_the_guarded_services():
 
     fifo = result()  # fifo and backfill say nothing of the guard
     assert views.burst_guard_text([fifo]) == ""
-    assert views.burst_guard_text([fifo, result(burst_guarded=[])]) == ""
+    assert views.burst_guard_text([fifo, result(burst_guarded=[])], "off") == ""
+    assert (
+        views.burst_guard_text([fifo, result(burst_guarded=[])], "auto")
+        == ", no service bursty enough to guard"
+    )
     assert (
         views.burst_guard_text([fifo, result(burst_guarded=["a", "b"])])
         == ", serving guarded against bursts: a, b"

@@ -533,10 +533,10 @@ def test_horizon_burst_guard_replays_the_allocator_guarded():
     at = open_page("pages/horizon_risk.py", timeout=180)
     assert not at.exception
     guard = at.radio(key="hz_guard")
-    assert guard.value == "auto" and guard.options == ["bursty services", "all services", "off"]
-    # rolling-surge's services are busy most hours: auto guards none, no caption clause
+    assert guard.value == "auto" and guard.options == ["bursty only", "all", "off"]
+    # rolling-surge's services are busy most hours: auto guards none, and says so
     assert at.session_state["hz_results"]["results"]["allocator"].metrics["burst_guarded"] == []
-    assert not any("guarded against bursts" in c.value for c in at.caption)
+    assert any("no service bursty enough to guard" in c.value for c in at.caption)
     guard.set_value("on")
     at.button(key="hz_run").click().run(timeout=180)
     assert not at.exception
