@@ -49,8 +49,9 @@ def plan_on_nodes(
     pin_running(scenario, base.grid)
     running = bool_to_bitsets(base.grid != IDLE)
     discount = discounts(scenario)
-    # Each way of laying out serving, screened with one packing; the best is searched.
-    # (a screen costs a packing: each group first only where packings are cheap)
+    # Each way of laying out serving, screened by its starting orders' packings (one where
+    # packings are dear, which also lays each group first only where they are cheap); the
+    # best is searched.
     queued_options = sum(
         len(options(scenario, j)) for j in scenario.batch_jobs if j.running is None
     )
@@ -73,8 +74,8 @@ def plan_on_nodes(
             continue
         seen.add(key)
         packer = NodePacker(scenario, _free(G, T, running, serving), discount)
-        grid = _grid(base.grid, serving, packer.pack(_one_order(packer))[0])
-        screened.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
+        rank = _screen(scenario, base.grid, serving, packer, cheap)
+        screened.append((rank, serving, packer, how))
     if scenario.realtime_jobs and cheap:
         screened += _batch_first(scenario, base.grid, running, discount, seen)
     if not screened:  # (no layout kept every service legal: the baselines' reservation)
@@ -153,6 +154,21 @@ def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tu
         grid = _grid(pinned, serving, packer.pack(order)[0])
         out.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
     return out
+
+
+def _screen(
+    scenario: Scenario, pinned, serving: dict[int, list[int]], packer: NodePacker, every: bool
+) -> tuple[bool, float, float]:
+    """A serving layout's rank: its best packing among the starting orders (`every`; else the
+    first only, where packings are dear). One order misjudges layouts: the layout whose first
+    order packs best is often not the one whose search ends best."""
+    orders = starting_orders(packer) if every else [_one_order(packer)]
+    best = None
+    for order in orders:
+        rank = plan_rank(scenario, Plan(_grid(pinned, serving, packer.pack(order)[0])))
+        if best is None or ranks_above(rank, best):
+            best = rank
+    return best
 
 
 def _sortable(rank: tuple[bool, float, float]) -> tuple[float, float, float]:
