@@ -13,6 +13,8 @@ without nodes keeps the section 1 allocator, whose plans are unchanged.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ...model import Scenario
@@ -56,7 +58,9 @@ def plan_on_nodes(
         len(options(scenario, j)) for j in scenario.batch_jobs if j.running is None
     )
     cheap = packs is not None or queued_options * T * MAX_PACKS <= PACK_BUDGET
-    rules = (*LANE_RULES, *(f"first:{g.index}" for g in groups_of(c))) if cheap else LANE_RULES
+    rules = LANE_RULES
+    if cheap:
+        rules = (*LANE_RULES, *_group_orders(c))
     layouts = [("slow-small", "priority", False, False)]
     if scenario.realtime_jobs:
         layouts = [
@@ -169,6 +173,14 @@ def _screen(
         if best is None or ranks_above(rank, best):
             best = rank
     return best
+
+
+def _group_orders(cluster) -> list[str]:
+    """Lane rules that put the groups in every order (up to 3 groups; else each one first)."""
+    indices = [g.index for g in groups_of(cluster)]
+    if len(indices) > 3:
+        return [f"first:{k}" for k in indices]
+    return ["order:" + ",".join(map(str, p)) for p in itertools.permutations(indices)]
 
 
 def _sortable(rank: tuple[bool, float, float]) -> tuple[float, float, float]:
