@@ -19,7 +19,7 @@ import numpy as np
 
 from ...model import Scenario
 from ...nodes import groups_of, options
-from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
+from ...plan import IDLE, Plan, check, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bitsets_to_bool, bool_to_bitsets
 from .packing import NodePacker
 from .search import search, starting_orders
@@ -127,10 +127,45 @@ def plan_on_nodes(
             every_start=True,
             budget=WINDOW_TRIALS * (10 if name == "thorough" else 1),
         )
+    if small and scenario.realtime_jobs:
+        plan, relays = _relay(scenario, plan, order, running, discount, base.grid, how)
+        trials += relays
     plan.stats["packings"] = sum(item[2].packs for item in screened) + packer.packs + trials
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan
+
+
+def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how):
+    """Serving laid out again around the plan's batch blocks (shared, every fraction of a unit
+    served: the GPUs those blocks leave earn batch work nothing), then the batch work packed
+    again around it, in the same order; kept where it ranks higher and passes the checker,
+    and repeated. Serving laid out first breaks the nodes batch work needs; laid out last
+    around batch blocks that already fit, it fills what they leave."""
+    c = scenario.cluster
+    G, T = c.gpus, c.horizon_steps
+    best, best_rank = plan, plan_rank(scenario, plan)
+    packs = 0
+    improved = True
+    while improved:
+        improved = False
+        busy = list(running)
+        for i in order:
+            rows, cols = np.nonzero(best.grid == i)
+            if len(rows):
+                block = ((1 << int(rows.max() - rows.min() + 1)) - 1) << int(rows.min())
+                for t in range(int(cols.min()), int(cols.max()) + 1):
+                    busy[t] |= block
+        serving = serving_sets(scenario, busy, how[0], how[1], False, True)
+        if not legal_sets(scenario, serving):
+            break
+        packer = NodePacker(scenario, _free(G, T, running, serving), discount)
+        packs += 1
+        candidate = Plan(_grid(pinned, serving, packer.pack(order)[0]), plan.planner)
+        rank = plan_rank(scenario, candidate)
+        if ranks_above(rank, best_rank) and not check(scenario, candidate):
+            best, best_rank, improved = candidate, rank, True
+    return best, packs
 
 
 def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tuple]:
