@@ -31,6 +31,10 @@ from .windows import improve
 # large ones fewer, and the largest (an openb day: 1,800 jobs on 6,212 GPUs) one ordering.
 PACK_BUDGET = 400_000
 MAX_PACKS = 60
+# Without services, a small problem's search gets this many times the packings: there are no
+# layouts to screen, runner-up, windows or relay to pay for, and the search is all there is
+# (a median batch-only dev draw then spends about 500 packings, one with services 240).
+BATCH_ONLY_FACTOR = 4
 RUNNERS_UP = 3  # the serving layouts after the screen's best that thorough searches too (fast: 1)
 WINDOW_TRIALS = 48  # windows cut out of serving per plan (`windows`; thorough: ten times)
 GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
@@ -89,11 +93,7 @@ def plan_on_nodes(
         plan.planner, plan.stats["guard"] = name, "fifo"
         return plan
     best_rank, serving, packer, how = max(screened, key=lambda item: _sortable(item[0]))
-    units = sum(len(o) for o in packer.options.values()) * T
-    small = packs is not None or units * MAX_PACKS <= PACK_BUDGET
-    if packs is None:
-        packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
-        kicks = packs // 2 if small else 0
+    small, packs, kicks = _effort(scenario, packer, packs, kicks)
     if packs > 1:
         placed, _, order = search(packer, packs, kicks, deadline)
     else:
@@ -134,6 +134,21 @@ def plan_on_nodes(
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan
+
+
+def _effort(
+    scenario: Scenario, packer: NodePacker, packs: int | None, kicks: int
+) -> tuple[bool, int, int]:
+    """Whether the problem is small (searched with kicks, windows and the relay), and the
+    search's packings and kicks: as given, else as many as the budget allows."""
+    units = sum(len(o) for o in packer.options.values()) * scenario.cluster.horizon_steps
+    small = packs is not None or units * MAX_PACKS <= PACK_BUDGET
+    if packs is None:
+        packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
+        if small and not scenario.realtime_jobs:
+            packs *= BATCH_ONLY_FACTOR
+        kicks = packs // 2 if small else 0
+    return small, packs, kicks
 
 
 def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how):
