@@ -13,11 +13,13 @@ without nodes keeps the section 1 allocator, whose plans are unchanged.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ...model import Scenario
 from ...nodes import groups_of, options
-from ...plan import IDLE, Plan, discounts, pin_running, plan_rank, ranks_above
+from ...plan import IDLE, Plan, check, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bitsets_to_bool, bool_to_bitsets
 from .packing import NodePacker
 from .search import search, starting_orders
@@ -29,6 +31,10 @@ from .windows import improve
 # large ones fewer, and the largest (an openb day: 1,800 jobs on 6,212 GPUs) one ordering.
 PACK_BUDGET = 400_000
 MAX_PACKS = 60
+# Without services, a small problem's search gets this many times the packings: there are no
+# layouts to screen, runner-up, windows or relay to pay for, and the search is all there is
+# (a median batch-only dev draw then spends about 500 packings, one with services 240).
+BATCH_ONLY_FACTOR = 4
 RUNNERS_UP = 3  # the serving layouts after the screen's best that thorough searches too (fast: 1)
 WINDOW_TRIALS = 48  # windows cut out of serving per plan (`windows`; thorough: ten times)
 GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
@@ -49,13 +55,16 @@ def plan_on_nodes(
     pin_running(scenario, base.grid)
     running = bool_to_bitsets(base.grid != IDLE)
     discount = discounts(scenario)
-    # Each way of laying out serving, screened with one packing; the best is searched.
-    # (a screen costs a packing: each group first only where packings are cheap)
+    # Each way of laying out serving, screened by its starting orders' packings (one where
+    # packings are dear, which also lays each group first only where they are cheap); the
+    # best is searched.
     queued_options = sum(
         len(options(scenario, j)) for j in scenario.batch_jobs if j.running is None
     )
     cheap = packs is not None or queued_options * T * MAX_PACKS <= PACK_BUDGET
-    rules = (*LANE_RULES, *(f"first:{g.index}" for g in groups_of(c))) if cheap else LANE_RULES
+    rules = LANE_RULES
+    if cheap:
+        rules = (*LANE_RULES, *_group_orders(c))
     layouts = [("slow-small", "priority", False, False)]
     if scenario.realtime_jobs:
         layouts = [
@@ -73,8 +82,8 @@ def plan_on_nodes(
             continue
         seen.add(key)
         packer = NodePacker(scenario, _free(G, T, running, serving), discount)
-        grid = _grid(base.grid, serving, packer.pack(_one_order(packer))[0])
-        screened.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
+        rank = _screen(scenario, base.grid, serving, packer, cheap)
+        screened.append((rank, serving, packer, how))
     if scenario.realtime_jobs and cheap:
         screened += _batch_first(scenario, base.grid, running, discount, seen)
     if not screened:  # (no layout kept every service legal: the baselines' reservation)
@@ -84,11 +93,7 @@ def plan_on_nodes(
         plan.planner, plan.stats["guard"] = name, "fifo"
         return plan
     best_rank, serving, packer, how = max(screened, key=lambda item: _sortable(item[0]))
-    units = sum(len(o) for o in packer.options.values()) * T
-    small = packs is not None or units * MAX_PACKS <= PACK_BUDGET
-    if packs is None:
-        packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
-        kicks = packs // 2 if small else 0
+    small, packs, kicks = _effort(scenario, packer, packs, kicks)
     if packs > 1:
         placed, _, order = search(packer, packs, kicks, deadline)
     else:
@@ -122,10 +127,60 @@ def plan_on_nodes(
             every_start=True,
             budget=WINDOW_TRIALS * (10 if name == "thorough" else 1),
         )
+    if small and scenario.realtime_jobs:
+        plan, relays = _relay(scenario, plan, order, running, discount, base.grid, how)
+        trials += relays
     plan.stats["packings"] = sum(item[2].packs for item in screened) + packer.packs + trials
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan
+
+
+def _effort(
+    scenario: Scenario, packer: NodePacker, packs: int | None, kicks: int
+) -> tuple[bool, int, int]:
+    """Whether the problem is small (searched with kicks, windows and the relay), and the
+    search's packings and kicks: as given, else as many as the budget allows."""
+    units = sum(len(o) for o in packer.options.values()) * scenario.cluster.horizon_steps
+    small = packs is not None or units * MAX_PACKS <= PACK_BUDGET
+    if packs is None:
+        packs = max(1, min(MAX_PACKS, PACK_BUDGET // max(1, units)))
+        if small and not scenario.realtime_jobs:
+            packs *= BATCH_ONLY_FACTOR
+        kicks = packs // 2 if small else 0
+    return small, packs, kicks
+
+
+def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how):
+    """Serving laid out again around the plan's batch blocks (shared, every fraction of a unit
+    served: the GPUs those blocks leave earn batch work nothing), then the batch work packed
+    again around it, in the same order; kept where it ranks higher and passes the checker,
+    and repeated. Serving laid out first breaks the nodes batch work needs; laid out last
+    around batch blocks that already fit, it fills what they leave."""
+    c = scenario.cluster
+    G, T = c.gpus, c.horizon_steps
+    best, best_rank = plan, plan_rank(scenario, plan)
+    packs = 0
+    improved = True
+    while improved:
+        improved = False
+        busy = list(running)
+        for i in order:
+            rows, cols = np.nonzero(best.grid == i)
+            if len(rows):
+                block = ((1 << int(rows.max() - rows.min() + 1)) - 1) << int(rows.min())
+                for t in range(int(cols.min()), int(cols.max()) + 1):
+                    busy[t] |= block
+        serving = serving_sets(scenario, busy, how[0], how[1], False, True)
+        if not legal_sets(scenario, serving):
+            break
+        packer = NodePacker(scenario, _free(G, T, running, serving), discount)
+        packs += 1
+        candidate = Plan(_grid(pinned, serving, packer.pack(order)[0]), plan.planner)
+        rank = plan_rank(scenario, candidate)
+        if ranks_above(rank, best_rank) and not check(scenario, candidate):
+            best, best_rank, improved = candidate, rank, True
+    return best, packs
 
 
 def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tuple]:
@@ -153,6 +208,29 @@ def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tu
         grid = _grid(pinned, serving, packer.pack(order)[0])
         out.append((plan_rank(scenario, Plan(grid)), serving, packer, how))
     return out
+
+
+def _screen(
+    scenario: Scenario, pinned, serving: dict[int, list[int]], packer: NodePacker, every: bool
+) -> tuple[bool, float, float]:
+    """A serving layout's rank: its best packing among the starting orders (`every`; else the
+    first only, where packings are dear). One order misjudges layouts: the layout whose first
+    order packs best is often not the one whose search ends best."""
+    orders = starting_orders(packer) if every else [_one_order(packer)]
+    best = None
+    for order in orders:
+        rank = plan_rank(scenario, Plan(_grid(pinned, serving, packer.pack(order)[0])))
+        if best is None or ranks_above(rank, best):
+            best = rank
+    return best
+
+
+def _group_orders(cluster) -> list[str]:
+    """Lane rules that put the groups in every order (up to 3 groups; else each one first)."""
+    indices = [g.index for g in groups_of(cluster)]
+    if len(indices) > 3:
+        return [f"first:{k}" for k in indices]
+    return ["order:" + ",".join(map(str, p)) for p in itertools.permutations(indices)]
 
 
 def _sortable(rank: tuple[bool, float, float]) -> tuple[float, float, float]:

@@ -82,7 +82,9 @@ def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -
     among those, the one of
     the smallest nodes (which breaks no large block); "small-slow" ranks by node size first;
     "first:K" puts group K first (the screen tries each: the best group for serving is not
-    always the slowest).
+    always the slowest); "order:K1,K2,..." takes the groups in that order (the screen tries
+    every order of up to 3 groups: a service may best take a GPU of a large node rather than
+    the one small node a job of that type needs).
     Each group from its top GPU down. (A service that holds other GPUs at the start moves to
     these as its swap budget allows: `_walk`.)"""
     groups = allowed_groups(scenario.cluster, job)
@@ -98,6 +100,9 @@ def lane_order(scenario: Scenario, job: RealtimeJob, rule: str = "slow-small") -
         order = sorted(
             groups, key=lambda g: (g.index != first, batch_worth(g), g.gpus_per_node, -g.index)
         )
+    elif rule.startswith("order:"):  # the groups in this order (where allowed)
+        ranks = {int(k): n for n, k in enumerate(rule.split(":")[1].split(","))}
+        order = sorted(groups, key=lambda g: (ranks.get(g.index, len(ranks)), g.index))
     else:
         order = sorted(groups, key=lambda g: (g.gpus_per_node, batch_worth(g), -g.index))
     return [gpu for g in order for gpu in range(g.end - 1, g.offset - 1, -1)]

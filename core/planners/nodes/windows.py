@@ -4,8 +4,10 @@ Serving lanes follow demand first, so a job that needs a whole node may find non
 service holds one GPU of each. For a batch job that waits (or never starts), each of its
 options and each start tried reserves the legal block that serving holds least there, for the
 job's whole run: serving is laid out again around it (going short where it must, which the
-objective prices) and the batch work packed with that job first. A window that ranks higher
-(the coverage rule, then J) and passes the checker is kept, and the moves repeat from it.
+objective prices) and the batch work packed with that job first. The job's best window, where
+it ranks higher (the coverage rule, then J) and passes the checker, is kept (not its first
+that ranks higher: the earliest start may cost serving more than a later one), and the moves
+repeat from it.
 """
 
 from __future__ import annotations
@@ -49,11 +51,13 @@ def improve(
             if began <= job.arrival_step:
                 continue
             packer = make_packer({})
+            first = [i] + [k for k in order if k != i]
+            found, found_rank = None, best_rank
             for option in packer.options[i]:
                 last = began if every_start else job.arrival_step + 1
                 for s in range(job.arrival_step, min(last, T)):
                     if trials >= budget:
-                        return best, trials
+                        break
                     block = _block(best.grid, option, s, min(s + option.duration, T), running)
                     if block is None:
                         continue
@@ -64,18 +68,16 @@ def improve(
                         for t, m in enumerate(running)
                     ]
                     serving = layout(busy)
-                    trial_packer = make_packer(serving)
-                    placed, _ = trial_packer.pack([i] + [k for k in order if k != i])
+                    placed, _ = make_packer(serving).pack(first)
                     candidate = Plan(build(serving, placed), plan.planner)
                     rank = plan_rank(scenario, candidate)
-                    if ranks_above(rank, best_rank) and not check(scenario, candidate):
-                        best, best_rank = candidate, rank
-                        order = [i] + [k for k in order if k != i]
-                        improved = True
-                        break
-                if improved:
-                    break
-            if improved:
+                    if ranks_above(rank, found_rank) and not check(scenario, candidate):
+                        found, found_rank = candidate, rank
+            if found is not None:  # the job's best window
+                best, best_rank, order = found, found_rank, first
+                improved = True
+                break
+            if trials >= budget:
                 break
     return best, trials
 
