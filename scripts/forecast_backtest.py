@@ -11,6 +11,9 @@ no value are not scored.
 
     .venv/bin/python scripts/forecast_backtest.py [--weekly] [--traces DIR] [--max]
 
+`--max`: each series' forecasts bounded by the largest value it ever takes (its cluster's size as
+far as the trace shows), as the rolling horizon bounds a service's by its gpus_max.
+
 The series: Philly `active_nodes`; the seven Helios virtual clusters' `running_gpus`; from the
 Alibaba openb pod list the latency-sensitive (`LS`) pods' GPUs held per hour, time-weighted (a
 pod holds num_gpu * gpu_milli / 1000 GPUs when num_gpu == 1 and gpu_milli < 1000, else num_gpu,
@@ -117,8 +120,11 @@ def real_series(folder: Path = TRACES) -> dict[str, pd.Series]:
     return out
 
 
-def backtest(series: pd.Series, spacing: int = 24, level: float = 0.9) -> dict[str, float]:
-    """Pooled MAE, seasonal-naive MAE, coverage and fit time over every origin."""
+def backtest(
+    series: pd.Series, spacing: int = 24, level: float = 0.9, cap: float | None = None
+) -> dict[str, float]:
+    """Pooled MAE, seasonal-naive MAE, coverage and fit time over every origin (each forecast
+    bounded by `cap`, as `gpuplan forecast --max` bounds it)."""
     values = series.to_numpy(dtype=float)
     errors, naive, inside, seconds, cpu = [], [], [], [], []
     origins = range(TRAIN, len(values) - WEEK + 1, spacing)
@@ -126,7 +132,7 @@ def backtest(series: pd.Series, spacing: int = 24, level: float = 0.9) -> dict[s
         train = series.iloc[origin - TRAIN : origin]
         actual = values[origin : origin + WEEK]
         clock, cpu_clock = time.perf_counter(), time.process_time()
-        forecast = forecast_series(train, WEEK, level)
+        forecast = forecast_series(train, WEEK, level, cap=cap)
         seconds.append(time.perf_counter() - clock)
         cpu.append(time.process_time() - cpu_clock)
         last_week = train.interpolate(limit_direction="both").to_numpy()[-WEEK:]
@@ -165,6 +171,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weekly", action="store_true", help="one origin a week, not a day")
     parser.add_argument("--traces", type=Path, default=TRACES)
+    parser.add_argument(
+        "--max",
+        action="store_true",
+        help="bound each series' forecasts by the largest value it ever takes (its cluster's "
+        "size as far as the trace shows), as the planner passes a service's gpus_max",
+    )
     args = parser.parse_args()
     series = real_series(args.traces)
     if not series:
@@ -177,7 +189,9 @@ def main() -> int:
     print(f"{'series':28} " + " ".join(f"{h:>{w}}" for h, w in zip(header, widths, strict=True)))
     results: dict[str, dict[str, float]] = {}
     for name, s in series.items():
-        r = results[name] = backtest(s, spacing)
+        r = results[name] = backtest(
+            s, spacing, cap=float(np.nanmax(s.to_numpy(float))) if args.max else None
+        )
         group = "held out" if name in HELD_OUT else "dev"
         print(
             f"{name:28} {group:>8} {r['origins']:7d} {r['mae']:9.3f} {r['naive_mae']:9.3f} "
