@@ -4,7 +4,10 @@ Three steps, each its own module: serving takes a lane of GPUs per service on it
 the ones batch work values least, and follows demand within swap_cap (`serving`); the batch
 jobs are packed in an order, each at the option (size, group, earliest start) where it delivers
 most at its speed there, best fit within nodes (`packing`); the order is searched, counted in
-packings so that a scenario always gets the same plan (`search`). On small clusters the queue
+packings so that a scenario always gets the same plan (`search`). On small problems windows
+are cut out of serving for waiting jobs (`windows`), serving is laid out again around the batch
+blocks (the relay), and last serving is split exactly among the services around the blocks
+(`split`: the lanes round each service's demand up on its own). On small clusters the queue
 baselines' plans are compared too and the better legal plan returned (the guard).
 
 `plan_allocator` and `plan_thorough` come here for every cluster that lists nodes; a cluster
@@ -17,13 +20,14 @@ import itertools
 
 import numpy as np
 
-from ...model import Scenario
+from ...model import RealtimeJob, Scenario
 from ...nodes import groups_of, options
 from ...plan import IDLE, Plan, check, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bitsets_to_bool, bool_to_bitsets
 from .packing import NodePacker
 from .search import search, starting_orders
 from .serving import LANE_RULES, SERVICE_ORDERS, legal_sets, serving_sets
+from .split import exact_split
 from .windows import improve
 
 # Packing budget in option-steps (a job's options x the horizon, summed over the jobs): a
@@ -115,25 +119,41 @@ def plan_on_nodes(
                     got_order,
                 )
     trials = 0
-    if small and scenario.realtime_jobs:
-        plan, trials = improve(
-            scenario,
-            plan,
-            order,
-            running,
-            lambda busy: serving_sets(scenario, busy, *how),
-            lambda s: NodePacker(scenario, _free(G, T, running, s), discount),
-            lambda s, p: _grid(base.grid, s, p),
-            every_start=True,
-            budget=WINDOW_TRIALS * (10 if name == "thorough" else 1),
+    if small:
+        plan, trials = _moves(
+            scenario, plan, order, packer, serving, how, base.grid, name, deadline
         )
-    if small and scenario.realtime_jobs:
-        plan, relays = _relay(scenario, plan, order, running, discount, base.grid, how)
-        trials += relays
     plan.stats["packings"] = sum(item[2].packs for item in screened) + packer.packs + trials
     if G * T <= GUARD_CELLS:
         plan = _guard(scenario, plan)
     return plan
+
+
+def _moves(scenario: Scenario, plan: Plan, order, packer, serving, how, pinned, name, deadline):
+    """A small problem's moves after the search: windows cut out of serving, the relay, and
+    serving split exactly; the plan and the packings they made."""
+    c = scenario.cluster
+    G, T = c.gpus, c.horizon_steps
+    running = bool_to_bitsets(pinned != IDLE)
+    discount = packer.discount
+    thorough = name == "thorough"
+    trials = 0
+    if not scenario.realtime_jobs:
+        return plan, trials
+    plan, windows = improve(
+        scenario,
+        plan,
+        order,
+        running,
+        lambda busy: serving_sets(scenario, busy, *how),
+        lambda s: NodePacker(scenario, _free(G, T, running, s), discount),
+        lambda s, p: _grid(pinned, s, p),
+        every_start=True,
+        budget=WINDOW_TRIALS * (10 if thorough else 1),
+    )
+    plan, relays = _relay(scenario, plan, order, running, discount, pinned, how)
+    trials += windows + relays
+    return split_again(scenario, plan), trials
 
 
 def _effort(
@@ -153,34 +173,71 @@ def _effort(
 
 def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how):
     """Serving laid out again around the plan's batch blocks (shared, every fraction of a unit
-    served: the GPUs those blocks leave earn batch work nothing), then the batch work packed
-    again around it, in the same order; kept where it ranks higher and passes the checker,
-    and repeated. Serving laid out first breaks the nodes batch work needs; laid out last
-    around batch blocks that already fit, it fills what they leave."""
-    c = scenario.cluster
-    G, T = c.gpus, c.horizon_steps
+    served: the GPUs those blocks leave earn batch work nothing; and split exactly, `split`),
+    then the batch work packed again around it, in the same order, and serving split exactly
+    around that; kept where it ranks higher and passes the checker, and repeated. Serving laid
+    out first breaks the nodes batch work needs; laid out last around batch blocks that already
+    fit, it fills what they leave."""
     best, best_rank = plan, plan_rank(scenario, plan)
     packs = 0
     improved = True
     while improved:
         improved = False
-        busy = list(running)
-        for i in order:
-            rows, cols = np.nonzero(best.grid == i)
-            if len(rows):
-                block = ((1 << int(rows.max() - rows.min() + 1)) - 1) << int(rows.min())
-                for t in range(int(cols.min()), int(cols.max()) + 1):
-                    busy[t] |= block
-        serving = serving_sets(scenario, busy, how[0], how[1], False, True)
-        if not legal_sets(scenario, serving):
-            break
-        packer = NodePacker(scenario, _free(G, T, running, serving), discount)
-        packs += 1
-        candidate = Plan(_grid(pinned, serving, packer.pack(order)[0]), plan.planner)
-        rank = plan_rank(scenario, candidate)
-        if ranks_above(rank, best_rank) and not check(scenario, candidate):
-            best, best_rank, improved = candidate, rank, True
+        busy = _blocks_busy(best, order, running)
+        layouts = [serving_sets(scenario, busy, how[0], how[1], False, True)]
+        exact = exact_split(scenario, busy)
+        if exact is not None:
+            layouts.append(exact)
+        for serving in layouts:
+            if not legal_sets(scenario, serving):
+                continue
+            packs += 1
+            candidate = _repack(scenario, serving, order, running, discount, pinned, plan.planner)
+            rank = plan_rank(scenario, candidate)
+            if ranks_above(rank, best_rank) and not check(scenario, candidate):
+                best, best_rank, improved = candidate, rank, True
     return best, packs
+
+
+def _blocks_busy(plan: Plan, jobs, running: list[int]) -> list[int]:
+    """Per step, the GPUs running work and the blocks of `jobs` in the plan hold."""
+    busy = list(running)
+    for i in jobs:
+        rows, cols = np.nonzero(plan.grid == i)
+        if len(rows):
+            block = ((1 << int(rows.max() - rows.min() + 1)) - 1) << int(rows.min())
+            for t in range(int(cols.min()), int(cols.max()) + 1):
+                busy[t] |= block
+    return busy
+
+
+def _repack(scenario: Scenario, serving, order, running, discount, pinned, name: str) -> Plan:
+    """The batch work packed in `order` around `serving`, then serving split exactly around
+    the blocks packed (not checked)."""
+    c = scenario.cluster
+    packer = NodePacker(scenario, _free(c.gpus, c.horizon_steps, running, serving), discount)
+    plan = Plan(_grid(pinned, serving, packer.pack(order)[0]), name)
+    return split_again(scenario, plan, checked=False)
+
+
+def split_again(scenario: Scenario, plan: Plan, checked: bool = True) -> Plan:
+    """The plan with its serving split exactly among the services around its batch blocks
+    (`split`), where that ranks higher and (`checked`) passes the checker; else the plan."""
+    services = [i for i, j in enumerate(scenario.jobs) if isinstance(j, RealtimeJob)]
+    serving = np.isin(plan.grid, services)
+    sets = exact_split(scenario, bool_to_bitsets((plan.grid != IDLE) & ~serving))
+    if sets is None:
+        return plan
+    grid = plan.grid.copy()
+    grid[serving] = IDLE
+    for i, per_step in sets.items():
+        grid[bitsets_to_bool(per_step, grid.shape[0]).T] = i
+    candidate = Plan(grid, plan.planner, dict(plan.stats))
+    if ranks_above(plan_rank(scenario, candidate), plan_rank(scenario, plan)) and not (
+        checked and check(scenario, candidate)
+    ):
+        return candidate
+    return plan
 
 
 def _batch_first(scenario: Scenario, pinned, running, discount, seen) -> list[tuple]:
