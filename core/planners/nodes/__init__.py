@@ -7,7 +7,8 @@ most at its speed there, best fit within nodes (`packing`); the order is searche
 packings so that a scenario always gets the same plan (`search`). On small problems windows
 are cut out of serving for waiting jobs (`windows`), serving is laid out again around the batch
 blocks (the relay), and last serving is split exactly among the services around the blocks
-(`split`: the lanes round each service's demand up on its own). On small clusters the queue
+(`split`: the lanes round each service's demand up on its own); `thorough` also holds jobs to
+groups, drops jobs and cuts windows out of serving alone. On small clusters the queue
 baselines' plans are compared too and the better legal plan returned (the guard).
 
 `plan_allocator` and `plan_thorough` come here for every cluster that lists nodes; a cluster
@@ -16,12 +17,14 @@ without nodes keeps the section 1 allocator, whose plans are unchanged.
 
 from __future__ import annotations
 
+import copy
 import itertools
+from time import monotonic
 
 import numpy as np
 
 from ...model import RealtimeJob, Scenario
-from ...nodes import groups_of, options
+from ...nodes import gpu_group_index, groups_of, options
 from ...plan import IDLE, Plan, check, discounts, pin_running, plan_rank, ranks_above
 from ..blocks import bitsets_to_bool, bool_to_bitsets
 from .packing import NodePacker
@@ -41,6 +44,7 @@ MAX_PACKS = 60
 BATCH_ONLY_FACTOR = 4
 RUNNERS_UP = 3  # the serving layouts after the screen's best that thorough searches too (fast: 1)
 WINDOW_TRIALS = 48  # windows cut out of serving per plan (`windows`; thorough: ten times)
+PIN_PACKS = 24  # packings per search with a job held to a group (thorough's `_pins`)
 GUARD_CELLS = 4096  # clusters of up to this many GPU-steps are checked against the baselines
 
 
@@ -130,14 +134,17 @@ def plan_on_nodes(
 
 
 def _moves(scenario: Scenario, plan: Plan, order, packer, serving, how, pinned, name, deadline):
-    """A small problem's moves after the search: windows cut out of serving, the relay, and
-    serving split exactly; the plan and the packings they made."""
+    """A small problem's moves after the search: (thorough) jobs held to groups, windows cut
+    out of serving, the relay, (thorough) jobs dropped and windows cut out of serving alone,
+    and serving split exactly; the plan and the packings they made."""
     c = scenario.cluster
     G, T = c.gpus, c.horizon_steps
     running = bool_to_bitsets(pinned != IDLE)
     discount = packer.discount
     thorough = name == "thorough"
     trials = 0
+    if thorough:
+        plan, order, trials = _pins(scenario, plan, order, packer, serving, pinned, deadline)
     if not scenario.realtime_jobs:
         return plan, trials
     plan, windows = improve(
@@ -153,6 +160,12 @@ def _moves(scenario: Scenario, plan: Plan, order, packer, serving, how, pinned, 
     )
     plan, relays = _relay(scenario, plan, order, running, discount, pinned, how)
     trials += windows + relays
+    if thorough:
+        plan, drops = _drop(scenario, plan, order, running, discount, pinned, packer, deadline)
+        plan, inserts = _insert(
+            scenario, plan, order, running, discount, pinned, WINDOW_TRIALS * 10, deadline
+        )
+        trials += drops + inserts
     return split_again(scenario, plan), trials
 
 
@@ -169,6 +182,35 @@ def _effort(
             packs *= BATCH_ONLY_FACTOR
         kicks = packs // 2 if small else 0
     return small, packs, kicks
+
+
+def _pins(scenario: Scenario, plan: Plan, order, packer: NodePacker, serving, pinned, deadline):
+    """Each job held to each group it may use but does not hold, and the order searched again
+    (a short search): the packer gives a job its most rewarding option, which may take the
+    only GPUs another job may use (a job of two types on the slow one, where the job of that
+    type alone needs it). Kept where it ranks higher; the plan, its order and the packings."""
+    best, best_rank = plan, plan_rank(scenario, plan)
+    packs = 0
+    group_of = gpu_group_index(scenario.cluster)
+    for j in list(packer.options):
+        rows = np.nonzero((best.grid == j).any(axis=1))[0]
+        held = int(group_of[rows[0]]) if len(rows) else None
+        for group in sorted({o.group.index for o in packer.options[j]} - {held}):
+            if deadline is not None and monotonic() > deadline:
+                return best, order, packs
+            held_to = copy.copy(packer)
+            held_to.options = dict(packer.options)
+            held_to.options[j] = [o for o in packer.options[j] if o.group.index == group]
+            held_to.packs = 0
+            placed, _, got = search(held_to, PIN_PACKS, 0, deadline)
+            packs += held_to.packs
+            candidate = Plan(_grid(pinned, serving, placed), plan.planner)
+            if scenario.realtime_jobs:
+                candidate = split_again(scenario, candidate, checked=False)
+            rank = plan_rank(scenario, candidate)
+            if ranks_above(rank, best_rank) and not check(scenario, candidate):
+                best, best_rank, order = candidate, rank, got
+    return best, order, packs
 
 
 def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how):
@@ -197,6 +239,126 @@ def _relay(scenario: Scenario, plan: Plan, order, running, discount, pinned, how
             if ranks_above(rank, best_rank) and not check(scenario, candidate):
                 best, best_rank, improved = candidate, rank, True
     return best, packs
+
+
+def _drop(scenario: Scenario, plan: Plan, order, running, discount, pinned, packer, deadline):
+    """Each placed job in turn packed last or left out, the others packed again around serving
+    split exactly around their blocks (where this job's block goes to serving) or around every
+    block (where it goes to the others): a job whose block costs serving more than it earns
+    gives way, to serving or to jobs that cost it less. Kept where it ranks higher and passes
+    the checker."""
+    best, best_rank = plan, plan_rank(scenario, plan)
+    packs = 0
+    for j in order:
+        if deadline is not None and monotonic() > deadline:
+            break
+        if not (best.grid == j).any():
+            continue
+        others = [k for k in order if k != j]
+        tries = []
+        around_others = exact_split(scenario, _blocks_busy(best, others, running))
+        if around_others is not None:
+            tries += [(around_others, others + [j]), (around_others, others)]
+        around_all = exact_split(scenario, _blocks_busy(best, order, running))
+        if around_all is not None:  # (the others in every starting order: the plan's was
+            # chosen around other serving)
+            for start in starting_orders(packer):
+                tries.append((around_all, [k for k in start if k != j]))
+        for serving, again in tries:
+            packs += 1
+            candidate = _repack(scenario, serving, again, running, discount, pinned, plan.planner)
+            rank = plan_rank(scenario, candidate)
+            if ranks_above(rank, best_rank) and not check(scenario, candidate):
+                best, best_rank = candidate, rank
+    return best, packs
+
+
+def _insert(
+    scenario: Scenario, plan: Plan, order, running, discount, pinned, budget: int, deadline
+):
+    """Windows cut out of serving alone: a job that waits (or never starts) takes, at each of
+    its options and each start before its own, the legal block that holds no other batch work
+    and the fewest serving cells, every other block stays where it is, serving is split
+    exactly around them (`split`) and the jobs still unplaced packed into what is left. The
+    job's best window, where it ranks higher and passes the checker, is kept and the moves
+    repeat from it (at most `budget` trials). Where `windows` lays serving out again in lanes
+    around the window and packs everything again, this moves only serving."""
+    T = scenario.cluster.horizon_steps
+    jobs = scenario.jobs
+    services = [i for i, j in enumerate(jobs) if isinstance(j, RealtimeJob)]
+    best, best_rank = plan, plan_rank(scenario, plan)
+    trials = 0
+    improved = True
+    while improved and trials < budget:
+        improved = False
+        serving = np.isin(best.grid, services)
+        batch = (best.grid != IDLE) & ~serving
+        for i in order:
+            job = jobs[i]
+            steps = np.nonzero((best.grid == i).any(axis=0))[0]
+            began = int(steps[0]) if len(steps) else T
+            if began <= job.arrival_step:
+                continue
+            others = batch & (best.grid != i)
+            found, found_rank = None, best_rank
+            for option in options(scenario, job):
+                for start in range(job.arrival_step, min(began, T)):
+                    if trials >= budget or (deadline is not None and monotonic() > deadline):
+                        break
+                    end = min(start + option.duration, T)
+                    first = _open_block(best.grid, others, option, start, end)
+                    if first is None:
+                        continue
+                    trials += 1
+                    grid = np.where(others, best.grid, IDLE)
+                    grid[first : first + option.gpus, start:end] = i
+                    candidate = _fill(scenario, grid, order, discount, best.planner)
+                    if candidate is None:
+                        continue
+                    rank = plan_rank(scenario, candidate)
+                    if ranks_above(rank, found_rank) and not check(scenario, candidate):
+                        found, found_rank = candidate, rank
+            if found is not None:
+                best, best_rank, improved = found, found_rank, True
+                break
+            if trials >= budget:
+                break
+    return best, trials
+
+
+def _open_block(grid: np.ndarray, others: np.ndarray, option, start: int, end: int):
+    """The legal first GPU of the option whose block over [start, end) holds no other batch
+    work and the fewest cells that are not idle, lowest first; None where there is none."""
+    best, best_cost = None, None
+    starts, g = option.starts, option.gpus
+    while starts:
+        b = (starts & -starts).bit_length() - 1
+        starts &= starts - 1
+        if others[b : b + g, start:end].any():
+            continue
+        cost = int((grid[b : b + g, start:end] != IDLE).sum())
+        if best_cost is None or cost < best_cost:
+            best, best_cost = b, cost
+    return best
+
+
+def _fill(scenario: Scenario, grid: np.ndarray, order, discount, name: str) -> Plan | None:
+    """Serving split exactly around the batch blocks of `grid` (which holds no serving), then
+    the jobs of `order` it does not hold packed into what is left; None where the split finds
+    no legal layout."""
+    sets = exact_split(scenario, bool_to_bitsets(grid != IDLE))
+    if sets is None:
+        return None
+    c = scenario.cluster
+    held = set(np.unique(grid).tolist())
+    left = [k for k in order if k not in held]
+    for i, per_step in sets.items():
+        grid[bitsets_to_bool(per_step, c.gpus).T] = i
+    if left:
+        packer = NodePacker(scenario, bool_to_bitsets(grid == IDLE), discount)
+        for p in packer.pack(left)[0]:
+            grid[p.gpu_start : p.gpu_start + p.gpus, p.start : p.end] = p.job
+    return Plan(grid, name)
 
 
 def _blocks_busy(plan: Plan, jobs, running: list[int]) -> list[int]:
