@@ -249,6 +249,7 @@ def _drop(scenario: Scenario, plan: Plan, order, running, discount, pinned, pack
     the checker."""
     best, best_rank = plan, plan_rank(scenario, plan)
     packs = 0
+    split_of = None  # the plan `around_all` was split around (it changes only with `best`)
     for j in order:
         if deadline is not None and monotonic() > deadline:
             break
@@ -259,7 +260,8 @@ def _drop(scenario: Scenario, plan: Plan, order, running, discount, pinned, pack
         around_others = exact_split(scenario, _blocks_busy(best, others, running))
         if around_others is not None:
             tries += [(around_others, others + [j]), (around_others, others)]
-        around_all = exact_split(scenario, _blocks_busy(best, order, running))
+        if split_of is not best:
+            around_all, split_of = exact_split(scenario, _blocks_busy(best, order, running)), best
         if around_all is not None:  # (the others in every starting order: the plan's was
             # chosen around other serving)
             for start in starting_orders(packer):
