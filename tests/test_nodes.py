@@ -460,3 +460,27 @@ def test_thorough_never_ranks_below_the_fast_allocator_on_nodes():
         assert not ranks_above(fast, thorough)
 
     not_below()
+
+
+def test_fifo_reserves_a_typed_service_the_only_gpu_it_may_use():
+    """A service that may use one free GPU comes first, and an untyped one after it: the
+    untyped one's gpus_min may be met elsewhere, so the typed one gets its GPU (and the
+    untyped one none of the typed GPUs a later service needs)."""
+    from core.planners.fifo import reserved_sets
+
+    cluster = Cluster(
+        4,
+        60,
+        2,
+        gpu_types=(GpuType("a", 1.0), GpuType("b", 1.0)),
+        nodes=(NodeGroup("g0", "a", 2, 1), NodeGroup("g1", "b", 2, 1)),
+    )
+    held = BatchJob("held", "training", 1, 1, 1, gpu_hours=2, running=Running(2, 1, 2))
+    typed = RealtimeJob("typed", 1, 1, 1, 0, demand=(0.0, 0.0), gpu_types=("b",))
+    untyped = RealtimeJob("untyped", 1, 1, 1, 0, demand=(0.0, 0.0))
+    for jobs in ((held, typed, untyped), (held, untyped, typed)):
+        s = Scenario("typed-first", cluster, jobs)
+        sets = reserved_sets(s)
+        assert sets[s.job_index("typed")] == [0b1000, 0b1000]  # GPU 3, the only free b
+        assert sets[s.job_index("untyped")][0] in (0b01, 0b10)  # an a GPU
+        assert check(s, solve(s, "fifo")) == []

@@ -113,8 +113,8 @@ def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
 
     The reserved set keeps the job's previous GPUs first (highest first), then takes the
     highest-numbered GPUs that are free at step 0 (and so for the whole horizon: running blocks
-    only shrink) and not spoken for by another real-time job. GPUs still needed by later jobs'
-    gpus_min are left.
+    only shrink) and not spoken for by another real-time job, those no later real-time job may
+    use first (GPU types). GPUs still needed by later jobs' gpus_min are left.
     """
     T = scenario.cluster.horizon_steps
     rt = [(i, job) for i, job in enumerate(scenario.jobs) if isinstance(job, RealtimeJob)]
@@ -132,8 +132,21 @@ def reserved_sets(scenario: Scenario) -> dict[int, list[int]]:
         target = peak_reservation(job)
         kept = top_bits(previous, target)
         candidates = allowed_gpus(scenario.cluster, job) & ~running & ~spoken_for
-        room = max(0, candidates.bit_count() - sum(still_needed[k + 1 :]))
-        reserved = kept | top_bits(candidates, min(room, max(0, target - kept.bit_count())))
+        # later jobs' gpus_min that only these candidates can meet (typed nodes: the rest
+        # may lie on GPUs this job may not use)
+        free = ~running & ~spoken_for
+        later_needs = sum(
+            max(0, n - (allowed_gpus(scenario.cluster, other) & free & ~candidates).bit_count())
+            for n, (_, other) in zip(still_needed[k + 1 :], rt[k + 1 :], strict=True)
+        )
+        room = max(0, candidates.bit_count() - later_needs)
+        need = min(room, max(0, target - kept.bit_count()))
+        # GPUs no later job may use first (on typed nodes a later job may have no others)
+        later = 0
+        for _, other in rt[k + 1 :]:
+            later |= allowed_gpus(scenario.cluster, other)
+        taken = top_bits(candidates & ~later, need)
+        reserved = kept | taken | top_bits(candidates & ~taken, need - taken.bit_count())
         spoken_for |= reserved
         out[i] = _walk_to(job, previous if job.previous_gpus is not None else None, reserved, T)
     return out
